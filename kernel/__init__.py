@@ -1,0 +1,1 @@
+"""The notebook side: kernel, magics, jobs, launchers, channel and the command line."""

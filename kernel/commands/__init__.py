@@ -1,0 +1,1 @@
+"""One module per ``hotswitch`` subcommand, each with ``add_parser(sub)`` and ``run(args)``."""

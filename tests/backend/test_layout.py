@@ -1,0 +1,42 @@
+import pytest
+
+from hotswitch.backend import Replicate, Shard, Strategy, get_config, param_layout
+from hotswitch.backend.layout import stage_layers
+
+
+def test_megatron_placements_and_stages():
+    config = get_config("tiny")
+    layout = param_layout(config, Strategy.parse("dp2tp2pp2"))
+    tp = {name: p.state.placements[1] for name, p in layout.items()}
+    assert tp["tok_embeddings.weight"] == Shard(0) and tp["output.weight"] == Shard(0)
+    assert tp["layers.0.attention.wq.weight"] == Shard(0) and tp["layers.0.feed_forward.w3.weight"] == Shard(0)
+    assert tp["layers.0.attention.wo.weight"] == Shard(1) and tp["layers.0.feed_forward.w2.weight"] == Shard(1)
+    assert tp["layers.0.attention_norm.weight"] == Replicate() and tp["norm.weight"] == Replicate()
+    assert all(p.state.placements[0] == Replicate() for p in layout.values())
+    assert layout["tok_embeddings.weight"].state.devices == (0, 1, 2, 3)
+    assert layout["layers.1.attention.wq.weight"].stage == 0
+    assert layout["layers.2.attention.wq.weight"].stage == 1
+    assert layout["output.weight"].state.devices == (4, 5, 6, 7)
+
+
+def test_every_rank_holds_its_share_of_parameters():
+    config = get_config("tiny")
+    strategy = Strategy.parse("tp4")
+    layout = param_layout(config, strategy)
+    per_rank = sum(p.state.local_box(0, p.shape).numel for p in layout.values())
+    norms = sum(p.shape[0] for n, p in layout.items() if n.endswith("norm.weight"))
+    assert per_rank == (config.n_params - norms) // 4 + norms
+
+
+def test_stage_layers_are_contiguous_and_balanced():
+    assert stage_layers(10, 4) == [range(0, 3), range(3, 6), range(6, 8), range(8, 10)]
+    with pytest.raises(ValueError, match="lower pp"):
+        stage_layers(2, 4)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "message"), [("tp3", "tp=3 does not divide tiny's n_heads=8"), ("pp8", "lower pp")]
+)
+def test_strategy_that_does_not_fit_the_model(strategy, message):
+    with pytest.raises(ValueError, match=message):
+        param_layout(get_config("tiny"), Strategy.parse(strategy))

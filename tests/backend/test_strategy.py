@@ -1,0 +1,59 @@
+import pytest
+
+from hotswitch.backend import Cluster, Strategy
+
+
+@pytest.mark.parametrize(
+    ("text", "degrees"),
+    [("dp2tp2pp1", (2, 2, 1)), ("tp4", (1, 4, 1)), ("dp4", (4, 1, 1)), ("TP2PP2", (1, 2, 2)), ("pp2dp2", (2, 1, 2))],
+)
+def test_parse(text, degrees):
+    s = Strategy.parse(text)
+    assert (s.dp, s.tp, s.pp) == degrees
+    assert Strategy.parse(str(s)) == s
+
+
+def test_format_is_canonical():
+    assert str(Strategy(dp=2, tp=2)) == "dp2tp2pp1"
+
+
+@pytest.mark.parametrize("text", ["", "dp", "dp2dp2", "dp0", "zz4", "dp2 tp2", "dp2x"])
+def test_parse_rejects(text):
+    with pytest.raises(ValueError, match=r"dp2tp2pp1|positive"):
+        Strategy.parse(text)
+
+
+def test_mesh_is_pp_dp_tp_with_tp_fastest():
+    s = Strategy(dp=2, tp=2, pp=2)
+    assert [s.coords(r) for r in range(8)] == [
+        (0, 0, 0),
+        (0, 0, 1),
+        (0, 1, 0),
+        (0, 1, 1),
+        (1, 0, 0),
+        (1, 0, 1),
+        (1, 1, 0),
+        (1, 1, 1),
+    ]
+    assert all(s.rank_of(*s.coords(r)) == r for r in range(8))
+    assert s.tp_group(5) == (4, 5)
+    assert s.dp_group(5) == (5, 7)
+    assert s.stage_ranks == ((0, 1, 2, 3), (4, 5, 6, 7))
+
+
+def test_fit_error_names_the_fix():
+    with pytest.raises(ValueError, match="product dp\\*tp\\*pp is 8"):
+        Strategy.parse("dp2tp2").check_fits(8)
+
+
+def test_cluster_presets():
+    paper = Cluster.a800()
+    assert paper.world_size == 32 and paper.nodes == 4
+    assert paper.intra_bw == 400e9 and paper.inter_bw == 200e9
+    assert Cluster.of_gpus(8).nodes == 1 and Cluster.of_gpus(16).nodes == 2
+    local = Cluster.local(4, nodes=2)
+    assert [local.node_of(r) for r in range(4)] == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="3 virtual nodes"):
+        Cluster.local(4, nodes=3)
+    with pytest.raises(ValueError, match="outside this cluster"):
+        local.node_of(4)

@@ -1,0 +1,68 @@
+"""The distribution maps the top-level folders into the ``hotswitch`` namespace."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = {"backend": "hotswitch.backend", "widgets": "hotswitch.widgets", "kernel": "hotswitch.kernel"}
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {
+        ".".join([FOLDERS[init.parent.relative_to(ROOT).parts[0]], *init.parent.relative_to(ROOT).parts[1:]])
+        for folder in FOLDERS
+        for init in (ROOT / folder).rglob("__init__.py")
+    }
+    assert listed == on_disk
+
+
+@pytest.mark.slow
+def test_wheel_installs_and_imports(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(tmp_path.glob("hotswitch-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "hotswitch/backend/switch/planner.py" in names and "hotswitch/kernel/cli.py" in names
+    target = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(target)
+    code = "import hotswitch.backend, hotswitch.kernel.cli, hotswitch.widgets; print(hotswitch.backend.__file__)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)}, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(str(target))
+
+
+def test_console_script_plans_a_switch():
+    out = subprocess.run(
+        [sys.executable, "-m", "hotswitch.kernel.cli", "plan-switch", "dp2tp2pp2", "dp8", "--model", "7b", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    import json
+
+    summary = json.loads(out.stdout)
+    assert set(summary) == {"balanced", "greedy", "naive", "bound"}
+    assert summary["balanced"]["time_s"] >= summary["bound"]["time_s"] * (1 - 1e-9)
+    assert summary["balanced"]["bytes_moved"] == summary["naive"]["bytes_moved"] > 0
+
+
+def test_console_script_reports_bad_strategies():
+    out = subprocess.run(
+        [sys.executable, "-m", "hotswitch.kernel.cli", "plan-switch", "dp3", "tp3", "--model", "7b"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2
+    assert "tp=3 does not divide 7b's n_heads=32" in out.stderr

@@ -1,0 +1,20 @@
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_commands() -> list[str]:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    return [lines[i + 1] for i, line in enumerate(lines[:20]) if line.startswith("```bash")]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    commands = readme_commands()
+    assert len(commands) == 2, "the README opens with two commands: main job, then tests"
+    ci_commands = [
+        line
+        for line in (ROOT / ".ci/run").read_text().splitlines()
+        if line and not line.startswith(("#", "set ", "cd "))
+    ]
+    assert ci_commands == [commands[1]]
+    assert "pytest" in commands[1]

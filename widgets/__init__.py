@@ -1,0 +1,1 @@
+"""Widgets: ipywidgets + plotly views of backend objects and training events."""
