@@ -1,5 +1,6 @@
 """The distribution maps the top-level folders into the ``hotswitch`` namespace."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -24,8 +25,10 @@ def test_every_package_folder_is_listed_in_pyproject():
 
 @pytest.mark.slow
 def test_wheel_installs_and_imports(tmp_path):
+    source = tmp_path / "source"  # a copy, so that the build leaves nothing in the work tree
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
     )

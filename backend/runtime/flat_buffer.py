@@ -1,4 +1,4 @@
-"""One contiguous tensor per (strategy, rank) holding the rank's shards as views."""
+"""One contiguous tensor per (layout, rank) holding the rank's blocks as views."""
 
 from __future__ import annotations
 
@@ -10,9 +10,35 @@ from hotswitch.backend.dist_state import Box
 from hotswitch.backend.switch.needs import TensorLayout
 
 
+def flat_offsets(layout: Mapping[str, TensorLayout], rank: int) -> dict[str, tuple[int, Box]]:
+    """Where each tensor ``rank`` holds starts in its flat buffer, and which block it is:
+    blocks back to back in layout order. Any rank can compute any other rank's."""
+    out, offset = {}, 0
+    for name, t in layout.items():
+        if t.state.holds(rank):
+            box = t.state.local_box(rank, tuple(t.shape))
+            out[name] = (offset, box)
+            offset += box.numel
+    return out
+
+
+def span_in(box: Box, block: Box, start: int) -> int | None:
+    """Flat offset of ``box`` inside a row-major ``block`` stored from ``start``, or None
+    when ``box`` is not one contiguous range there."""
+    rel = box.relative_to(block)
+    partial = [d for d in range(len(block.shape)) if rel.shape[d] != block.shape[d]]
+    if partial and any(rel.shape[d] != 1 for d in range(partial[-1])):
+        return None
+    offset, stride = start, 1
+    for d in reversed(range(len(block.shape))):
+        offset += rel.offset[d] * stride
+        stride *= block.shape[d]
+    return offset
+
+
 class FlatBuffer:
     """``views[name]`` is this rank's block ``boxes[name]`` of each tensor it holds, laid
-    out back to back in ``flat`` in layout order."""
+    out back to back in ``flat`` in layout order (see ``flat_offsets``)."""
 
     def __init__(
         self,
@@ -21,21 +47,17 @@ class FlatBuffer:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ):
-        self.rank = rank
-        self.boxes: dict[str, Box] = {
-            name: t.state.local_box(rank, tuple(t.shape)) for name, t in layout.items() if t.state.holds(rank)
-        }
+        self.layout, self.rank = layout, rank
+        offsets = flat_offsets(layout, rank)
+        self.boxes: dict[str, Box] = {name: box for name, (_, box) in offsets.items()}
         self.flat = torch.zeros(sum(b.numel for b in self.boxes.values()), dtype=dtype, device=device)
-        self.views: dict[str, torch.Tensor] = {}
-        offset = 0
-        for name, box in self.boxes.items():
-            self.views[name] = self.flat[offset : offset + box.numel].view(box.shape)
-            offset += box.numel
+        self.views: dict[str, torch.Tensor] = {
+            name: self.flat[start : start + box.numel].view(box.shape) for name, (start, box) in offsets.items()
+        }
 
     def region(self, name: str, box: Box) -> torch.Tensor:
         """The view of global block ``box`` of ``name`` (which this rank must hold)."""
-        local = box.relative_to(self.boxes[name])
-        return self.views[name][local.slices()]
+        return self.views[name][box.relative_to(self.boxes[name]).slices()]
 
     def load_global(self, tensors: Mapping[str, torch.Tensor]) -> None:
         """Fill every view from the full global tensors (tests and initialisation)."""

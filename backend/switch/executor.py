@@ -1,9 +1,9 @@
-"""Run a switch plan on one rank: one ``batch_isend_irecv`` round over fused buffers.
+"""Run a switch plan on one rank: one ``batch_isend_irecv`` round over its wires.
 
 Binding a plan to a rank's source and destination buffers works out once which
-messages can be sent straight from the source buffer and received straight
-into the destination buffer (their slices are back to back there) and which
-need packing; running it then only issues the transfers.
+wires go straight from the source buffer and into the destination buffer and
+which are packed (see ``wire.py``); ``run()`` then only issues the transfers,
+copies what the rank already owns while they are in flight, and unpacks.
 """
 
 from __future__ import annotations
@@ -14,19 +14,8 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
-from hotswitch.backend.switch.plan import SwitchPlan, Transfer
-
-
-def _span(views: list[torch.Tensor], flat: torch.Tensor) -> torch.Tensor | None:
-    """The one range of ``flat`` the views cover back to back, or None."""
-    start = views[0].storage_offset()
-    end = start
-    for v in views:
-        same_storage = v.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
-        if not (same_storage and v.is_contiguous() and v.storage_offset() == end):
-            return None
-        end += v.numel()
-    return flat.narrow(0, start - flat.storage_offset(), end - start)
+from hotswitch.backend.switch.plan import SwitchPlan
+from hotswitch.backend.switch.wire import Wire, WireLayout
 
 
 def _apply(target: torch.Tensor, piece: torch.Tensor, accumulate: bool) -> None:
@@ -51,42 +40,43 @@ class BoundSwitch:
             raise ValueError(f"source buffer is {src.flat.dtype} but destination is {dst.flat.dtype}")
         if plan.itemsize != src.flat.element_size():
             raise ValueError(f"plan counts {plan.itemsize}-byte elements but the buffers hold {src.flat.dtype}")
-        self.plan, self.rank = plan, rank
+        if set(plan.names) != set(src.layout) or set(plan.names) != set(dst.layout):
+            raise ValueError("the buffers hold other tensors than the plan moves; bind the plan made for these layouts")
+        self.rank = rank
         self.zero = [dst.views[name] for r, name in sorted(plan.zero_first) if r == rank]
         self.local = [
             (src.region(t.name, t.box), dst.region(t.name, t.box), t.accumulate)
             for t in plan.transfers
             if t.local and t.sender == rank
         ]
-        packed: dict[int, torch.Tensor] = {}
         self.pack: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # send buffers filled at each run
         self.sends: list[tuple[int, torch.Tensor]] = []
         self.recvs: list[_Recv] = []
-        for (sender, receiver), transfers in plan.messages.items():
-            if sender == rank:
-                buffer_id = plan.buffer_ids[sender, receiver]
-                if buffer_id not in packed:
-                    packed[buffer_id] = self._send_buffer(transfers, src)
-                self.sends.append((receiver, packed[buffer_id]))
-            elif receiver == rank:
-                self.recvs.append(self._recv_buffer(sender, transfers, dst))
+        wires = WireLayout(src.layout, dst.layout)
+        packed: dict[tuple, torch.Tensor] = {}
+        for m in plan.messages:
+            if rank not in (m.sender, m.receiver):
+                continue
+            for wire in wires.wires(m):
+                if m.sender == rank:
+                    self.sends.append((m.receiver, self._send_buffer(wire, src, packed)))
+                else:
+                    self.recvs.append(self._recv_buffer(m.sender, wire, dst))
 
-    def _send_buffer(self, transfers: tuple[Transfer, ...], src: FlatBuffer) -> torch.Tensor:
-        views = [src.region(t.name, t.box) for t in transfers]
-        span = _span(views, src.flat)
-        if span is None:
-            span = torch.empty(sum(v.numel() for v in views), dtype=src.flat.dtype, device=src.flat.device)
-            self.pack.append((span, views))
-        return span
+    def _send_buffer(self, wire: Wire, src: FlatBuffer, packed: dict) -> torch.Tensor:
+        if wire.src_start is not None:
+            return src.flat.narrow(0, wire.src_start, wire.numel)
+        content = tuple((t.name, t.box) for t in wire.transfers)
+        if content not in packed:  # identical contents for several receivers are packed once
+            packed[content] = torch.empty(wire.numel, dtype=src.flat.dtype, device=src.flat.device)
+            self.pack.append((packed[content], [src.region(t.name, t.box) for t in wire.transfers]))
+        return packed[content]
 
-    def _recv_buffer(self, sender: int, transfers: tuple[Transfer, ...], dst: FlatBuffer) -> _Recv:
-        views = [dst.region(t.name, t.box) for t in transfers]
-        if not any(t.accumulate for t in transfers):
-            span = _span(views, dst.flat)
-            if span is not None:
-                return _Recv(sender, span, [])
-        staging = torch.empty(sum(v.numel() for v in views), dtype=dst.flat.dtype, device=dst.flat.device)
-        return _Recv(sender, staging, [(v, t.accumulate) for v, t in zip(views, transfers)])
+    def _recv_buffer(self, sender: int, wire: Wire, dst: FlatBuffer) -> _Recv:
+        if wire.dst_start is not None:
+            return _Recv(sender, dst.flat.narrow(0, wire.dst_start, wire.numel), [])
+        staging = torch.empty(wire.numel, dtype=dst.flat.dtype, device=dst.flat.device)
+        return _Recv(sender, staging, [(dst.region(t.name, t.box), t.accumulate) for t in wire.transfers])
 
     def run(self, group: dist.ProcessGroup | None = None) -> None:
         for view in self.zero:
@@ -103,6 +93,5 @@ class BoundSwitch:
         for r in self.recvs:
             offset = 0
             for view, accumulate in r.unpack:
-                piece = r.buffer[offset : offset + view.numel()].view(view.shape)
-                _apply(view, piece, accumulate)
+                _apply(view, r.buffer[offset : offset + view.numel()].view(view.shape), accumulate)
                 offset += view.numel()

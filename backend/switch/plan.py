@@ -27,6 +27,21 @@ class Transfer:
 
 
 @dataclass(frozen=True)
+class Message:
+    """Slices sent from ``sender`` to ``receiver`` in one buffer, in order. Messages of one
+    sender with identical contents share ``buffer`` (packed once, sent to each)."""
+
+    sender: int
+    receiver: int
+    transfers: tuple[Transfer, ...]
+    buffer: int
+
+    @property
+    def numel(self) -> int:
+        return sum(t.box.numel for t in self.transfers)
+
+
+@dataclass(frozen=True)
 class RankTraffic:
     send_intra: int = 0
     send_inter: int = 0
@@ -41,8 +56,8 @@ class RankTraffic:
 @dataclass(frozen=True)
 class SwitchPlan:
     """Transfers in canonical order (tensor order, then slice offset, then receiver).
-    Messages between two ranks are fused in that order; a message identical to
-    another of the same sender is packed once (``buffer_id``)."""
+    ``fused``: all slices between two ranks travel in one message, in that order;
+    otherwise every slice is a message of its own."""
 
     algorithm: str
     cluster: Cluster
@@ -50,26 +65,26 @@ class SwitchPlan:
     names: tuple[str, ...]
     transfers: tuple[Transfer, ...]
     zero_first: frozenset[tuple[int, str]] = field(default_factory=frozenset)
+    fused: bool = True
     plan_s: float = 0.0
 
     @cached_property
-    def messages(self) -> dict[tuple[int, int], tuple[Transfer, ...]]:
-        """(sender, receiver) -> transfers fused into one message, for sender != receiver."""
-        fused = defaultdict(list)
+    def messages(self) -> tuple[Message, ...]:
+        """The remote transfers grouped into messages, ordered by (sender, receiver)."""
+        groups = defaultdict(list)
         for t in self.transfers:
             if not t.local:
-                fused[t.sender, t.receiver].append(t)
-        return {peers: tuple(ts) for peers, ts in sorted(fused.items())}
-
-    @cached_property
-    def buffer_ids(self) -> dict[tuple[int, int], int]:
-        """Messages of one sender with identical contents share a buffer id."""
-        ids: dict[tuple[int, int], int] = {}
-        seen: dict[tuple, int] = {}
-        for (sender, receiver), ts in self.messages.items():
-            content = (sender, tuple((t.name, t.box) for t in ts))
-            ids[sender, receiver] = seen.setdefault(content, len(seen))
-        return ids
+                groups[t.sender, t.receiver].append(t)
+        parts = [
+            ((sender, receiver), chunk)
+            for (sender, receiver), ts in sorted(groups.items())
+            for chunk in ([tuple(ts)] if self.fused else [(t,) for t in ts])
+        ]
+        buffers: dict[tuple, int] = {}
+        return tuple(
+            Message(s, r, ts, buffers.setdefault((s, tuple((t.name, t.box) for t in ts)), len(buffers)))
+            for (s, r), ts in parts
+        )
 
     @cached_property
     def traffic(self) -> list[RankTraffic]:
@@ -90,10 +105,7 @@ class SwitchPlan:
     @property
     def packed_bytes(self) -> int:
         """Bytes packed into send buffers once identical buffers are deduplicated."""
-        sizes = {}
-        for peers, ts in self.messages.items():
-            sizes[self.buffer_ids[peers]] = sum(t.box.numel for t in ts) * self.itemsize
-        return sum(sizes.values())
+        return sum({m.buffer: m.numel for m in self.messages}.values()) * self.itemsize
 
     @property
     def max_send(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.layout import param_layout
@@ -31,7 +31,14 @@ def _plan(needs: SwitchNeeds, cluster: Cluster, algorithm: str, itemsize: int, s
     order = {name: i for i, name in enumerate(needs.names)}
     transfers.sort(key=lambda t: (order[t.name], t.box.offset, t.receiver, t.sender))
     return SwitchPlan(
-        algorithm, cluster, itemsize, needs.names, tuple(transfers), needs.zero_first, time.perf_counter() - started
+        algorithm,
+        cluster,
+        itemsize,
+        needs.names,
+        tuple(transfers),
+        needs.zero_first,
+        fused=algorithm != "naive",
+        plan_s=time.perf_counter() - started,
     )
 
 
@@ -46,7 +53,8 @@ def plan_switch(
 
     ``balanced`` (default) minimises the predicted switch time and may split a slice
     between senders; it falls back to HotSPa's ``greedy`` choice when that predicts
-    no slower. ``naive`` sends every slice from its first owner. Deterministic: every
+    no slower. ``naive`` sends every slice from its first owner, each slice in a
+    message of its own. Deterministic: every
     rank computes the same plan. Raises ``ValueError`` on mismatched tensors before
     anything is sent.
     """
@@ -56,9 +64,7 @@ def plan_switch(
     if algorithm == "balanced":
         greedy = _plan(needs, cluster, "greedy", itemsize, started)
         if greedy.time_s <= plan.time_s:
-            plan = SwitchPlan(
-                "balanced", cluster, itemsize, needs.names, greedy.transfers, needs.zero_first, greedy.plan_s
-            )
+            plan = replace(greedy, algorithm="balanced")
     return plan
 
 

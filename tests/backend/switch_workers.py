@@ -34,11 +34,11 @@ def plan_digest(plan) -> str:
     return hashlib.sha256(repr((plan.transfers, sorted(plan.zero_first))).encode()).hexdigest()
 
 
-def switch_every_pair(rank: int, world: int, model: str, strategies: list[str], nodes: int):
+def switch_every_pair(rank: int, world: int, model: str, strategies: list[str], nodes: int, algorithm: str):
     """Switch between every ordered pair and back; returns (mismatches, plan digests)."""
     config = get_config(model)
     cluster = Cluster.local(world, nodes=nodes)
-    planner = SwitchPlanner(config, cluster)
+    planner = SwitchPlanner(config, cluster, algorithm)
     truth = global_tensors(config, seed=1)
     buffers = {s: FlatBuffer(param_layout(config, Strategy.parse(s)), rank) for s in strategies}
     bad, digests = [], []

@@ -105,8 +105,9 @@ def check_counts(plan, cluster):
     assert sum(r.send for r in traffic) == total == sum(r.recv_intra + r.recv_inter for r in traffic)
     inter = sum(t.box.numel for t in remote if not cluster.same_node(t.sender, t.receiver)) * plan.itemsize
     assert sum(r.send_inter for r in traffic) == inter == sum(r.recv_inter for r in traffic)
-    fused = sum(sum(t.box.numel for t in ts) for ts in plan.messages.values()) * plan.itemsize
-    assert fused == total and plan.packed_bytes <= total
+    assert sum(m.numel for m in plan.messages) * plan.itemsize == total and plan.packed_bytes <= total
+    pairs = [(m.sender, m.receiver) for m in plan.messages]
+    assert len(pairs) == (len(set(pairs)) if plan.fused else len(remote))
 
 
 @settings(max_examples=150, deadline=None)

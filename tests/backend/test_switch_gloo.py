@@ -9,9 +9,9 @@ from .switch_workers import switch_every_pair, switch_gradients
 STRATEGIES = ["dp4", "tp4", "dp2tp2", "tp2pp2", "dp2pp2", "pp4"]
 
 
-@pytest.mark.parametrize("nodes", [1, 2])
-def test_every_pair_of_strategies_is_bit_exact_there_and_back(nodes):
-    results = spawn_ranks(switch_every_pair, 4, "tiny", STRATEGIES, nodes)
+@pytest.mark.parametrize(("nodes", "algorithm"), [(1, "balanced"), (2, "balanced"), (2, "greedy"), (2, "naive")])
+def test_every_pair_of_strategies_is_bit_exact_there_and_back(nodes, algorithm):
+    results = spawn_ranks(switch_every_pair, 4, "tiny", STRATEGIES, nodes, algorithm)
     assert [bad for bad, _ in results] == [[]] * 4
     digests = [d for _, d in results]
     assert len(digests[0]) == len(STRATEGIES) * (len(STRATEGIES) - 1)
