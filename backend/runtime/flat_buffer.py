@@ -59,6 +59,7 @@ class FlatBuffer:
         """The view of global block ``box`` of ``name`` (which this rank must hold)."""
         return self.views[name][box.relative_to(self.boxes[name]).slices()]
 
+    @torch.no_grad()
     def load_global(self, tensors: Mapping[str, torch.Tensor]) -> None:
         """Fill every view from the full global tensors (tests and initialisation)."""
         for name, box in self.boxes.items():

@@ -1,0 +1,169 @@
+"""Compile the logical graph for one (strategy, rank) into an executable fx graph.
+
+The executable graph holds only what the rank runs: its local ops on its shards,
+the comm nodes of this strategy bound to collectives, dummies pruned. Since each
+edge carries at most one comm node, whose collective already composes the whole
+conversion (e.g. a partial sum wanted sharded is one reduce-scatter, not an
+all-reduce and a split), there is nothing adjacent left to merge. Parameters are
+``get_attr``s that ``ExecGraph.attach`` points at views of the strategy's flat
+buffers. Compiling needs no process group; ``bind`` supplies them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch import nn
+
+from hotswitch.backend.dist_state import Shard
+from hotswitch.backend.graph.logical import MESH_DIMS, LogicalGraph, LogicalNode
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.llama import rotary_tables, token_loss
+from hotswitch.backend.runtime.collectives import Collective
+from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.process_groups import ProcessGroups
+from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss, vocab_parallel_embedding
+from hotswitch.backend.strategy import Strategy
+
+
+def _attr(name: str) -> str:
+    return name.replace(".", "__")
+
+
+def _group_ranks(strategy: Strategy, rank: int, mesh_dim: str) -> tuple[int, ...]:
+    return strategy.tp_group(rank) if mesh_dim == "tp" else strategy.dp_group(rank)
+
+
+@dataclass
+class ExecGraph:
+    """One rank's executable graph for one strategy."""
+
+    config: ModelConfig
+    strategy: Strategy
+    rank: int
+    module: torch.fx.GraphModule
+    params: list[str]  # parameter names this graph reads, in order
+    bindable: list[str] = field(default_factory=list)  # submodules that need a process group
+
+    def rank_sets(self) -> set[tuple[int, ...]]:
+        return {getattr(self.module, name).ranks for name in self.bindable}
+
+    def bind(self, groups: ProcessGroups) -> None:
+        for name in self.bindable:
+            module = getattr(self.module, name)
+            module.bind(groups[module.ranks])
+
+    def attach(self, params: FlatBuffer, grads: FlatBuffer | None = None) -> None:
+        """Read parameters from (and, if given, accumulate gradients into) flat buffers."""
+        for name in self.params:
+            param = nn.Parameter(params.views[name], requires_grad=True)
+            if grads is not None:
+                param.grad = grads.views[name]  # autograd adds into .grad in place
+            setattr(self.module, _attr(name), param)
+        cos, sin = rotary_tables(self.config, params.flat.device)
+        self.module.rope_cos, self.module.rope_sin = cos, sin
+
+    def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
+        """Run the micro-batch; gradients of ``scale * loss`` accumulate. Returns the local loss sum."""
+        loss = self.module(tokens, targets)
+        (loss * scale).backward()
+        return loss.detach()
+
+    def summary(self) -> dict:
+        nodes = []
+        for n in self.module.graph.nodes:
+            if n.op == "call_module":
+                kind = "comm" if isinstance(getattr(self.module, n.target), Collective) else "compute"
+                op = repr(getattr(self.module, n.target)).split("(", 1)[-1].rstrip(")")
+            else:
+                kind = {"placeholder": "input", "get_attr": "param", "output": "output"}.get(n.op, "compute")
+                op = getattr(n.target, "__name__", str(n.target))
+            nodes.append({"name": n.name, "kind": kind, "op": op, "inputs": [a.name for a in n.all_input_nodes]})
+        return {"strategy": str(self.strategy), "rank": self.rank, "nodes": nodes}
+
+
+def _local_box_start(graph: LogicalGraph, strategy: Strategy, rank: int, param: str) -> int:
+    from hotswitch.backend.layout import param_layout
+
+    p = param_layout(graph.config, strategy)[param]
+    return p.state.local_box(rank, p.shape).offset[0]
+
+
+def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> ExecGraph:
+    strategy = Strategy.parse(strategy)
+    if strategy not in graph.strategies:
+        raise ValueError(
+            f"{strategy} is not one of the logical graph's strategies {[str(s) for s in graph.strategies]}"
+        )
+    if not 0 <= rank < strategy.world_size:
+        raise ValueError(f"rank {rank} is outside {strategy} ({strategy.world_size} ranks)")
+    from hotswitch.backend.layout import param_layout
+
+    layout = param_layout(graph.config, strategy)
+    root = nn.Module()
+    out = torch.fx.Graph()
+    env: dict[str, torch.fx.Node] = {}
+    params, bindable = [], []
+    tp = strategy.tp
+
+    def module_node(name: str, module: nn.Module, args) -> torch.fx.Node:
+        root.add_module(name, module)
+        bindable.append(name)
+        return out.call_module(name, tuple(args))
+
+    for node in graph.nodes.values():
+        ins = [env[i] for i in node.inputs]
+        if node.kind == "input":
+            env[node.name] = out.placeholder(node.name)
+        elif node.kind == "param":
+            box = layout[node.name].state.local_box(rank, layout[node.name].shape)
+            root.register_parameter(_attr(node.name), nn.Parameter(torch.empty(box.shape, device="meta")))
+            params.append(node.name)
+            env[node.name] = out.get_attr(_attr(node.name))
+        elif node.kind == "buffer":
+            root.register_buffer(node.name, torch.empty(node.shape, device="meta"))
+            env[node.name] = out.get_attr(node.name)
+        elif node.kind == "comm":
+            value = ins[0]
+            for i, step in enumerate(node.comm[strategy]):
+                ranks = _group_ranks(strategy, rank, step.mesh_dim)
+                value = module_node(f"{node.name}_{i}", Collective(step.kind, ranks, step.dim), [value])
+            env[node.name] = value  # a dummy passes its input through
+        elif node.kind == "output":
+            out.output(ins[0])
+        else:
+            env[node.name] = _local_op(node, ins, strategy, rank, tp, graph, out, module_node)
+    return ExecGraph(graph.config, strategy, rank, torch.fx.GraphModule(root, out), params, bindable)
+
+
+def _local_op(node: LogicalNode, ins, strategy, rank, tp, graph, out, module_node) -> torch.fx.Node:
+    weight_split = tp > 1 and node.op in ("embedding", "loss") and _vocab_split(node, graph, strategy)
+    if node.op == "linear":
+        return out.call_function(F.linear, (ins[0], ins[1]))
+    if node.op == "embedding":
+        if weight_split:
+            start = _local_box_start(graph, strategy, rank, node.inputs[1])
+            return out.call_function(vocab_parallel_embedding, (ins[0], ins[1], start))
+        return out.call_function(F.embedding, (ins[0], ins[1]))
+    if node.op == "loss" and weight_split:
+        head = graph.nodes[node.inputs[0]]
+        start = _local_box_start(graph, strategy, rank, head.inputs[1] if head.op == "linear" else "output.weight")
+        return module_node(f"{node.name}_vocab_parallel", VocabParallelLoss(strategy.tp_group(rank), start), ins)
+    if node.op == "loss":
+        return out.call_function(token_loss, tuple(ins))
+    fx = node.fx_node  # every other op runs as traced, on local shapes
+    mapping = dict(zip(fx.all_input_nodes, ins))
+    args = torch.fx.map_arg(fx.args, lambda a: mapping[a])
+    kwargs = torch.fx.map_arg(fx.kwargs, lambda a: mapping[a])
+    return out.create_node(fx.op, fx.target, args, kwargs)
+
+
+def _vocab_split(node: LogicalNode, graph: LogicalGraph, strategy: Strategy) -> bool:
+    """The embedding weight, or the loss's logits, are split over the vocabulary in tp."""
+    source = graph.nodes[node.inputs[1] if node.op == "embedding" else node.inputs[0]]
+    placement = source.states[strategy].placements[MESH_DIMS.index("tp")]
+    vocab_dim = 0 if node.op == "embedding" else len(source.shape) - 1
+    return placement == Shard(vocab_dim)

@@ -1,0 +1,213 @@
+"""The logical graph: one graph carrying every strategy's distributed states.
+
+Every node holds one DistState per strategy. Where a strategy needs a tensor
+converted between producer and consumer, a comm node sits on that edge; in the
+strategies that need nothing there it is a dummy (identity), so all strategies
+share one graph (HotSPa's multi-strategy graph). ``compile.py`` turns it into one
+executable graph per (strategy, rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch.fx
+
+from hotswitch.backend.dist_state import DistState, Placement, Replicate, Shard
+from hotswitch.backend.graph import rules
+from hotswitch.backend.graph.trace import op_kind, source_line, trace_config
+from hotswitch.backend.layout import param_layout
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.strategy import Strategy
+
+MESH_DIMS = ("dp", "tp")
+
+
+@dataclass(frozen=True)
+class CommStep:
+    """One collective along one mesh dim: ``kind`` from ``runtime.collectives.KINDS``."""
+
+    mesh_dim: str
+    kind: str
+    dim: int | None
+
+    def __str__(self) -> str:
+        return f"{self.kind}[{self.mesh_dim}]" + ("" if self.dim is None else f"(dim={self.dim})")
+
+
+@dataclass
+class LogicalNode:
+    name: str
+    kind: str  # input | param | buffer | compute | comm | output
+    op: str  # the rule name for compute nodes; "comm", "param", ... otherwise
+    inputs: list[str]
+    shape: tuple[int, ...] | None
+    source: str = ""
+    layer: int | None = None
+    states: dict[Strategy, DistState] = field(default_factory=dict)
+    comm: dict[Strategy, tuple[CommStep, ...]] = field(default_factory=dict)  # comm nodes; () = dummy
+    fx_node: torch.fx.Node | None = None  # compute nodes: the traced call
+
+    def is_dummy(self, strategy: Strategy) -> bool:
+        return self.kind == "comm" and not self.comm[strategy]
+
+
+def _layer_of(node: torch.fx.Node) -> int | None:
+    for path in reversed(list(node.meta.get("nn_module_stack", {}))):
+        parts = path.split(".") if isinstance(path, str) else []
+        if len(parts) > 1 and parts[0] == "layers" and parts[1].isdigit():
+            return int(parts[1])
+    target = node.target if isinstance(node.target, str) else ""
+    parts = target.split(".")
+    return int(parts[1]) if len(parts) > 1 and parts[0] == "layers" and parts[1].isdigit() else None
+
+
+class LogicalGraph:
+    """Nodes in topological order; ``nodes[name]`` for lookup."""
+
+    def __init__(self, config: ModelConfig, strategies: Sequence[str | Strategy], module: torch.fx.GraphModule):
+        self.config = config
+        self.strategies = [Strategy.parse(s) for s in strategies]
+        for s in self.strategies:
+            if s.pp > 1:
+                raise ValueError(f"{s}: pipeline-parallel strategies are not supported by the graph compiler yet")
+        self.module = module
+        self.nodes: dict[str, LogicalNode] = {}
+        self._build_base()
+        self._deduce_and_insert_comm()
+
+    @classmethod
+    def build(cls, config: ModelConfig, strategies: Sequence[str | Strategy], batch: int = 2, seq: int = 16):
+        return cls(config, strategies, trace_config(config, batch, seq))
+
+    # -- the strategy-independent nodes --------------------------------------------------
+    def _add(self, node: LogicalNode) -> None:
+        self.nodes[node.name] = node
+
+    def _build_base(self) -> None:
+        modules = dict(self.module.named_modules())
+        shapes = {n.name: _shape(n) for n in self.module.graph.nodes}
+        self._names: dict[torch.fx.Node, str] = {}
+        params = set(self.config.param_shapes())
+        for n in self.module.graph.nodes:
+            if n.op == "placeholder":
+                self._add(LogicalNode(n.name, "input", "input", [], shapes[n.name]))
+            elif n.op == "get_attr":
+                kind = "param" if n.target in params else "buffer"
+                self._add(LogicalNode(n.target, kind, kind, [], shapes[n.name], layer=_layer_of(n)))
+                self._names[n] = n.target
+                continue
+            elif n.op == "output":
+                self._add(LogicalNode(n.name, "output", "output", [self._names[n.args[0]]], shapes[n.args[0].name]))
+            else:
+                op = op_kind(n, modules)
+                inputs = [self._names[a] for a in n.all_input_nodes]
+                if n.op == "call_module":  # the weight becomes an explicit input
+                    weight = f"{n.target}.weight"
+                    self._add(
+                        LogicalNode(
+                            weight, "param", "param", [], tuple(modules[n.target].weight.shape), layer=_layer_of(n)
+                        )
+                    )
+                    inputs.append(weight)
+                self._add(
+                    LogicalNode(n.name, "compute", op, inputs, shapes[n.name], source_line(n), _layer_of(n), fx_node=n)
+                )
+            self._names[n] = n.name
+
+    # -- per strategy: placements, and comm where producer and consumer disagree ----------
+    def _deduce(self, strategy: Strategy):
+        layout = param_layout(self.config, strategy)
+        mesh = (strategy.dp, strategy.tp)
+        placed: dict[str, tuple[Placement, ...]] = {}
+        needs: dict[tuple[str, int], tuple[tuple[Placement, ...], tuple[CommStep, ...]]] = {}
+        for node in self.nodes.values():
+            if node.kind == "input":
+                placed[node.name] = tuple(Shard(0) if m == 0 and mesh[0] > 1 else Replicate() for m in range(2))
+            elif node.kind == "param":
+                placed[node.name] = tuple(
+                    p if size > 1 else Replicate() for p, size in zip(layout[node.name].state.placements, mesh)
+                )
+            elif node.kind == "buffer":
+                placed[node.name] = (Replicate(), Replicate())
+            elif node.kind == "output":
+                placed[node.name] = placed[node.inputs[0]]
+            else:
+                placed[node.name] = self._deduce_node(node, strategy, mesh, placed, needs)
+        return placed, needs
+
+    def _deduce_node(self, node, strategy, mesh, placed, needs) -> tuple[Placement, ...]:
+        ndims = [len(self.nodes[i].shape) for i in node.inputs]
+        out, required = [], [[None] * 2 for _ in node.inputs]
+        steps = [[] for _ in node.inputs]
+        for m, size in enumerate(mesh):
+            ins = [placed[i][m] for i in node.inputs]
+            if size == 1:
+                out.append(Replicate())
+                for slot in required:
+                    slot[m] = Replicate()
+                continue
+            try:
+                d = rules.RULES[node.op](ins, ndims, node)
+                for i, (actual, want, grad_partial) in enumerate(zip(ins, d.required, d.grad_partial)):
+                    required[i][m] = want
+                    step = rules.conversion(actual, want, grad_partial)
+                    if step:
+                        steps[i].append(CommStep(MESH_DIMS[m], *step))
+            except rules.NoRule as error:
+                raise ValueError(
+                    f"{strategy}: {node.op} '{node.name}' ({node.source}) cannot take inputs placed "
+                    f"{[str(p) for p in ins]} along {MESH_DIMS[m]}: {error}"
+                ) from None
+            out.append(d.out)
+        for i in range(len(node.inputs)):
+            needs[node.name, i] = (tuple(required[i]), tuple(steps[i]))
+        return tuple(out)
+
+    def _state(self, strategy: Strategy, placements: tuple[Placement, ...]) -> DistState:
+        return DistState(tuple(range(strategy.world_size)), (strategy.dp, strategy.tp), placements)
+
+    def _deduce_and_insert_comm(self) -> None:
+        deduced = {s: self._deduce(s) for s in self.strategies}
+        ordered: dict[str, LogicalNode] = {}
+        shared: dict[tuple, str] = {}
+        for node in self.nodes.values():
+            for i, producer in enumerate(list(node.inputs)):
+                per_strategy = {s: deduced[s][1].get((node.name, i)) for s in self.strategies}
+                if not any(need and need[1] for need in per_strategy.values()):
+                    continue
+                key = (producer, tuple((s, per_strategy[s]) for s in self.strategies))
+                if key not in shared:
+                    comm = LogicalNode(
+                        f"comm_{len(shared)}",
+                        "comm",
+                        "comm",
+                        [producer],
+                        self.nodes[producer].shape,
+                        node.source,
+                        node.layer,
+                    )
+                    for s in self.strategies:
+                        required, steps = per_strategy[s]
+                        comm.comm[s] = steps
+                        comm.states[s] = self._state(s, required)
+                    shared[key] = comm.name
+                    ordered[comm.name] = comm
+                node.inputs[i] = shared[key]
+            for s in self.strategies:
+                node.states[s] = self._state(s, deduced[s][0][node.name])
+            ordered[node.name] = node
+        self.nodes = ordered
+
+    # -- views -----------------------------------------------------------------------------
+    def comm_nodes(self) -> list[LogicalNode]:
+        return [n for n in self.nodes.values() if n.kind == "comm"]
+
+    def edges(self) -> list[tuple[str, str]]:
+        return [(i, n.name) for n in self.nodes.values() for i in n.inputs]
+
+
+def _shape(node: torch.fx.Node) -> tuple[int, ...] | None:
+    meta = node.meta.get("tensor_meta")
+    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None

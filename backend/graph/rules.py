@@ -1,0 +1,162 @@
+"""Deduction rules: from the placements of an op's inputs along one mesh dim, the
+placements the op needs, whether each input's local gradient comes out partial,
+and the placement of its output.
+
+One rule per op kind, written once for any mesh dim (data and tensor parallel
+alike); placements are ``Shard(d)`` / ``Replicate()`` / ``Partial()`` of the
+tensors' dims, with ``d`` non-negative. Where an input's placement differs from
+what the op needs, the logical graph inserts a comm node that converts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hotswitch.backend.dist_state import Partial, Placement, Replicate, Shard
+
+R, P = Replicate(), Partial()
+
+
+@dataclass(frozen=True)
+class Deduction:
+    required: tuple[Placement, ...]  # what each input must be
+    grad_partial: tuple[bool, ...]  # each input's local gradient is a partial sum (forward stays Replicate)
+    out: Placement
+
+
+class NoRule(Exception):
+    """The op cannot run on inputs placed this way."""
+
+
+def _same(required, out, grad_partial=None) -> Deduction:
+    return Deduction(tuple(required), tuple(grad_partial or [False] * len(required)), out)
+
+
+def _sharded(p: Placement, dim: int) -> bool:
+    return isinstance(p, Shard) and p.dim == dim
+
+
+def linear(ins, ndims, node) -> Deduction:
+    x, w = ins
+    last = ndims[0] - 1
+    if w == R:
+        x = R if _sharded(x, last) else x
+        return _same([x, R], x)
+    if _sharded(w, 0):  # column-parallel: the output features are split
+        return _same([R, w], Shard(last), [True, False])
+    if _sharded(w, 1):  # row-parallel: the input features are split, the outputs are summands
+        return _same([Shard(last), w], P)
+    raise NoRule(f"linear weight placed {w}")
+
+
+def embedding(ins, ndims, node) -> Deduction:
+    tokens, w = ins
+    if w == R:
+        return _same([tokens, R], tokens)
+    if _sharded(w, 0):  # vocab-parallel: each rank looks up its rows, zeros elsewhere
+        return _same([R, w], P)
+    raise NoRule(f"embedding weight placed {w}")
+
+
+def rms_norm(ins, ndims, node) -> Deduction:
+    x = ins[0]
+    if x == P or _sharded(x, ndims[0] - 1):
+        x = R
+    return _same([x, R], x)
+
+
+def unflatten(ins, ndims, node) -> Deduction:
+    (x,) = ins  # splits the last dim; a shard of it becomes a shard of the outer new dim
+    return _same([x], x)
+
+
+def flatten(ins, ndims, node) -> Deduction:
+    (x,) = ins  # merges the last two dims; only a shard of the outer one survives
+    if _sharded(x, ndims[0] - 1):
+        x = R
+    return _same([x], x)
+
+
+def rotary(ins, ndims, node) -> Deduction:
+    x = ins[0]  # positions follow dim 1, pairs span the last dim: neither may be split
+    if _sharded(x, 1) or _sharded(x, ndims[0] - 1):
+        x = R
+    return _same([x, R, R], x)
+
+
+def attention(ins, ndims, node) -> Deduction:
+    q = ins[0]  # independent per batch row and per head: dims 0 and 2
+    allowed = q == R or _sharded(q, 0) or _sharded(q, 2)
+    q = q if allowed else R
+    return _same([q, q, q], q)
+
+
+def nonlinear_unary(ins, ndims, node) -> Deduction:
+    x = R if ins[0] == P else ins[0]
+    return _same([x], x)
+
+
+def _common(a: Placement, b: Placement) -> Placement:
+    """The placement two operands of an elementwise op meet in: a split of a replicated
+    operand is local, a sum of partials must be completed."""
+    if a == b:
+        return a
+    for p in (a, b):
+        if isinstance(p, Shard) and R in (a, b):
+            return p
+    return R
+
+
+def add(ins, ndims, node) -> Deduction:
+    if ndims[0] != ndims[1]:
+        raise NoRule("broadcasting add")
+    common = _common(*ins)
+    return _same([common, common], common)
+
+
+def mul(ins, ndims, node) -> Deduction:
+    if ndims[0] != ndims[1]:
+        raise NoRule("broadcasting mul")
+    common = _common(*(R if p == P else p for p in ins))
+    return _same([common, common], common)
+
+
+def loss(ins, ndims, node) -> Deduction:
+    logits, targets = ins
+    vocab = ndims[0] - 1
+    if _sharded(logits, vocab):  # vocab-parallel cross-entropy: the same summed loss on every rank
+        return _same([logits, R], R)
+    if _sharded(logits, 0) or _sharded(targets, 0):  # batch rows: each rank sums its own tokens
+        return _same([Shard(0), Shard(0)], P)
+    return _same([R, R], R)
+
+
+RULES = {
+    "linear": linear,
+    "embedding": embedding,
+    "rms_norm": rms_norm,
+    "unflatten": unflatten,
+    "flatten": flatten,
+    "rotary": rotary,
+    "attention": attention,
+    "silu": nonlinear_unary,
+    "add": add,
+    "mul": mul,
+    "loss": loss,
+}
+
+
+def conversion(actual: Placement, required: Placement, grad_partial: bool) -> tuple[str, int | None] | None:
+    """The collective turning ``actual`` into ``required`` (with the gradient conjugate the
+    consumer needs), as (kind, tensor dim), or None when nothing is needed."""
+    if actual == required:
+        return ("copy", None) if grad_partial and actual == R else None
+    if actual == P and required == R:
+        return "all_reduce", None
+    if isinstance(actual, Shard) and required == R:
+        return ("all_gather_rs" if grad_partial else "all_gather"), actual.dim
+    if actual == R and isinstance(required, Shard):
+        return "split", required.dim
+    if actual == P and isinstance(required, Shard):
+        return "reduce_scatter", required.dim
+    raise NoRule(f"no collective turns {actual} into {required}")

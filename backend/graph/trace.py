@@ -1,0 +1,72 @@
+"""Tracing a model into an fx graph with sample shapes, on meta tensors (no memory)."""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch import nn
+from torch.fx.passes.shape_prop import ShapeProp
+
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.llama import apply_rotary, build_model, causal_attention, token_loss
+
+# fx target -> op kind with a deduction rule (see rules.py)
+FUNCTION_OPS = {
+    F.rms_norm: "rms_norm",
+    apply_rotary: "rotary",
+    causal_attention: "attention",
+    token_loss: "loss",
+    F.silu: "silu",
+    operator.add: "add",
+    operator.mul: "mul",
+}
+METHOD_OPS = {"unflatten": "unflatten", "flatten": "flatten"}
+MODULE_OPS = {nn.Linear: "linear", nn.Embedding: "embedding"}
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def source_line(node: torch.fx.Node) -> str:
+    """'file.py:line in function' of the model code that created ``node``."""
+    frames = [m for m in _FRAME.finditer(node.stack_trace or "") if not m.group(1).startswith(_TORCH_DIR)]
+    if not frames:
+        return "unknown source"
+    path, line, func = frames[-1].groups()
+    return f"{os.path.basename(path)}:{line} in {func}"
+
+
+def op_kind(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
+    """The rule name of a call node, or a ValueError naming the op and its source line."""
+    if node.op == "call_function" and node.target in FUNCTION_OPS:
+        return FUNCTION_OPS[node.target]
+    if node.op == "call_method" and node.target in METHOD_OPS:
+        return METHOD_OPS[node.target]
+    if node.op == "call_module" and type(modules[node.target]) in MODULE_OPS:
+        return MODULE_OPS[type(modules[node.target])]
+    what = getattr(node.target, "__name__", node.target) if node.op != "call_module" else type(modules[node.target])
+    supported = ", ".join(sorted({*FUNCTION_OPS.values(), *METHOD_OPS.values(), *MODULE_OPS.values()}))
+    raise ValueError(
+        f"no deduction rule for {node.op} {what!s} (node '{node.name}', {source_line(node)}); "
+        f"express it with supported ops ({supported}) or add a rule in hotswitch/backend/graph/rules.py"
+    )
+
+
+def trace(model: nn.Module, batch: int = 2, seq: int = 16) -> torch.fx.GraphModule:
+    """Trace ``model(tokens, targets)`` and record every node's sample shape (meta tensors)."""
+    tracer = torch.fx.Tracer()
+    tracer.record_stack_traces = True
+    graph = tracer.trace(model)
+    module = torch.fx.GraphModule(model, graph)
+    sample = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    ShapeProp(module).propagate(sample, sample)
+    return module
+
+
+def trace_config(config: ModelConfig, batch: int = 2, seq: int = 16) -> torch.fx.GraphModule:
+    return trace(build_model(config, device="meta"), batch, min(seq, config.max_seq_len))

@@ -1,0 +1,147 @@
+"""A LLaMA-style decoder in plain torch: no parallel code, traceable by ``torch.fx``.
+
+``Transformer(config)(tokens, targets)`` returns the *sum* of the token losses
+(targets equal to ``IGNORE`` are skipped), so that the trainer can scale every
+micro-batch by the token count of the whole global batch. Rows are independent
+sequences padded on the right: with causal attention a real token never sees
+padding. Rotary embedding, attention and the loss are fx leaves (``torch.fx.wrap``)
+so the traced graph has one node for each, with one deduction rule each.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch import nn
+
+from hotswitch.backend.models.config import ModelConfig
+
+IGNORE = -100
+
+
+@torch.fx.wrap
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half rotary embedding of ``x`` [batch, seq, heads, head_dim] at positions 0..seq-1."""
+    seq = x.shape[1]
+    cos, sin = cos[:seq, None, :], sin[:seq, None, :]
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+@torch.fx.wrap
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal attention over [batch, seq, heads, head_dim]; k and v may have fewer heads
+    (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads."""
+    repeat = q.shape[2] // k.shape[2]
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if repeat > 1:
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+
+
+@torch.fx.wrap
+def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Sum of cross-entropy over the tokens whose target is not ``IGNORE``."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE, reduction="sum")
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (self.dim,), self.weight, self.eps)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.head_dim = config.head_dim
+        kv = config.n_kv_heads * config.head_dim
+        self.wq = nn.Linear(config.dim, config.dim, bias=False)
+        self.wk = nn.Linear(config.dim, kv, bias=False)
+        self.wv = nn.Linear(config.dim, kv, bias=False)
+        self.wo = nn.Linear(config.dim, config.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        # (-1, head_dim): the head count follows the input, so a tensor-parallel shard works unchanged
+        q = self.wq(x).unflatten(-1, (-1, self.head_dim))
+        k = self.wk(x).unflatten(-1, (-1, self.head_dim))
+        v = self.wv(x).unflatten(-1, (-1, self.head_dim))
+        out = causal_attention(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v)
+        return self.wo(out.flatten(-2))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.w1 = nn.Linear(config.dim, config.ffn_dim, bias=False)
+        self.w2 = nn.Linear(config.ffn_dim, config.dim, bias=False)
+        self.w3 = nn.Linear(config.dim, config.ffn_dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.attention_norm = RMSNorm(config.dim, config.norm_eps)
+        self.attention = Attention(config)
+        self.ffn_norm = RMSNorm(config.dim, config.norm_eps)
+        self.feed_forward = FeedForward(config)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), cos, sin)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+def rotary_tables(config: ModelConfig, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    half = config.head_dim // 2
+    freqs = config.rope_theta ** (-torch.arange(half, dtype=torch.float32, device=device) / half)
+    angles = torch.outer(torch.arange(config.max_seq_len, dtype=torch.float32, device=device), freqs)
+    return angles.cos(), angles.sin()
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.tok_embeddings = nn.Embedding(config.vocab_size, config.dim)
+        self.layers = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
+        self.norm = RMSNorm(config.dim, config.norm_eps)
+        self.output = nn.Linear(config.dim, config.vocab_size, bias=False)
+        cos, sin = rotary_tables(config, self.output.weight.device)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        x = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            x = layer(x, self.rope_cos, self.rope_sin)
+        return token_loss(self.output(self.norm(x)), targets)
+
+
+def init_param(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    """The initial value of parameter ``name``: a function of (name, shape, seed) only, so that
+    any rank can initialise its shard of any layout to what one device would hold."""
+    if name.endswith("norm.weight"):
+        return torch.ones(shape)
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+    return torch.randn(shape, generator=generator) * 0.02
+
+
+def build_model(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu") -> Transformer:
+    """The model with every parameter set by ``init_param`` (on ``meta``: shapes only)."""
+    with torch.device(device):
+        model = Transformer(config)
+    if str(device) != "meta":
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                param.copy_(init_param(name, tuple(param.shape), seed))
+    return model

@@ -1,0 +1,36 @@
+"""Every process group any strategy needs, created once, up front, on every rank."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch.distributed as dist
+
+from hotswitch.backend.strategy import Strategy
+
+
+def strategy_rank_sets(strategies: Iterable[Strategy]) -> set[tuple[int, ...]]:
+    """Every tensor- and data-parallel group of every rank under each strategy."""
+    out = set()
+    for s in strategies:
+        for rank in range(s.world_size):
+            out.update(group for group in (s.tp_group(rank), s.dp_group(rank)) if len(group) > 1)
+    return out
+
+
+class ProcessGroups:
+    """Groups keyed by their ranks. ``new_group`` is collective, so every rank creates
+    every group, in the same (sorted) order, whether or not it belongs to it."""
+
+    def __init__(self, rank_sets: Iterable[tuple[int, ...]], backend: str | None = None):
+        world = dist.get_world_size()
+        self._groups = {tuple(range(world)): dist.group.WORLD}
+        for ranks in sorted({tuple(r) for r in rank_sets}):
+            if ranks not in self._groups:
+                self._groups[ranks] = dist.new_group(list(ranks), backend=backend)
+
+    def __getitem__(self, ranks: tuple[int, ...]):
+        try:
+            return self._groups[tuple(ranks)]
+        except KeyError:
+            raise KeyError(f"no process group for ranks {list(ranks)}; create it up front with ProcessGroups") from None

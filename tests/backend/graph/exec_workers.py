@@ -1,0 +1,58 @@
+"""Rank functions for the executable-graph tests (importable by spawned processes)."""
+
+import torch
+import torch.distributed as dist
+
+from hotswitch.backend import Strategy, get_config, param_layout
+from hotswitch.backend.graph.compile import compile_graph
+from hotswitch.backend.graph.logical import LogicalGraph
+from hotswitch.backend.models import IGNORE, build_model
+from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
+
+
+def sample_batch(config, rows: int = 4, seq: int = 12, seed: int = 3):
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, config.vocab_size, (rows, seq), generator=gen)
+    targets = torch.randint(0, config.vocab_size, (rows, seq), generator=gen)
+    targets[1, seq - 4 :] = IGNORE  # a shorter sequence, padded on the right
+    targets[3, seq - 7 :] = IGNORE
+    return tokens, targets
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
+
+
+def exec_matches_reference(rank: int, world: int, model: str, changes: dict, strategies: list[str]):
+    """Per strategy: (relative error of the loss, worst relative error over every gradient)."""
+    config = get_config(model).with_(**changes)
+    reference = build_model(config, seed=0)
+    tokens, targets = sample_batch(config)
+    loss = reference(tokens, targets)
+    loss.backward()
+    graph = LogicalGraph.build(config, strategies)
+    parsed = [Strategy.parse(s) for s in strategies]
+    groups = ProcessGroups(strategy_rank_sets(parsed))
+    errors = {}
+    for strategy in parsed:
+        layout = param_layout(config, strategy)
+        params, grads = FlatBuffer(layout, rank), FlatBuffer(layout, rank)
+        params.load_global(dict(reference.named_parameters()))
+        exec_graph = compile_graph(graph, strategy, rank)
+        exec_graph.attach(params, grads)
+        exec_graph.bind(groups)
+        _, dp, _ = strategy.coords(rank)
+        rows = slice(dp * tokens.shape[0] // strategy.dp, (dp + 1) * tokens.shape[0] // strategy.dp)
+        local = exec_graph.forward_backward(tokens[rows], targets[rows], 1.0).clone()
+        dist.all_reduce(local)  # every tp rank holds the same sum: divide them out
+        total = local / strategy.tp
+        if strategy.dp > 1:
+            dist.all_reduce(grads.flat, group=groups[strategy.dp_group(rank)])
+        worst = max(
+            relative_error(grads.views[name], p.grad[grads.boxes[name].slices()])
+            for name, p in reference.named_parameters()
+            if name in grads.views
+        )
+        errors[str(strategy)] = (relative_error(total, loss.detach()), worst)
+    return errors
