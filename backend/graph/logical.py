@@ -211,3 +211,39 @@ class LogicalGraph:
 def _shape(node: torch.fx.Node) -> tuple[int, ...] | None:
     meta = node.meta.get("tensor_meta")
     return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else None
+
+
+def _state_data(state: DistState) -> dict:
+    return {"devices": list(state.devices), "mesh": list(state.mesh), "placements": [str(p) for p in state.placements]}
+
+
+def summarize(graph: LogicalGraph) -> dict:
+    """The logical graph as plain data (JSON-ready) for widgets and the event stream."""
+    strategies = [str(s) for s in graph.strategies]
+    nodes = []
+    for n in graph.nodes.values():
+        item = {
+            "name": n.name,
+            "kind": n.kind,
+            "op": n.op,
+            "inputs": list(n.inputs),
+            "shape": list(n.shape) if n.shape is not None else None,
+            "layer": n.layer,
+            "source": n.source,
+            "states": {str(s): _state_data(st) for s, st in n.states.items()},
+        }
+        if n.kind == "comm":
+            item["comm"] = {str(s): [str(step) for step in steps] for s, steps in n.comm.items()}
+        nodes.append(item)
+    counts: dict[str, int] = {}
+    for n in graph.nodes.values():
+        counts[n.kind] = counts.get(n.kind, 0) + 1
+    dummies = {str(s): sum(n.is_dummy(s) for n in graph.nodes.values()) for s in graph.strategies}
+    return {
+        "model": graph.config.name,
+        "strategies": strategies,
+        "nodes": nodes,
+        "edges": [list(e) for e in graph.edges()],
+        "counts": counts,
+        "dummies": dummies,
+    }

@@ -119,9 +119,7 @@ class Collective(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.group is None:
-            raise RuntimeError(
-                f"{self.kind} over ranks {list(self.ranks)} is not bound to a process group; call bind()"
-            )
+            raise RuntimeError(f"{self.kind} over ranks {list(self.ranks)} has no process group; call bind() first")
         if self.kind == "all_reduce":
             return AllReduce.apply(x, self.group)
         if self.kind == "copy":
