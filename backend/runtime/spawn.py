@@ -8,6 +8,7 @@ kills them all.
 
 from __future__ import annotations
 
+import io
 import multiprocessing as mp
 import os
 import queue
@@ -28,13 +29,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _dumps(value: Any) -> bytes:
+    # bytes, not tensors: a queue would pass tensors as shared-memory handles that die with
+    # the worker process
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def _loads(data: bytes) -> Any:
+    import torch
+
+    return torch.load(io.BytesIO(data), weights_only=False)
+
+
 def _worker(fn, rank, world_size, port, backend, args, results) -> None:
+    import torch
     import torch.distributed as dist
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))  # as torchrun does: no oversubscription
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size))
     try:
         dist.init_process_group(backend, rank=rank, world_size=world_size)
-        results.put((rank, True, fn(rank, world_size, *args)))
+        results.put((rank, True, _dumps(fn(rank, world_size, *args))))
     except BaseException:
         results.put((rank, False, traceback.format_exc()))
     finally:
@@ -72,7 +92,7 @@ def spawn_ranks(
                 continue
             if not ok:
                 raise RankError(f"[rank {rank}]\n{value}")
-            out[rank] = value
+            out[rank] = _loads(value)
     finally:
         for p in procs:
             p.join(timeout=5 if len(out) == world_size else 0.1)

@@ -1,0 +1,148 @@
+"""Where documents come from: the Python standard library's sources, the user's files,
+or synthetic length distributions for simulation."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+
+from hotswitch.backend.data.tokenizer import encode
+
+
+class DocumentSource:
+    """An indexable set of documents, each read (and tokenised) on demand."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def tokens(self, index: int) -> list[int]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+class FileDocuments(DocumentSource):
+    """Text files (one document each) and JSONL files (one document per line, its
+    ``text`` field)."""
+
+    def __init__(self, paths: Sequence[str | Path], text_key: str = "text"):
+        self.text_key = text_key
+        self._docs: list[tuple[Path, int | None]] = []
+        for path in sorted(Path(p) for p in paths):
+            if not path.is_file():
+                raise ValueError(f"{path} is not a file; give text or JSONL files")
+            if path.suffix == ".jsonl":
+                with path.open("rb") as f:
+                    self._docs.extend((path, offset) for offset in _line_offsets(f))
+            else:
+                self._docs.append((path, None))
+        if not self._docs:
+            raise ValueError(f"no documents in {[str(p) for p in paths]}; the dataset is empty")
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def tokens(self, index: int) -> list[int]:
+        path, offset = self._docs[index]
+        if offset is None:
+            return encode(path.read_bytes())
+        with path.open("rb") as f:
+            f.seek(offset)
+            record = json.loads(f.readline())
+        if self.text_key not in record:
+            raise ValueError(f"{path}: a line at byte {offset} has no {self.text_key!r} field")
+        return encode(record[self.text_key])
+
+    def describe(self) -> str:
+        return f"{len(self)} documents from {len({p for p, _ in self._docs})} file(s)"
+
+
+def _line_offsets(f) -> list[int]:
+    offsets, position = [], 0
+    for line in f:
+        if line.strip():
+            offsets.append(position)
+        position += len(line)
+    return offsets
+
+
+_TOP_LEVEL = re.compile(rb"^(?:def |class |async def |@)", re.MULTILINE)
+
+
+class CodeUnits(DocumentSource):
+    """Python sources cut into top-level units (a module header, each top-level function or
+    class with its decorators): real code whose lengths have GitHub-like long tails."""
+
+    def __init__(self, paths: Sequence[str | Path]):
+        self._units: list[tuple[Path, int, int]] = []
+        for path in sorted(Path(p) for p in paths):
+            data = path.read_bytes()
+            starts = [0]
+            for match in _TOP_LEVEL.finditer(data):
+                if match.start() > starts[-1] and not _decorated(data, match.start()):
+                    starts.append(match.start())
+            ends = [*starts[1:], len(data)]
+            self._units.extend((path, a, b) for a, b in zip(starts, ends) if data[a:b].strip())
+        if not self._units:
+            raise ValueError(f"no code in {len(paths)} file(s); the dataset is empty")
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def tokens(self, index: int) -> list[int]:
+        path, start, end = self._units[index]
+        with path.open("rb") as f:
+            f.seek(start)
+            return encode(f.read(end - start))
+
+    def describe(self) -> str:
+        return f"{len(self)} top-level code units from {len({p for p, _, _ in self._units})} files"
+
+
+def _decorated(data: bytes, start: int) -> bool:
+    """A def/class right under a decorator line belongs to the decorator's unit."""
+    previous = data.rfind(b"\n", 0, max(start - 1, 0))
+    return data[previous + 1 : start].startswith(b"@")
+
+
+def stdlib_documents() -> CodeUnits:
+    """The standard library's own Python sources (no tests, no site-packages), present
+    wherever Python is."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    skip = {"site-packages", "test", "tests", "idlelib", "turtledemo"}
+    return CodeUnits(sorted(p for p in root.rglob("*.py") if not skip & set(p.relative_to(root).parts)))
+
+
+# Log-normal fits (mu, sigma in log-tokens) of the document-length shapes in HotSPa's
+# datasets: web text is short with a thin long tail, code is longer with a heavier tail.
+SYNTHETIC = {"commoncrawl": (6.2, 1.0), "github": (7.0, 1.4)}
+
+
+class SyntheticDocuments(DocumentSource):
+    """Documents of random bytes whose lengths follow ``SYNTHETIC[shape]`` (for simulation:
+    the lengths matter, the contents do not)."""
+
+    def __init__(self, shape: str, count: int = 100_000, seed: int = 0, vocab: int = 256):
+        if shape not in SYNTHETIC:
+            raise ValueError(f"unknown length distribution {shape!r}; choose one of {', '.join(SYNTHETIC)}")
+        self.shape, self.count, self.seed, self.vocab = shape, count, seed, vocab
+
+    def __len__(self) -> int:
+        return self.count
+
+    def length(self, index: int) -> int:
+        mu, sigma = SYNTHETIC[self.shape]
+        return max(2, int(math.exp(random.Random(self.seed * 7919 + index).gauss(mu, sigma))))
+
+    def tokens(self, index: int) -> list[int]:
+        rng = random.Random(self.seed * 104729 + index)
+        return [rng.randrange(self.vocab) for _ in range(self.length(index))]
+
+    def describe(self) -> str:
+        return f"{self.count} synthetic {self.shape}-like documents"

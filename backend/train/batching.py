@@ -1,0 +1,60 @@
+"""Sequences into micro-batches: one padded row per sequence, so attention never crosses
+sequences, under a token budget; and a group's sequences spread over data-parallel replicas."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.data.tokenizer import PAD
+from hotswitch.backend.models.llama import IGNORE
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    tokens: torch.Tensor  # [rows, length]
+    targets: torch.Tensor  # [rows, length], IGNORE on padding
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.tokens.shape)
+
+
+def collate(seqs: list[Sequence]) -> MicroBatch:
+    """Rows padded on the right to the longest sequence (causal attention: real tokens
+    never see the padding, and padded targets are ignored)."""
+    length = max(s.length for s in seqs)
+    tokens = torch.full((len(seqs), length), PAD, dtype=torch.long)
+    targets = torch.full((len(seqs), length), IGNORE, dtype=torch.long)
+    for row, s in enumerate(seqs):
+        data = torch.tensor(s.tokens, dtype=torch.long)
+        tokens[row, : s.length] = data[:-1]
+        targets[row, : s.length] = data[1:]
+    return MicroBatch(tokens, targets)
+
+
+def pack(seqs: list[Sequence], token_budget: int) -> list[list[Sequence]]:
+    """Longest first; a micro-batch grows while rows x longest length stays within the budget
+    (a sequence longer than the budget travels alone)."""
+    out: list[list[Sequence]] = []
+    for s in sorted(seqs, key=lambda s: (-s.length, s.doc)):
+        if out and (len(out[-1]) + 1) * out[-1][0].length <= token_budget:
+            out[-1].append(s)
+        else:
+            out.append([s])
+    return out
+
+
+def balance(seqs: list[Sequence], parts: int, cost: Callable[[int], float]) -> list[list[Sequence]]:
+    """Deal sequences to ``parts`` replicas, costliest first, each to the least loaded
+    (deterministic: every rank computes the same split)."""
+    loads = [0.0] * parts
+    out: list[list[Sequence]] = [[] for _ in range(parts)]
+    for s in sorted(seqs, key=lambda s: (-cost(s.length), s.doc)):
+        target = min(range(parts), key=lambda i: (loads[i], i))
+        out[target].append(s)
+        loads[target] += cost(s.length)
+    return out
