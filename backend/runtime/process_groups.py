@@ -22,12 +22,15 @@ class ProcessGroups:
     """Groups keyed by their ranks. ``new_group`` is collective, so every rank creates
     every group, in the same (sorted) order, whether or not it belongs to it."""
 
-    def __init__(self, rank_sets: Iterable[tuple[int, ...]], backend: str | None = None):
-        world = dist.get_world_size()
-        self._groups = {tuple(range(world)): dist.group.WORLD}
-        for ranks in sorted({tuple(r) for r in rank_sets}):
-            if ranks not in self._groups:
-                self._groups[ranks] = dist.new_group(list(ranks), backend=backend)
+    def __init__(self, rank_sets: Iterable[tuple[int, ...]] = (), backend: str | None = None):
+        self.backend = backend
+        self._groups = {tuple(range(dist.get_world_size())): dist.group.WORLD}
+        self.add(rank_sets)
+
+    def add(self, rank_sets: Iterable[tuple[int, ...]]) -> None:
+        """Create the groups not made yet (collective: every rank passes the same sets)."""
+        for ranks in sorted({tuple(r) for r in rank_sets} - set(self._groups)):
+            self._groups[ranks] = dist.new_group(list(ranks), backend=self.backend)
 
     def __getitem__(self, ranks: tuple[int, ...]):
         try:

@@ -42,7 +42,7 @@ class BoundSwitch:
             raise ValueError(f"plan counts {plan.itemsize}-byte elements but the buffers hold {src.flat.dtype}")
         if set(plan.names) != set(src.layout) or set(plan.names) != set(dst.layout):
             raise ValueError("the buffers hold other tensors than the plan moves; bind the plan made for these layouts")
-        self.rank = rank
+        self.plan, self.rank = plan, rank
         self.zero = [dst.views[name] for r, name in sorted(plan.zero_first) if r == rank]
         self.local = [
             (src.region(t.name, t.box), dst.region(t.name, t.box), t.accumulate)
@@ -62,6 +62,11 @@ class BoundSwitch:
                     self.sends.append((m.receiver, self._send_buffer(wire, src, packed)))
                 else:
                     self.recvs.append(self._recv_buffer(m.sender, wire, dst))
+
+    @property
+    def predicted_s(self) -> float:
+        """The planner's predicted transfer time on the plan's cluster."""
+        return self.plan.time_s
 
     def _send_buffer(self, wire: Wire, src: FlatBuffer, packed: dict) -> torch.Tensor:
         if wire.src_start is not None:

@@ -41,6 +41,7 @@ class StepTimes:
     switch: float = 0.0
     grad_sync: float = 0.0
     update: float = 0.0
+    switches: int = 0
     per_strategy: dict[str, dict] = field(default_factory=dict)  # tokens and compute seconds per strategy
 
 
@@ -69,6 +70,7 @@ class Engine:
         self.cluster = cluster or Cluster.local(self.world)
         self.cost = lambda length: float(length)  # refined by the cost model when there is one
         self._switches: dict[tuple, BoundSwitch] = {}
+        self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
@@ -140,8 +142,10 @@ class Engine:
                 state.grads.flat.zero_()
             else:
                 self._switch("grads", previous, strategy).run()
+                times.switches += 1
             if strategy != self.instantiation:
                 self._switch("params", previous or self.instantiation, strategy).run()
+                times.switches += 1
             times.switch += time.perf_counter() - started
             started = time.perf_counter()
             local = self._run_group(state, seqs, scale)
@@ -158,6 +162,7 @@ class Engine:
         if previous != self.instantiation:
             started = time.perf_counter()
             self._switch("grads_final", previous, self.instantiation).run()
+            times.switches += 1
             times.switch += time.perf_counter() - started
         started = time.perf_counter()
         dist.all_reduce(loss)

@@ -4,31 +4,50 @@ import pytest
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
 
-from .train_workers import hot_switch_run, reference_run
+from .conftest import STEPS
+from .train_workers import checkpointed_run, controlled_run, hot_switch_run, resumed_run
 
-STEPS = 20
 PLAN = [("tp4", 128), ("dp2tp2", 48), ("dp4", 0)]
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return reference_run(STEPS)
 
 
 def relative(a, b):
     return abs(a - b) / abs(b)
 
 
-def test_every_step_and_the_final_parameters_match_one_device(reference):
+def assert_matches(losses, params, reference, first_step=0):
     ref_losses, ref_params = reference
+    worst = max(relative(a, b) for a, b in zip(losses, ref_losses[first_step:], strict=True))
+    assert worst <= 1e-5, f"a step's loss is off by {worst:.2e}"
+    for name, ref in ref_params.items():
+        error = ((params[name] - ref).abs().max() / ref.abs().max()).item()
+        assert error <= 1e-4, f"{name} off by {error:.2e} after {STEPS} steps"
+
+
+def test_every_step_and_the_final_parameters_match_one_device(reference):
+    ref_losses, _ = reference
     results = spawn_ranks(hot_switch_run, 4, STEPS, PLAN)
     losses, params, used, order = results[0]
     assert used == ["dp1tp4pp1", "dp2tp2pp1", "dp4tp1pp1"], "every strategy must have trained some sequences"
     assert order[-1] == "dp1tp4pp1"  # the instantiation strategy runs last and updates in place
     assert all(r[0] == losses for r in results), "ranks disagree on the loss"
-    worst = max(relative(a, b) for a, b in zip(losses, ref_losses))
-    assert worst <= 1e-5, f"a step's loss is off by {worst:.2e}"
-    for name, ref in ref_params.items():
-        error = ((params[name] - ref).abs().max() / ref.abs().max()).item()
-        assert error <= 1e-4, f"{name} off by {error:.2e} after {STEPS} steps"
+    assert_matches(losses, params, reference)
     assert ref_losses[-1] < ref_losses[0]  # it does learn
+
+
+def test_a_control_command_changes_the_strategies_mid_run(reference):
+    new = [("dp2tp2", 64), ("dp4", 0)]
+    losses, params, plans, kinds = spawn_ranks(controlled_run, 4, STEPS, PLAN, 10, new)[0]
+    assert plans == [[["dp1tp4pp1", 128], ["dp2tp2pp1", 48], ["dp4tp1pp1", 0]], [["dp2tp2pp1", 64], ["dp4tp1pp1", 0]]]
+    # applied at the boundary after step 10: the new plan is announced, then the command
+    assert kinds[:2] == ["plan", "graphs"] and kinds[2:12] == ["step"] * 10 and kinds[12:14] == ["plan", "control"]
+    assert_matches(losses, params, reference)
+
+
+def test_resume_under_another_strategy_set_and_world_size(reference, tmp_path):
+    path = str(tmp_path / "step10")
+    first = spawn_ranks(checkpointed_run, 4, 10, PLAN, path)[0]
+    assert_close_prefix = max(relative(a, b) for a, b in zip(first, reference[0][:10], strict=True))
+    assert assert_close_prefix <= 1e-5
+    start, losses, params = spawn_ranks(resumed_run, 2, STEPS, [("tp2", 96), ("dp2", 0)], path)[0]
+    assert start == 10
+    assert_matches(losses, params, reference, first_step=10)

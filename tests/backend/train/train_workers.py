@@ -33,3 +33,63 @@ def hot_switch_run(rank: int, world: int, steps: int, spec):
         losses.append(engine.step(groups, order)[0])
     params = engine.global_params()
     return losses, (params if rank == 0 else None), sorted(used), [str(s) for s in order]
+
+
+def _trainer(spec, control=None, resume_from=None, sink=None):
+    from hotswitch.backend.train.trainer import Trainer
+
+    return Trainer(
+        get_config(MODEL),
+        stream(),
+        HotSwitchPlan.of(spec),
+        OptimizerConfig(),
+        SEED,
+        BUDGET,
+        sink=sink or (lambda e: None),
+        control=control,
+        resume_from=resume_from,
+    )
+
+
+def controlled_run(rank: int, world: int, steps: int, spec, switch_at: int, new_spec):
+    """Train with ``spec``; a control command switches to ``new_spec`` before step ``switch_at + 1``."""
+    calls = []
+    events = []
+
+    def control():
+        calls.append(1)
+        return [{"command": "switch", "strategy": new_spec}] if len(calls) == switch_at + 1 else []
+
+    trainer = _trainer(spec, control, sink=events.append)
+    trainer.train(steps)
+    params = trainer.engine.global_params()
+    losses = [e["loss"] for e in events if e["type"] == "step"]
+    plans = [e["buckets"] for e in events if e["type"] == "plan"]
+    return losses, (params if rank == 0 else None), plans, [e["type"] for e in events]
+
+
+def checkpointed_run(rank: int, world: int, steps: int, spec, path: str):
+    events = []
+    trainer = _trainer(spec, sink=events.append)
+    trainer.train(steps)
+    trainer.save(path)
+    return [e["loss"] for e in events if e["type"] == "step"]
+
+
+def resumed_run(rank: int, world: int, steps: int, spec, path: str):
+    events = []
+    trainer = _trainer(spec, resume_from=path, sink=events.append)
+    first = trainer.step_index
+    trainer.train(steps)
+    params = trainer.engine.global_params()
+    return first, [e["loss"] for e in events if e["type"] == "step"], (params if rank == 0 else None)
+
+
+def save_twice(rank: int, world: int, path: str):
+    trainer = _trainer("dp2")
+    trainer.save(path)
+    try:
+        trainer.save(path)
+    except ValueError as error:
+        return str(error)
+    return "saved twice"

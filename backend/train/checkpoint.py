@@ -1,0 +1,122 @@
+"""Checkpoints with ``torch.distributed.checkpoint``: model, optimizer, data position, step.
+
+Parameters and AdamW moments are saved as DTensors of the instantiation layout, so a
+run can resume under another strategy set or world size: DCP reshards on load. A
+checkpoint is written into a temporary folder that is renamed into place only once
+complete; an existing checkpoint is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import Replicate as DReplicate
+from torch.distributed.tensor import Shard as DShard
+
+from hotswitch.backend.dist_state import Shard
+from hotswitch.backend.models.config import ModelConfig
+
+META = "hotswitch.json"
+
+
+class CheckpointError(ValueError):
+    pass
+
+
+def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _dtensor_state(engine, mesh: DeviceMesh) -> dict:
+    master = engine.states[engine.instantiation]
+    moments = {id(p): engine.optimizer.state.get(p, {}) for p in engine._master}
+    out = {}
+    for param, name in zip(engine._master, master.params.views):
+        layout = master.layout[name]
+        placements = [DShard(p.dim) if isinstance(p, Shard) else DReplicate() for p in layout.state.placements]
+
+        def wrap(local: torch.Tensor, layout=layout, placements=placements) -> DTensor:
+            return DTensor.from_local(
+                local, mesh, placements, run_check=False, shape=torch.Size(layout.shape), stride=_strides(layout.shape)
+            )
+
+        out[f"model/{name}"] = wrap(master.params.views[name])
+        state = moments[id(param)]
+        for key in ("exp_avg", "exp_avg_sq"):
+            out[f"optim/{name}/{key}"] = wrap(state[key] if key in state else torch.zeros_like(param))
+    out["optim/step"] = torch.tensor(float(_adam_step(engine)))
+    return out
+
+
+def _adam_step(engine) -> float:
+    state = engine.optimizer.state.get(engine._master[0], {})
+    return float(state["step"]) if "step" in state else 0.0
+
+
+def _mesh(engine) -> DeviceMesh:
+    s = engine.instantiation
+    if s.pp > 1:
+        raise CheckpointError(f"{s}: checkpoints of pipeline-parallel instantiation strategies are not supported yet")
+    return DeviceMesh(
+        "cpu" if engine.states[s].params.flat.device.type == "cpu" else "cuda",
+        torch.arange(s.world_size).view(s.dp, s.tp),
+    )
+
+
+def save(engine, path: str | Path, extra: dict) -> Path:
+    """Write the checkpoint (collective). Raises before writing if ``path`` exists."""
+    path = Path(path)
+    exists = torch.tensor([int(path.exists())])
+    dist.broadcast(exists, 0)
+    if exists.item():
+        raise CheckpointError(f"{path} already exists; choose a new checkpoint path (nothing was overwritten)")
+    staging = path.with_name(f".{path.name}.partial")
+    if dist.get_rank() == 0:
+        shutil.rmtree(staging, ignore_errors=True)
+    dist.barrier()
+    dcp.save(_dtensor_state(engine, _mesh(engine)), checkpoint_id=str(staging))
+    if dist.get_rank() == 0:
+        meta = {"config": asdict(engine.config), "instantiation": str(engine.instantiation), **extra}
+        (staging / META).write_text(json.dumps(meta, indent=1))
+        os.replace(staging, path)
+    dist.barrier()
+    return path
+
+
+def read_meta(path: str | Path, config: ModelConfig) -> dict:
+    """The checkpoint's metadata, after checking it holds ``config``'s model."""
+    meta_file = Path(path) / META
+    if not meta_file.is_file():
+        raise CheckpointError(f"{path} is not a hotswitch checkpoint (no {META}); give a folder written by save()")
+    meta = json.loads(meta_file.read_text())
+    if meta["config"] != asdict(config):
+        diff = {k: (v, asdict(config)[k]) for k, v in meta["config"].items() if asdict(config).get(k) != v}
+        raise CheckpointError(f"{path} holds another model: (checkpoint, this run) differ in {diff}")
+    return meta
+
+
+def load(engine, path: str | Path) -> None:
+    """Load model and optimizer into the engine's instantiation layout (collective)."""
+    state = _dtensor_state(engine, _mesh(engine))
+    dcp.load(state, checkpoint_id=str(path))
+    master = engine.states[engine.instantiation]
+    step = state["optim/step"]
+    for param, name in zip(engine._master, master.params.views):
+        engine.optimizer.state[param] = {
+            "step": step.clone(),
+            "exp_avg": state[f"optim/{name}/exp_avg"].to_local().clone(),
+            "exp_avg_sq": state[f"optim/{name}/exp_avg_sq"].to_local().clone(),
+        }

@@ -1,0 +1,47 @@
+"""The ``hotswitch`` kernelspec: write it where Jupyter finds it, or remove it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+KERNEL_NAME = "hotswitch"
+DISPLAY_NAME = "Python 3 (hotswitch)"
+
+
+def kernel_json(python: str = sys.executable) -> dict:
+    """The kernel.json contents: this Python running ``python -m hotswitch.kernel``."""
+    return {
+        "argv": [python, "-m", "hotswitch.kernel", "-f", "{connection_file}"],
+        "display_name": DISPLAY_NAME,
+        "language": "python",
+        "metadata": {"debugger": True},
+    }
+
+
+def install_kernelspec(user: bool = False, prefix: str | None = None) -> str:
+    """Install (or replace) the kernelspec; return the directory it went to.
+
+    ``user`` installs for this user, ``prefix`` under ``PREFIX/share/jupyter/kernels``; neither
+    means the system-wide location (which may need root).
+    """
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    with tempfile.TemporaryDirectory() as source:
+        (Path(source) / "kernel.json").write_text(json.dumps(kernel_json(), indent=1))
+        return KernelSpecManager().install_kernel_spec(source, KERNEL_NAME, user=user, prefix=prefix)
+
+
+def uninstall_kernelspec() -> str:
+    """Remove the kernelspec Jupyter would use; return the removed directory.
+
+    Raises ValueError if none is installed.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        return KernelSpecManager().remove_kernel_spec(KERNEL_NAME)
+    except (KeyError, NoSuchKernel):
+        raise ValueError(f"no {KERNEL_NAME!r} kernelspec is installed; see `jupyter kernelspec list`") from None

@@ -1,0 +1,128 @@
+"""A real Jupyter kernel process driven through jupyter_client, for the tests and the benchmark."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+TRAIN_BODY = """
+import time
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(STEPS):
+    x = torch.randn(8, 4)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= job.world_size
+    opt.step()
+    for control in job.control():
+        job.emit({"type": "echo", "control": control})
+    job.emit({"type": "step", "step": step, "loss": loss.item(), "sent_at": time.time()})
+    print(f"step {step} loss {loss.item():.4f}")
+    time.sleep(PAUSE)
+dist.destroy_process_group()
+"""
+
+
+def train_body(steps: int = 3, pause: float = 0.0) -> str:
+    return TRAIN_BODY.replace("STEPS", str(steps)).replace("PAUSE", str(pause))
+
+
+class KernelSession:
+    """Start ``kernel_name`` (from ``kernels_dir`` if given); run cells; collect output per cell."""
+
+    def __init__(self, kernel_name: str = "python3", kernels_dir: Path | None = None):
+        specs = KernelSpecManager(kernel_dirs=[str(kernels_dir)]) if kernels_dir else KernelSpecManager()
+        self.manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=specs)
+        self.manager.start_kernel()
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+        self.pid = self.manager.provisioner.process.pid
+        self.outputs: dict[str, list[dict]] = defaultdict(list)
+
+    def execute(self, code: str, timeout: float = 120, wait: bool = True):
+        """Run ``code``; return (msg_id, reply content or None when ``wait`` is False)."""
+        msg_id = self.client.execute(code)
+        if not wait:
+            return msg_id, None
+        reply = self.client.get_shell_msg(timeout=timeout)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = self.client.get_shell_msg(timeout=timeout)
+        self.drain(0.1)
+        return msg_id, reply["content"]
+
+    def drain(self, seconds: float = 0.2) -> None:
+        """Move iopub messages that arrive within ``seconds`` into ``outputs`` by parent id."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=max(0.01, deadline - time.monotonic()))
+            except Exception:
+                if time.monotonic() >= deadline:
+                    return
+                continue
+            self.outputs[msg["parent_header"].get("msg_id")].append(msg)
+
+    def text(self, msg_id: str) -> str:
+        """All stream text, tracebacks and plain-text results that reached that cell."""
+        parts = []
+        for msg in self.outputs[msg_id]:
+            content = msg["content"]
+            if msg["msg_type"] == "stream":
+                parts.append(content["text"])
+            elif msg["msg_type"] == "error":
+                parts.append("\n".join(content["traceback"]))
+            elif msg["msg_type"] in ("execute_result", "display_data"):
+                parts.append(content["data"].get("text/plain", ""))
+        return "".join(parts)
+
+    def value(self, expression: str):
+        """Evaluate ``expression`` in the kernel and return its JSON-decoded value."""
+        msg_id, reply = self.execute(f"import json as _json; print(_json.dumps({expression}))")
+        assert reply["status"] == "ok", self.text(msg_id)
+        return json.loads(self.text(msg_id).strip().splitlines()[-1])
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def shutdown(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=False)
+
+
+def processes_mentioning(text: str) -> list[psutil.Process]:
+    """Live processes whose command line contains ``text``."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and text in " ".join(p.info["cmdline"] or []):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+def wait_until(condition, timeout: float = 30.0, every: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(every)
+    return bool(condition())
