@@ -1,7 +1,5 @@
 """Hot-switched training on real gloo ranks equals one-device training, step by step."""
 
-import pytest
-
 from hotswitch.backend.runtime.spawn import spawn_ranks
 
 from .conftest import STEPS
