@@ -29,10 +29,14 @@ class KernelCellOutput:
 
 
 class ConsoleOutput:
-    """Outside a kernel (terminal IPython, tests): the process' own stdout and stderr."""
+    """Outside a kernel (terminal IPython, tests): the process' own stdout and stderr;
+    ``all_to_stderr`` keeps stdout free for a command's own result (``--json``)."""
+
+    def __init__(self, all_to_stderr: bool = False):
+        self.all_to_stderr = all_to_stderr
 
     def write(self, text: str, stream: str = "stdout") -> None:
-        target = sys.__stderr__ if stream == "stderr" else sys.__stdout__
+        target = sys.__stderr__ if stream == "stderr" or self.all_to_stderr else sys.__stdout__
         target.write(text)
         target.flush()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hotswitch.kernel.commands import kernel_command, plan_switch_command
+from hotswitch.kernel.commands import kernel_command, plan_switch_command, train_command
 
-COMMANDS = [plan_switch_command, kernel_command]
+COMMANDS = [train_command, plan_switch_command, kernel_command]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,9 +20,12 @@ from hotswitch.kernel.worker import ENV_ADDRESS, ENV_JOB_NAME, ENV_KERNEL_PID, E
 
 FINAL = ("succeeded", "failed", "stopped", "timed out")
 WATCH_EVERY_S = 0.1
-# After the processes exit, wait this long without messages before closing the channel.
+# After the processes exit, wait this long without messages before closing the channel;
+# after a clean exit, first wait (up to DRAIN_CLEAN_MAX_S) for every rank's "finished" marker,
+# so that a slow receiving thread on a busy machine loses no trailing event.
 DRAIN_QUIET_S = 0.2
 DRAIN_MAX_S = 2.0
+DRAIN_CLEAN_MAX_S = 10.0
 STOP_MESSAGE_WAIT_S = 1.0
 
 
@@ -54,6 +57,7 @@ class Job:
         self.exit_reason: str | None = None
         self._logs: dict[int, list[str]] = {}
         self._started_ranks: set[int] = set()
+        self._ended_ranks: set[int] = set()
         self._output = output
         self._status = "starting"
         self._teardown = threading.Event()
@@ -199,7 +203,10 @@ class Job:
             self._started_ranks.add(rank)
             if self._status == "starting":
                 self._set_status("running")
+        elif kind == "finished":
+            self._ended_ranks.add(rank)
         elif kind == "error":
+            self._ended_ranks.add(rank)
             self._on_rank_error(rank, body)
 
     def _on_rank_error(self, rank: int, body: dict) -> None:
@@ -231,10 +238,13 @@ class Job:
             if terminated_at is not None and time.monotonic() - terminated_at > 5.0:
                 self._launch.kill()
             time.sleep(WATCH_EVERY_S)
-        self._drain()
+        self._drain(clean=code == 0)
         self._finish(code)
 
-    def _drain(self) -> None:
+    def _drain(self, clean: bool) -> None:
+        began = time.monotonic()
+        while clean and not self._started_ranks <= self._ended_ranks and time.monotonic() - began < DRAIN_CLEAN_MAX_S:
+            time.sleep(DRAIN_QUIET_S / 4)
         began = time.monotonic()
         while self._channel.quiet_for() < DRAIN_QUIET_S and time.monotonic() - began < DRAIN_MAX_S:
             time.sleep(DRAIN_QUIET_S / 4)
@@ -264,6 +274,14 @@ class Job:
         return (
             f"<Job {self.name!r} {self._status}, {self.spec.nproc}x{self.spec.nodes} ranks, {len(self.events)} events>"
         )
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """The live dashboard when ``hotswitch.widgets`` imports; None falls back to the reprs here."""
+        try:
+            from hotswitch.widgets import Dashboard
+        except ImportError:
+            return None
+        return Dashboard(self)._repr_mimebundle_(include=include, exclude=exclude)
 
     def _repr_html_(self) -> str:
         from html import escape

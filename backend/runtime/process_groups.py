@@ -37,3 +37,10 @@ class ProcessGroups:
             return self._groups[tuple(ranks)]
         except KeyError:
             raise KeyError(f"no process group for ranks {list(ranks)}; create it up front with ProcessGroups") from None
+
+
+def init_from_env(device: str = "cpu") -> None:
+    """Join the job's default process group from torchrun's environment, if not joined yet
+    (gloo on CPU, NCCL on CUDA)."""
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")

@@ -11,7 +11,7 @@ the others), so that its micro-batches add to them and the next reduction is exa
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -68,7 +68,7 @@ class Engine:
         self.config, self.optim, self.token_budget = config, optim, token_budget
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world)
-        self.cost = lambda length: float(length)  # refined by the cost model when there is one
+        self.time_of: dict[Strategy, Callable[[int], float]] = {}  # balancing costs, from the cost model
         self._switches: dict[tuple, BoundSwitch] = {}
         self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}
@@ -173,7 +173,7 @@ class Engine:
     def _run_group(self, state: StrategyState, seqs: list[Seq], scale: float) -> float:
         strategy = state.strategy
         _, replica, _ = strategy.coords(self.rank)
-        mine = balance(seqs, strategy.dp, self.cost)[replica]
+        mine = balance(seqs, strategy.dp, self.time_of.get(strategy, float))[replica]
         local = 0.0
         for group in pack(mine, self.token_budget):
             micro = collate(group)

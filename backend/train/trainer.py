@@ -4,7 +4,7 @@ Control commands arrive on rank 0 (``control()`` returns the new ones) and are
 broadcast to every rank at the next step boundary, so all ranks apply them at the
 same point:
 
-``{"command": "switch", "strategy": "dp4" | [["tp4", 128], ["dp4", 0]]}``  new buckets
+``{"command": "switch", "strategy": "auto" | "dp4" | [["tp4", 128], ["dp4", 0]]}``  new buckets
 ``{"command": "pause"}`` / ``{"command": "resume"}``                         hold between steps
 ``{"command": "stop"}``                                                      end after this step
 ``{"command": "checkpoint", "path": "..."}``                                 save now
@@ -23,21 +23,37 @@ from hotswitch.backend.graph.logical import summarize
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train import checkpoint
+from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
 from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 from hotswitch.backend.train.engine import Engine
 from hotswitch.backend.train.events import Sink, discard, event
+from hotswitch.backend.train.profile import profile
 from hotswitch.backend.train.reference import OptimizerConfig
 
 Control = Callable[[], list[dict]]
 PAUSE_POLL_S = 0.2
 
 
+def profile_lengths(max_len: int) -> list[int]:
+    """A few lengths spanning 16 .. max_len, doubling."""
+    out, n = [], 16
+    while n < max_len:
+        out.append(n)
+        n *= 2
+    return [*out[-5:], max_len]
+
+
 class Trainer:
+    """``plan``: a ``HotSwitchPlan`` (buckets, or one strategy for static training) or
+    ``"auto"`` (every dp x tp layout is a candidate; each batch gets the buckets that
+    minimise the predicted step time). ``memory_budget`` (bytes per device) turns on the
+    cost model for fixed plans too: infeasible buckets are refused before training."""
+
     def __init__(
         self,
         config: ModelConfig,
         data: BatchStream,
-        plan: HotSwitchPlan,
+        plan: HotSwitchPlan | str,
         optim: OptimizerConfig | None = None,
         seed: int = 0,
         token_budget: int = 4096,
@@ -45,26 +61,44 @@ class Trainer:
         control: Control | None = None,
         resume_from: str | Path | None = None,
         instantiation: str | Strategy | None = None,
+        memory_budget: float | None = None,
     ):
-        self.config, self.data, self.plan = config, data, plan
+        self.config, self.data = config, data
         self.rank = dist.get_rank()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
         meta = checkpoint.read_meta(resume_from, config) if resume_from else None  # fail before any work
-        chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(plan.strategies)
-        self.engine = Engine(config, plan.strategies, chosen, optim or OptimizerConfig(), seed, token_budget)
+        self.auto = plan == "auto"
+        if isinstance(plan, str) and not self.auto:
+            plan = HotSwitchPlan.of(plan)
+        world = dist.get_world_size()
+        self.resident = candidate_strategies(config, world) if self.auto else []
+        strategies = self.resident or list(plan.strategies)
+        chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
+        self.engine = Engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget)
+        self.cost = None
+        if self.auto or memory_budget is not None:
+            budget = memory_budget if memory_budget is not None else self.engine.cluster.memory
+            self._use_cost(profile(self.engine, strategies, profile_lengths(data.max_len), budget))
+        if self.auto:
+            plan, _ = auto_plan([data.max_len], self.cost, chosen, data.max_len)  # raises if nothing fits
+        elif self.cost:
+            check_feasible(plan, self.cost, data.max_len)
         self.step_index = 0
         if meta:
             checkpoint.load(self.engine, resume_from)
             self.data.load_state_dict(meta["data"])
             self.step_index = meta["step"]
-        self._set_plan(plan, "buckets")
+        self.plan = None
+        self._set_plan(plan, "auto" if self.auto else "buckets")
         self.sink(event("graphs", logical=summarize(self.engine.logical), exec=self._exec_summaries()))
         self.stopping = False
 
     # -- plan --------------------------------------------------------------------------------------
-    def _set_plan(self, plan: HotSwitchPlan, source: str) -> None:
-        self.engine.set_strategies(plan.strategies)
+    def _set_plan(self, plan: HotSwitchPlan, source: str, predicted: float | None = None) -> None:
+        if plan == self.plan:
+            return
+        self.engine.set_strategies([*plan.strategies, *self.resident])
         self.plan = plan
         self.order = execution_order(plan.strategies, self.engine.instantiation, self._switch_cost)
         self.sink(
@@ -74,7 +108,7 @@ class Trainer:
                 buckets=[[str(b.strategy), b.above] for b in plan.buckets],
                 order=[str(s) for s in self.order],
                 instantiation=str(self.engine.instantiation),
-                predicted_step_s=None,
+                predicted_step_s=predicted,
                 source=source,
             )
         )
@@ -82,7 +116,21 @@ class Trainer:
     def _switch_cost(self, a: Strategy, b: Strategy) -> float:
         if a == b:
             return 0.0
+        if self.cost:
+            return self.cost.switch_s.get(("params", a, b), 0.0) + self.cost.switch_s.get(("grads", a, b), 0.0)
         return self.engine._switch("params", a, b).predicted_s
+
+    def _plan_batch(self, batch) -> float | None:
+        """Re-plan for this batch under ``auto``; the predicted step time when there is a cost model."""
+        lengths = [s.length for s in batch]
+        if self.auto:
+            plan, predicted = auto_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)
+            self._set_plan(plan, "auto", predicted)
+            return predicted
+        if self.cost is None:
+            return None
+        groups = {s: [q.length for q in seqs] for s, seqs in self.plan.assign(batch).items()}
+        return self.cost.step_s(groups, list(self.order), self.engine.instantiation)
 
     def _exec_summaries(self) -> dict:
         return {str(s): state.graph.summary() for s, state in self.engine.states.items()}
@@ -98,7 +146,10 @@ class Trainer:
         while True:
             for c in commands:
                 kind = c.get("command")
-                if kind == "switch":
+                if kind == "switch" and c.get("strategy") == "auto":
+                    self._enable_auto()
+                elif kind == "switch":
+                    self.auto = False
                     self._set_plan(HotSwitchPlan.of(c["strategy"]), "fixed")
                 elif kind == "pause":
                     paused = True
@@ -116,6 +167,19 @@ class Trainer:
                 return
             time.sleep(PAUSE_POLL_S)
             commands = self._commands()
+
+    def _use_cost(self, cost) -> None:
+        self.cost = cost
+        self.engine.time_of = {s: c.time for s, c in cost.strategies.items()}
+
+    def _enable_auto(self) -> None:
+        if self.cost is None:  # every rank gets here at the same boundary: profiling is collective
+            self.resident = candidate_strategies(self.config, dist.get_world_size())
+            self.engine.set_strategies(self.resident)
+            budget = self.engine.cluster.memory
+            self._use_cost(profile(self.engine, self.resident, profile_lengths(self.data.max_len), budget))
+        self.resident = list(self.cost.strategies)
+        self.auto = True
 
     # -- checkpoints -------------------------------------------------------------------------------
     def save(self, path: str | Path | None) -> Path:
@@ -142,6 +206,7 @@ class Trainer:
             if self.stopping:
                 break
             batch = self.data.next_batch()
+            predicted = self._plan_batch(batch)
             groups = self.plan.assign(batch)
             began = time.perf_counter()
             loss, times = self.engine.step(groups, self.order)
@@ -170,7 +235,7 @@ class Trainer:
                     for s, v in times.per_strategy.items()
                 },
                 switches=times.switches,
-                predicted_step_s=None,
+                predicted_step_s=predicted,
             )
             self.sink(last)
             if on_step:

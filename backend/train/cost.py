@@ -1,0 +1,218 @@
+"""Predicting a step: time and memory per strategy over sequence length, and switch costs.
+
+Compute time per sequence is measured on the device in use (forward + backward of the
+strategy's executable graph on micro-batches filled with sequences of one length, at a
+few lengths) and fitted as a*L^2 + b*L + c. Memory per device is measured on CUDA and
+estimated from the model's shapes on CPU, where the per-device budget is declared (so
+that long sequences need tensor parallelism just as on GPUs). Gradient reduction and the
+optimizer update are timed once; a switch costs what the planner predicts for the
+measured link bandwidth and latency, plus the local copies at measured copy bandwidth.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.switch.plan import SwitchPlan
+from hotswitch.backend.train.batching import balance, pack
+
+
+@dataclass(frozen=True)
+class Quadratic:
+    a: float
+    b: float
+    c: float
+
+    def __call__(self, length: float) -> float:
+        return self.a * length * length + self.b * length + self.c
+
+    @classmethod
+    def fit(cls, xs: list[float], ys: list[float]) -> Quadratic:
+        """Least squares with non-negative coefficients (a cost never falls with length)."""
+        x, y = np.asarray(xs, float), np.asarray(ys, float)
+        best = None
+        for columns in ((2, 1, 0), (1, 0), (2, 0), (0,)):
+            basis = np.stack([x**p for p in columns], axis=1)
+            coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
+            if (coef < 0).any():
+                continue
+            error = float(((basis @ coef - y) ** 2).sum())
+            if best is None or error < best[0] - 1e-18:
+                best = (error, dict(zip(columns, coef, strict=True)))
+        terms = best[1] if best else {0: float(y.mean())}
+        return cls(float(terms.get(2, 0.0)), float(terms.get(1, 0.0)), float(terms.get(0, 0.0)))
+
+
+def activation_bytes(config: ModelConfig, strategy: Strategy, length: int) -> float:
+    """Activations one sequence keeps for backward on one device (fp32, attention scores
+    materialised as on CPU): per layer ~(10*dim + 3*ffn) values per token plus heads*L
+    scores, logits twice, all split over tp."""
+    per_token = config.n_layers * (10 * config.dim + 3 * config.ffn_dim) + 2 * config.vocab_size
+    scores = config.n_layers * config.n_heads * length
+    return 4.0 * length * (per_token + scores) / strategy.tp
+
+
+def model_state_bytes(config: ModelConfig, strategy: Strategy) -> float:
+    """fp32 parameters and gradients of one strategy's shard (master and AdamW moments live
+    on the instantiation strategy only and are counted there)."""
+    return 8.0 * config.n_params / (strategy.tp * strategy.pp)
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    bandwidth: float  # bytes/s between two ranks
+    latency: float  # seconds per message
+    copy_bandwidth: float  # bytes/s of a local copy
+
+    def switch_seconds(self, plan: SwitchPlan) -> float:
+        """The busiest rank's time: its sends and receives on the link, its local copies."""
+        worst = 0.0
+        messages = [0] * plan.cluster.world_size
+        local = [0] * plan.cluster.world_size
+        for m in plan.messages:
+            messages[m.sender] += 1
+            messages[m.receiver] += 1
+        for t in plan.transfers:
+            if t.local:
+                local[t.receiver] += t.box.numel * plan.itemsize
+        for rank, traffic in enumerate(plan.traffic):
+            wire = max(traffic.send, traffic.recv_intra + traffic.recv_inter) / self.bandwidth
+            worst = max(worst, wire + messages[rank] * self.latency + local[rank] / self.copy_bandwidth)
+        return worst
+
+
+@dataclass
+class StrategyCost:
+    time: Quadratic  # seconds per sequence of length L, packed with others, on one replica
+    memory: Quadratic  # bytes per device for one sequence of length L
+    static_bytes: float  # model states per device
+    sync_s: float  # reducing gradients over dp
+
+
+@dataclass
+class CostModel:
+    strategies: dict[Strategy, StrategyCost]
+    budget: float  # bytes per device
+    link: LinkProfile
+    update_s: float
+    switch_s: dict[tuple[str, Strategy, Strategy], float]  # ("params"|"grads", src, dst) -> seconds
+    token_budget: int  # of a micro-batch, as the engine packs them
+
+    def fits(self, strategy: Strategy, length: int) -> bool:
+        cost = self.strategies[strategy]
+        return cost.static_bytes + cost.memory(length) <= self.budget
+
+    def longest(self, strategy: Strategy, limit: int) -> int:
+        """The longest sequence (up to ``limit``) the strategy can hold."""
+        lo, hi = 0, limit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.fits(strategy, mid) else (lo, mid - 1)
+        return lo
+
+    def group_s(self, strategy: Strategy, lengths: list[int]) -> float:
+        """Seconds for a group as the engine runs it: sequences balanced over the dp replicas,
+        each replica's packed into padded micro-batches; the slowest replica."""
+        if not lengths:
+            return 0.0
+        time_of = self.strategies[strategy].time
+        seqs = [Sequence(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
+        return max(
+            sum(len(micro) * time_of(micro[0].length) for micro in pack(part, self.token_budget))
+            for part in balance(seqs, strategy.dp, time_of)
+        )
+
+    def step_s(self, groups: dict[Strategy, list[int]], order: list[Strategy], instantiation: Strategy) -> float:
+        """Predicted step time: compute, gradient syncs, switches along the order, update."""
+        total, previous = self.update_s, None
+        for strategy in order:
+            lengths = groups.get(strategy, [])
+            if not lengths and strategy != instantiation:
+                continue
+            if previous is not None:
+                total += self.switch_s.get(("grads", previous, strategy), 0.0)
+            if strategy != instantiation:
+                total += self.switch_s.get(("params", previous or instantiation, strategy), 0.0)
+            total += self.group_s(strategy, lengths) + (self.strategies[strategy].sync_s if strategy.dp > 1 else 0.0)
+            previous = strategy
+        if previous != instantiation:
+            total += self.switch_s.get(("grads", previous, instantiation), 0.0)
+        return total
+
+
+# -- measuring on the ranks (collective) ---------------------------------------------------
+
+
+def _slowest(seconds: float) -> float:
+    value = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return value.item()
+
+
+def measure_link(nbytes: int = 8 << 20, repeats: int = 3) -> LinkProfile:
+    """Ring exchange between neighbour ranks: bandwidth from a large message, latency from a
+    tiny one; copy bandwidth from a local copy of the same size."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    def exchange(numel: int) -> float:
+        send, recv = torch.ones(numel), torch.empty(numel)
+        ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
+        times = []
+        for _ in range(repeats + 1):
+            dist.barrier()
+            started = time.perf_counter()
+            for request in dist.batch_isend_irecv(ops) if world > 1 else []:
+                request.wait()
+            times.append(time.perf_counter() - started)
+        return _slowest(min(times[1:]))
+
+    large = exchange(nbytes // 4)
+    small = exchange(1)
+    source, target = torch.ones(nbytes // 4), torch.empty(nbytes // 4)
+    target.copy_(source)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        target.copy_(source)
+    copy = _slowest((time.perf_counter() - started) / repeats)
+    latency = max(small, 1e-6)
+    return LinkProfile(nbytes / max(large - latency, 1e-9), latency, nbytes / max(copy, 1e-9))
+
+
+def measure_strategy_time(engine, strategy: Strategy, lengths: list[int], repeats: int = 2) -> Quadratic:
+    """Per-sequence compute time at each length, micro-batches filled to the token budget."""
+    state = engine.states[strategy]
+    gen = torch.Generator().manual_seed(0)
+    per_sequence = []
+    for length in lengths:
+        rows = max(1, engine.token_budget // length)
+        tokens = torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen)
+        best = float("inf")
+        for _ in range(repeats):
+            dist.barrier()
+            started = time.perf_counter()
+            state.graph.forward_backward(tokens, tokens, 0.0)
+            best = min(best, time.perf_counter() - started)
+        per_sequence.append(_slowest(best) / rows)
+    state.grads.flat.zero_()
+    return Quadratic.fit(lengths, per_sequence)
+
+
+def measure_sync(engine, strategy: Strategy) -> float:
+    state = engine.states[strategy]
+    if strategy.dp == 1:
+        return 0.0
+    group = engine.groups[strategy.dp_group(engine.rank)]
+    dist.barrier()
+    started = time.perf_counter()
+    dist.all_reduce(state.grads.flat, group=group)
+    elapsed = _slowest(time.perf_counter() - started)
+    state.grads.flat.zero_()
+    return elapsed

@@ -1,0 +1,92 @@
+"""Building the cost model on the ranks (collective), cached on disk by rank 0."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.cost import (
+    CostModel,
+    LinkProfile,
+    Quadratic,
+    StrategyCost,
+    activation_bytes,
+    measure_link,
+    measure_strategy_time,
+    measure_sync,
+    model_state_bytes,
+)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("HOTSWITCH_CACHE", Path.home() / ".cache" / "hotswitch")) / "profiles"
+
+
+def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
+    identity = {
+        "config": asdict(engine.config),
+        "strategies": [str(s) for s in strategies],
+        "world": engine.world,
+        "device": device,
+        "budget": engine.token_budget,
+        "lengths": lengths,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
+    link = measure_link()
+    out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
+    for s in strategies:
+        fit = measure_strategy_time(engine, s, lengths)
+        out["strategies"][str(s)] = {"time": [fit.a, fit.b, fit.c], "sync_s": measure_sync(engine, s)}
+    master = engine.states[engine.instantiation]
+    scratch = [torch.nn.Parameter(master.params.views[n].clone()) for n in master.params.views]
+    for p in scratch:
+        p.grad = torch.zeros_like(p)
+    optimizer = engine.optim.adamw(scratch)
+    optimizer.step()  # first step allocates the moments
+    dist.barrier()
+    started = time.perf_counter()
+    optimizer.step()
+    elapsed = torch.tensor([time.perf_counter() - started], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    out["update_s"] = elapsed.item()
+    return out
+
+
+def profile(engine, strategies: list[Strategy], lengths: list[int], budget: float, use_cache: bool = True) -> CostModel:
+    """Measure (or read back) compute, sync, update and link profiles and assemble the model."""
+    device = engine.states[engine.instantiation].params.flat.device.type
+    path = cache_dir() / f"{_key(engine, strategies, lengths, device)}.json"
+    box = [json.loads(path.read_text()) if use_cache and engine.rank == 0 and path.is_file() else None]
+    dist.broadcast_object_list(box, src=0)
+    measured = box[0]
+    if measured is None:
+        measured = _measure(engine, strategies, lengths)
+        if engine.rank == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(measured))
+    link = LinkProfile(*measured["link"])
+    costs = {}
+    for s in strategies:
+        m = measured["strategies"][str(s)]
+        memory = Quadratic.fit(lengths, [activation_bytes(engine.config, s, n) for n in lengths])
+        costs[s] = StrategyCost(Quadratic(*m["time"]), memory, model_state_bytes(engine.config, s), m["sync_s"])
+    switch_s = {}
+    for a in strategies:
+        for b in strategies:
+            if a != b:
+                switch_s["params", a, b] = link.switch_seconds(engine._switch("params", a, b).plan)
+                switch_s["grads", a, b] = link.switch_seconds(engine._switch("grads", a, b).plan)
+    return CostModel(costs, budget, link, measured["update_s"], switch_s, engine.token_budget)

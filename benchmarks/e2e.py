@@ -1,0 +1,164 @@
+"""Hot switching against static strategies, end to end, on local CPU ranks.
+
+One run on ``--ranks`` gloo processes; every contender trains the same global batches
+(standard-library code, up to ``--max-len`` tokens) from the same initial weights:
+
+- hot switching with ``auto`` planning under a per-device memory budget chosen so that only
+  tensor parallelism holds the longest sequences;
+- every static strategy that is feasible under that budget (through the same engine);
+- PyTorch-native static tensor parallelism: the eager model with ``parallelize_module``
+  (Megatron column/row plan, vocab-parallel embedding, replicated logits).
+
+Throughput is tokens over the measured steps' wall time (after ``--warmup`` steps).
+``predicted_step_s`` is the cost model's mean prediction for hot switching's measured steps.
+
+    python benchmarks/e2e.py --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+import torch.distributed as dist
+
+from hotswitch.backend import get_config
+from hotswitch.backend.data import BatchStream, stdlib_documents
+from hotswitch.backend.models import build_model
+from hotswitch.backend.runtime.spawn import spawn_ranks
+from hotswitch.backend.train.auto import candidate_strategies
+from hotswitch.backend.train.batching import collate, pack
+from hotswitch.backend.train.cost import activation_bytes, model_state_bytes
+from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.reference import OptimizerConfig
+from hotswitch.backend.train.trainer import Trainer
+
+MODEL = dict(name="bench-3m", vocab_size=512, dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688)
+
+
+def measure(steps: int, warmup: int, step) -> tuple[float, int, list]:
+    """Seconds and tokens over the measured steps (slowest rank), per-step extras."""
+    for _ in range(warmup):
+        step()
+    dist.barrier()
+    started, tokens, extras = time.perf_counter(), 0, []
+    for _ in range(steps):
+        count, extra = step()
+        tokens += count
+        extras.append(extra)
+    elapsed = torch.tensor([time.perf_counter() - started], dtype=torch.float64)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    return elapsed.item(), tokens, extras
+
+
+def engine_contender(config, plan, args, budget):
+    trainer = Trainer(
+        config,
+        BatchStream(stdlib_documents(), args.batch_size, args.max_len, seed=0),
+        plan,
+        OptimizerConfig(),
+        token_budget=args.token_budget,
+        memory_budget=budget,
+    )
+
+    def step():
+        batch = trainer.data.next_batch()
+        predicted = trainer._plan_batch(batch)
+        trainer.engine.step(trainer.plan.assign(batch), trainer.order)
+        return sum(s.length for s in batch), (predicted, str(trainer.plan))
+
+    return trainer, step
+
+
+def torch_tp_contender(config, args):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    model = build_model(config, seed=0)
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    plan = {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate()),
+        "output": ColwiseParallel(output_layouts=Replicate()),
+    }
+    for i in range(config.n_layers):
+        for name in ("attention.wq", "attention.wk", "attention.wv", "feed_forward.w1", "feed_forward.w3"):
+            plan[f"layers.{i}.{name}"] = ColwiseParallel()
+        for name in ("attention.wo", "feed_forward.w2"):
+            plan[f"layers.{i}.{name}"] = RowwiseParallel()
+    parallelize_module(model, mesh, plan)
+    optim = OptimizerConfig()
+    optimizer = optim.adamw(model.parameters())
+    data = BatchStream(stdlib_documents(), args.batch_size, args.max_len, seed=0)
+
+    def step():
+        batch = data.next_batch()
+        total = sum(s.length for s in batch)
+        optimizer.zero_grad(set_to_none=False)
+        for group in pack(batch, args.token_budget):
+            micro = collate(group)
+            (model(micro.tokens, micro.targets) * (1.0 / total)).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), optim.max_grad_norm, foreach=False)
+        optimizer.step()
+        return total, None
+
+    return step
+
+
+def bench_rank(rank: int, world: int, args) -> dict:
+    config = get_config("tiny").with_(**MODEL, max_seq_len=max(args.max_len, 1024))
+    candidates = candidate_strategies(config, world)
+    dp_only = next(s for s in candidates if s.tp == 1)
+    # only tensor parallelism holds the longest sequences: pure dp fits up to a third of them
+    budget = model_state_bytes(config, dp_only) + activation_bytes(config, dp_only, args.max_len // 3)
+    out = {"model_params": config.n_params, "ranks": world, "max_len": args.max_len, "memory_budget": budget}
+
+    trainer, step = engine_contender(config, "auto", args, budget)
+    seconds, tokens, extras = measure(args.steps, args.warmup, step)
+    out["hotswitch_tokens_per_s"] = tokens / seconds
+    out["measured_step_s"] = seconds / args.steps
+    out["predicted_step_s"] = sum(p for p, _ in extras) / len(extras)
+    out["hotswitch_plans"] = sorted({plan for _, plan in extras})
+    out["hotswitch_strategies"] = sorted({b.split("(")[0] for _, plan in extras for b in plan.split(" | ")})
+    cost = trainer.cost
+    feasible = [s for s in candidates if cost.fits(s, args.max_len)]
+    out["infeasible_static"] = [str(s) for s in candidates if s not in feasible]
+    del trainer
+
+    out["static"] = {}
+    for strategy in feasible:
+        _, step = engine_contender(config, HotSwitchPlan.of(strategy), args, budget)
+        seconds, tokens, _ = measure(args.steps, args.warmup, step)
+        out["static"][str(strategy)] = tokens / seconds
+
+    seconds, tokens, _ = measure(args.steps, args.warmup, torch_tp_contender(config, args))
+    out["torch_tp_tokens_per_s"] = tokens / seconds
+    best_static = max([*out["static"].values(), out["torch_tp_tokens_per_s"]])
+    out["speedup_vs_best_static"] = out["hotswitch_tokens_per_s"] / best_static
+    out["prediction_error"] = abs(out["predicted_step_s"] - out["measured_step_s"]) / out["measured_step_s"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-len", type=int, default=1024)
+    parser.add_argument("--token-budget", type=int, default=4096)
+    args = parser.parse_args()
+    out = spawn_ranks(bench_rank, args.ranks, args, timeout=3600)[0]
+    if not args.json:
+        print(
+            f"hot switching {out['hotswitch_tokens_per_s']:,.0f} tok/s; static {out['static']}; "
+            f"torch TP {out['torch_tp_tokens_per_s']:,.0f}; speedup {out['speedup_vs_best_static']:.2f}x"
+        )
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Choosing strategies and bucket boundaries from a cost model (no processes needed)."""
+
+import pytest
+
+from hotswitch.backend import Strategy, get_config
+from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+
+DP4, DP2TP2, TP4 = (Strategy.parse(s) for s in ("dp4", "dp2tp2", "tp4"))
+
+
+def model(budget=1000.0, switch=0.01):
+    # per replica: tp is slower per sequence (communication) but needs less memory per device
+    costs = {
+        DP4: StrategyCost(Quadratic(0, 1.0, 0), Quadratic(0, 4.0, 0), 0.0, 0.0),
+        DP2TP2: StrategyCost(Quadratic(0, 1.5, 0), Quadratic(0, 2.0, 0), 0.0, 0.0),
+        TP4: StrategyCost(Quadratic(0, 2.5, 0), Quadratic(0, 1.0, 0), 0.0, 0.0),
+    }
+    switches = {(w, a, b): switch for w in ("params", "grads") for a in costs for b in costs if a != b}
+    return CostModel(costs, budget, LinkProfile(1e9, 1e-5, 1e9), 0.0, switches, token_budget=1)
+
+
+def test_quadratic_fit_recovers_a_curve_and_never_goes_negative():
+    fit = Quadratic.fit([16, 64, 128, 256], [2e-6 * n * n + 3e-4 * n + 0.01 for n in (16, 64, 128, 256)])
+    assert fit.a == pytest.approx(2e-6) and fit.b == pytest.approx(3e-4) and fit.c == pytest.approx(0.01)
+    flat = Quadratic.fit([1, 2, 3], [5.0, 4.0, 3.0])
+    assert min(flat.a, flat.b, flat.c) >= 0
+
+
+def test_auto_sends_long_sequences_to_tensor_parallelism_and_short_ones_to_data_parallelism():
+    lengths = [10] * 40 + [100] * 8 + [900] * 2
+    plan, predicted = auto_plan(lengths, model(), TP4, max_len=900)
+    assigned = {b.strategy: b.above for b in plan.buckets}
+    assert plan.buckets[0].strategy == TP4 and plan.buckets[-1].strategy == DP4
+    assert 100 <= assigned[TP4] < 900 and assigned[DP4] == 0
+    static_tp4 = model().step_s({TP4: lengths}, [TP4], TP4)
+    assert predicted < static_tp4
+
+
+def test_when_everything_fits_and_switches_are_dear_auto_trains_statically():
+    plan, _ = auto_plan([10] * 40 + [100] * 8, model(budget=1e9, switch=100.0), TP4, max_len=100)
+    assert plan.strategies == (DP4,)
+
+
+def test_a_sequence_no_strategy_can_hold_is_refused():
+    with pytest.raises(ValueError, match=r"no strategy holds sequences of 2000 tokens.*raise the memory budget"):
+        auto_plan([10, 2000], model(), TP4, max_len=2000)
+
+
+def test_an_infeasible_bucket_list_is_refused_naming_the_strategy():
+    with pytest.raises(ValueError, match=r"dp4tp1pp1 cannot hold sequences of 900 tokens.*at most 250"):
+        check_feasible(HotSwitchPlan.of("dp4"), model(), 900)
+    check_feasible(HotSwitchPlan.of([("tp4", 200), ("dp4", 0)]), model(), 900)
+
+
+def test_plan_validation_and_order():
+    with pytest.raises(ValueError, match="one of them 0"):
+        HotSwitchPlan.of([("tp4", 100), ("dp4", 50)])
+    with pytest.raises(ValueError, match="different device counts"):
+        HotSwitchPlan.of([("tp4", 100), ("dp2", 0)])
+    plan = HotSwitchPlan.of([("dp4", 0), ("tp4", 256), ("dp2tp2", 64)])
+    assert [str(b) for b in plan.buckets] == ["dp1tp4pp1(L>256)", "dp2tp2pp1(L>64)", "dp4tp1pp1(L>0)"]
+    assert instantiation_strategy(plan.strategies) == TP4
+    # HotSPa's order: shortest first, back to the instantiation strategy for the longest
+    assert execution_order(plan.strategies, TP4, lambda a, b: 0.0) == (DP4, DP2TP2, TP4)
+    dear = {(TP4, DP4): 5.0}
+    assert execution_order(plan.strategies, TP4, lambda a, b: dear.get((a, b), 1.0))[0] == DP2TP2
+    assert candidate_strategies(get_config("tiny"), 4) == [TP4, DP2TP2, DP4]
