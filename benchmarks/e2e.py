@@ -72,6 +72,26 @@ def engine_contender(config, plan, args, budget):
     return trainer, step
 
 
+def clip_mixed(model, max_norm: float) -> None:
+    """``clip_grad_norm_`` for a mix of DTensor (sharded or replicated) and plain replicated
+    gradients, which torch's own refuses: every element counted once."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    squares = torch.zeros((), dtype=torch.float64)
+    locals_ = []
+    for p in model.parameters():
+        grad = p.grad
+        sharded = isinstance(grad, DTensor) and any(isinstance(x, Shard) for x in grad.placements)
+        local = grad.to_local() if isinstance(grad, DTensor) else grad
+        if sharded or dist.get_rank() == 0:
+            squares += local.double().pow(2).sum()
+        locals_.append(local)
+    dist.all_reduce(squares)
+    coefficient = min(max_norm / (squares.sqrt().item() + 1e-6), 1.0)
+    for local in locals_:
+        local.mul_(coefficient)
+
+
 def torch_tp_contender(config, args):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
@@ -100,7 +120,7 @@ def torch_tp_contender(config, args):
         for group in pack(batch, args.token_budget):
             micro = collate(group)
             (model(micro.tokens, micro.targets) * (1.0 / total)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), optim.max_grad_norm, foreach=False)
+        clip_mixed(model, optim.max_grad_norm)
         optimizer.step()
         return total, None
 

@@ -138,7 +138,7 @@ class LogicalGraph:
         return placed, needs
 
     def _deduce_node(self, node, strategy, mesh, placed, needs) -> tuple[Placement, ...]:
-        ndims = [len(self.nodes[i].shape) for i in node.inputs]
+        shapes = [self.nodes[i].shape for i in node.inputs]
         out, required = [], [[None] * 2 for _ in node.inputs]
         steps = [[] for _ in node.inputs]
         for m, size in enumerate(mesh):
@@ -149,8 +149,10 @@ class LogicalGraph:
                     slot[m] = Replicate()
                 continue
             try:
-                d = rules.RULES[node.op](ins, ndims, node)
+                d = rules.RULES[node.op](ins, shapes, node)
                 for i, (actual, want, grad_partial) in enumerate(zip(ins, d.required, d.grad_partial)):
+                    if MESH_DIMS[m] == "dp" and node.inputs[i] in self._from_params:
+                        grad_partial = False  # the trainer reduces parameter gradients over dp itself
                     required[i][m] = want
                     step = rules.conversion(actual, want, grad_partial)
                     if step:
@@ -169,6 +171,13 @@ class LogicalGraph:
         return DistState(tuple(range(strategy.world_size)), (strategy.dp, strategy.tp), placements)
 
     def _deduce_and_insert_comm(self) -> None:
+        # tensors computed from parameters (and constants) alone, e.g. a transposed weight
+        self._from_params = set()
+        for node in self.nodes.values():
+            if node.kind in ("param", "buffer") or (
+                node.kind == "compute" and all(i in self._from_params for i in node.inputs)
+            ):
+                self._from_params.add(node.name)
         deduced = {s: self._deduce(s) for s in self.strategies}
         ordered: dict[str, LogicalNode] = {}
         shared: dict[tuple, str] = {}

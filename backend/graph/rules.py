@@ -36,9 +36,9 @@ def _sharded(p: Placement, dim: int) -> bool:
     return isinstance(p, Shard) and p.dim == dim
 
 
-def linear(ins, ndims, node) -> Deduction:
+def linear(ins, shapes, node) -> Deduction:
     x, w = ins
-    last = ndims[0] - 1
+    last = len(shapes[0]) - 1
     if w == R:
         x = R if _sharded(x, last) else x
         return _same([x, R], x)
@@ -49,7 +49,7 @@ def linear(ins, ndims, node) -> Deduction:
     raise NoRule(f"linear weight placed {w}")
 
 
-def embedding(ins, ndims, node) -> Deduction:
+def embedding(ins, shapes, node) -> Deduction:
     tokens, w = ins
     if w == R:
         return _same([tokens, R], tokens)
@@ -58,40 +58,40 @@ def embedding(ins, ndims, node) -> Deduction:
     raise NoRule(f"embedding weight placed {w}")
 
 
-def rms_norm(ins, ndims, node) -> Deduction:
+def rms_norm(ins, shapes, node) -> Deduction:
     x = ins[0]
-    if x == P or _sharded(x, ndims[0] - 1):
+    if x == P or _sharded(x, len(shapes[0]) - 1):
         x = R
     return _same([x, R], x)
 
 
-def unflatten(ins, ndims, node) -> Deduction:
+def unflatten(ins, shapes, node) -> Deduction:
     (x,) = ins  # splits the last dim; a shard of it becomes a shard of the outer new dim
     return _same([x], x)
 
 
-def flatten(ins, ndims, node) -> Deduction:
+def flatten(ins, shapes, node) -> Deduction:
     (x,) = ins  # merges the last two dims; only a shard of the outer one survives
-    if _sharded(x, ndims[0] - 1):
+    if _sharded(x, len(shapes[0]) - 1):
         x = R
     return _same([x], x)
 
 
-def rotary(ins, ndims, node) -> Deduction:
+def rotary(ins, shapes, node) -> Deduction:
     x = ins[0]  # positions follow dim 1, pairs span the last dim: neither may be split
-    if _sharded(x, 1) or _sharded(x, ndims[0] - 1):
+    if _sharded(x, 1) or _sharded(x, len(shapes[0]) - 1):
         x = R
     return _same([x, R, R], x)
 
 
-def attention(ins, ndims, node) -> Deduction:
+def attention(ins, shapes, node) -> Deduction:
     q = ins[0]  # independent per batch row and per head: dims 0 and 2
     allowed = q == R or _sharded(q, 0) or _sharded(q, 2)
     q = q if allowed else R
     return _same([q, q, q], q)
 
 
-def nonlinear_unary(ins, ndims, node) -> Deduction:
+def nonlinear_unary(ins, shapes, node) -> Deduction:
     x = R if ins[0] == P else ins[0]
     return _same([x], x)
 
@@ -107,23 +107,23 @@ def _common(a: Placement, b: Placement) -> Placement:
     return R
 
 
-def add(ins, ndims, node) -> Deduction:
-    if ndims[0] != ndims[1]:
+def add(ins, shapes, node) -> Deduction:
+    if len(shapes) != 2 or len(shapes[0]) != len(shapes[1]):
         raise NoRule("broadcasting add")
     common = _common(*ins)
     return _same([common, common], common)
 
 
-def mul(ins, ndims, node) -> Deduction:
-    if ndims[0] != ndims[1]:
+def mul(ins, shapes, node) -> Deduction:
+    if len(shapes) != 2 or len(shapes[0]) != len(shapes[1]):
         raise NoRule("broadcasting mul")
     common = _common(*(R if p == P else p for p in ins))
     return _same([common, common], common)
 
 
-def loss(ins, ndims, node) -> Deduction:
+def loss(ins, shapes, node) -> Deduction:
     logits, targets = ins
-    vocab = ndims[0] - 1
+    vocab = len(shapes[0]) - 1
     if _sharded(logits, vocab):  # vocab-parallel cross-entropy: the same summed loss on every rank
         return _same([logits, R], R)
     if _sharded(logits, 0) or _sharded(targets, 0):  # batch rows: each rank sums its own tokens
@@ -131,7 +131,66 @@ def loss(ins, ndims, node) -> Deduction:
     return _same([R, R], R)
 
 
+def _positional(node, first: int) -> list:
+    """The traced call's arguments from position ``first`` on (dims of transpose/permute)."""
+    args = list(node.fx_node.args[first:])
+    return list(args[0]) if len(args) == 1 and isinstance(args[0], list | tuple) else args
+
+
+def transpose(ins, shapes, node) -> Deduction:
+    (x,) = ins
+    n = len(shapes[0])
+    a, b = (d % n for d in _positional(node, 1)[:2])
+    out = Shard({a: b, b: a}.get(x.dim, x.dim)) if isinstance(x, Shard) else x
+    return _same([x], out)
+
+
+def permute(ins, shapes, node) -> Deduction:
+    (x,) = ins
+    n = len(shapes[0])
+    order = [d % n for d in _positional(node, 1)]
+    out = Shard(order.index(x.dim)) if isinstance(x, Shard) else x
+    return _same([x], out)
+
+
+def reshape(ins, shapes, node) -> Deduction:
+    """A shard survives when its dim is the outermost of a group of dims the reshape keeps,
+    merges or splits: same product of sizes before it on both sides."""
+    (x,) = ins
+    if not isinstance(x, Shard):
+        return _same([x], x)
+    before, after = [1], [1]
+    for n in shapes[0]:
+        before.append(before[-1] * n)
+    for n in node.shape:
+        after.append(after[-1] * n)
+    if before[x.dim] in after[:-1] and node.shape[after.index(before[x.dim])] > 1:
+        return _same([x], Shard(after.index(before[x.dim])))
+    return _same([R], R)
+
+
+def matmul(ins, shapes, node) -> Deduction:
+    """a [..., m, k] @ b [..., k, n]: batch, m and n shards pass through, a shard of k on
+    both sides gives partial sums; anything else is gathered first."""
+    a, b = ins
+    na, nb = len(shapes[0]), len(shapes[1])
+    out_n = max(na, nb)
+    if (a == P and b == R) or (a == R and b == P):
+        return _same([a, b], P)
+    if _sharded(a, na - 1) and _sharded(b, nb - 2):
+        return _same([a, b], P)
+    if isinstance(a, Shard) and a.dim < na - 1 and b == R:  # each rank's rows give part of b's gradient
+        return _same([a, R], Shard(a.dim + out_n - na), [False, True])
+    if a == R and _sharded(b, nb - 1):
+        return _same([R, b], Shard(out_n - 1), [True, False])
+    return _same([R, R], R)
+
+
 RULES = {
+    "transpose": transpose,
+    "permute": permute,
+    "reshape": reshape,
+    "matmul": matmul,
     "linear": linear,
     "embedding": embedding,
     "rms_norm": rms_norm,

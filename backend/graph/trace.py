@@ -24,8 +24,20 @@ FUNCTION_OPS = {
     F.silu: "silu",
     operator.add: "add",
     operator.mul: "mul",
+    operator.matmul: "matmul",
+    torch.matmul: "matmul",
+    torch.transpose: "transpose",
+    torch.permute: "permute",
+    torch.reshape: "reshape",
 }
-METHOD_OPS = {"unflatten": "unflatten", "flatten": "flatten"}
+METHOD_OPS = {
+    "unflatten": "unflatten",
+    "flatten": "flatten",
+    "transpose": "transpose",
+    "permute": "permute",
+    "view": "reshape",
+    "reshape": "reshape",
+}
 MODULE_OPS = {nn.Linear: "linear", nn.Embedding: "embedding"}
 
 _TORCH_DIR = os.path.dirname(torch.__file__)

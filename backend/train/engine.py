@@ -70,6 +70,7 @@ class Engine:
         self.cluster = cluster or Cluster.local(self.world)
         self.time_of: dict[Strategy, Callable[[int], float]] = {}  # balancing costs, from the cost model
         self._switches: dict[tuple, BoundSwitch] = {}
+        self.first_runs: list[dict] = []  # statistics of each switch the first time it runs; drained by the trainer
         self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
@@ -108,6 +109,26 @@ class Engine:
             kept[s] = state
         self.states = kept
 
+    def _run_switch(self, what: str, src: Strategy, dst: Strategy, times: StepTimes) -> None:
+        first = (what, src, dst) not in self._switches
+        bound = self._switch(what, src, dst)
+        started = time.perf_counter()
+        bound.run()
+        elapsed = time.perf_counter() - started
+        times.switch += elapsed
+        times.switches += 1
+        if first:
+            self.first_runs.append(
+                {
+                    "src": str(src),
+                    "dst": str(dst),
+                    "what": what,
+                    "bytes": bound.plan.bytes_moved,
+                    "predicted_s": bound.predicted_s,
+                    "seconds": elapsed,
+                }
+            )
+
     def _switch(self, what: str, src: Strategy, dst: Strategy) -> BoundSwitch:
         key = (what, src, dst)
         if key not in self._switches:
@@ -137,16 +158,12 @@ class Engine:
             if not seqs and strategy != self.instantiation:
                 continue
             state = self.states[strategy]
-            started = time.perf_counter()
             if previous is None:
                 state.grads.flat.zero_()
             else:
-                self._switch("grads", previous, strategy).run()
-                times.switches += 1
+                self._run_switch("grads", previous, strategy, times)
             if strategy != self.instantiation:
-                self._switch("params", previous or self.instantiation, strategy).run()
-                times.switches += 1
-            times.switch += time.perf_counter() - started
+                self._run_switch("params", previous or self.instantiation, strategy, times)
             started = time.perf_counter()
             local = self._run_group(state, seqs, scale)
             times.compute += (spent := time.perf_counter() - started)
@@ -160,10 +177,7 @@ class Engine:
             times.grad_sync += time.perf_counter() - started
             previous = strategy
         if previous != self.instantiation:
-            started = time.perf_counter()
-            self._switch("grads_final", previous, self.instantiation).run()
-            times.switches += 1
-            times.switch += time.perf_counter() - started
+            self._run_switch("grads_final", previous, self.instantiation, times)
         started = time.perf_counter()
         dist.all_reduce(loss)
         self._clip_and_update()

@@ -11,8 +11,9 @@ Every event has ``type`` and ``time`` (seconds since the epoch). The types:
                 ``grad_norm``, ``seconds`` ({compute, switch, grad_sync, update, total}),
                 ``tokens_per_s``, ``strategies`` ({strategy: {tokens, seconds, tokens_per_s}}),
                 ``switches`` (how many hot switches ran), ``predicted_step_s``.
-``switch``      ``step``, ``src``, ``dst``, ``what`` ("params" / "grads"), ``bytes``, ``seconds``
-                (once per new pair).
+``switch``      ``step``, ``src``, ``dst``, ``what`` ("params", "grads" into a dp-partial sum,
+                "grads_final" into the master layout), ``bytes``, ``predicted_s``, ``seconds``
+                (the first time each switch runs; before that step's ``step`` event).
 ``control``     ``step``, ``command``, and the command's fields: what was applied.
 ``checkpoint``  ``step``, ``path``.
 ``warning``     ``message``.

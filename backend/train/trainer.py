@@ -237,6 +237,9 @@ class Trainer:
                 switches=times.switches,
                 predicted_step_s=predicted,
             )
+            for stats in self.engine.first_runs:
+                self.sink(event("switch", step=self.step_index, **stats))
+            self.engine.first_runs.clear()
             self.sink(last)
             if on_step:
                 on_step(last)

@@ -177,3 +177,30 @@ def test_stock_kernel_with_load_ext_and_shutdown_leaves_no_process():
         session.shutdown()
     assert wait_until(lambda: processes_mentioning(job_dir) == [], timeout=15)
     assert not os.path.exists(job_dir)
+
+
+HOT_SWITCH = """
+from hotswitch.backend.train.recipe import run
+run({"model": "tiny", "steps": 4, "batch_size": 6, "max_len": 96, "plan": [["tp2", 95], ["dp2", 0]]},
+    job.emit, job.control)
+"""
+
+
+def test_a_hot_switch_training_reports_its_events_to_the_job(kernel):
+    msg_id, reply = kernel.execute("%%train -n 2 --wait --name hot\n" + HOT_SWITCH)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert kernel.value('jobs["hot"].status') == "succeeded", kernel.text(msg_id)
+    kinds = kernel.value('[e["type"] for e in jobs["hot"].events]')
+    assert kinds[:2] == ["plan", "graphs"] and kinds[-1] == "done"
+    assert kinds.count("step") == 4 and "switch" in kinds
+    assert kernel.value('jobs["hot"].plan["buckets"]') == [["dp1tp2pp1", 95], ["dp2tp1pp1", 0]]
+    assert kernel.value('sorted(jobs["hot"].graphs["exec"])') == ["dp1tp2pp1", "dp2tp1pp1"]
+    assert kernel.value('sorted({e["rank"] for e in jobs["hot"].events})') == [0]  # the trainer reports from rank 0
+
+
+def test_a_hung_rank_ends_at_the_timeout_with_a_clear_message(kernel):
+    msg_id, reply = kernel.execute("%%train -n 2 --wait --timeout 20 --name hung\n" + SLEEP)
+    assert reply["status"] == "ok"
+    assert kernel.value('jobs["hung"].status') == "timed out"
+    assert "timed out after 20 s; stopping every rank. Raise --timeout" in kernel.text(msg_id)
+    assert processes_mentioning(kernel.value('str(jobs["hung"].job_dir)')) == []

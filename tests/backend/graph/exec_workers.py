@@ -56,3 +56,55 @@ def exec_matches_reference(rank: int, world: int, model: str, changes: dict, str
         )
         errors[str(strategy)] = (relative_error(total, loss.detach()), worst)
     return errors
+
+
+class MatmulHead(torch.nn.Module):
+    """The LLaMA model with its head written as ``x @ W.transpose(0, 1)`` (as with tied weights)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner = model
+
+    def forward(self, tokens, targets):
+        from hotswitch.backend.models.llama import token_loss
+
+        m = self.inner
+        x = m.tok_embeddings(tokens)
+        for layer in m.layers:
+            x = layer(x, m.rope_cos, m.rope_sin)
+        return token_loss(torch.matmul(m.norm(x), m.output.weight.transpose(0, 1)), targets)
+
+
+def exec_matches_reference_with_model(rank: int, world: int, strategy_name: str):
+    from hotswitch.backend.graph.trace import trace
+
+    config = get_config("tiny").with_(n_layers=2)
+    reference = build_model(config, seed=0)
+    tokens, targets = sample_batch(config)
+    loss = reference(tokens, targets)
+    loss.backward()
+    meta = MatmulHead(build_model(config, device="meta"))
+    module = trace(meta)
+    for node in module.graph.nodes:
+        if node.op in ("get_attr", "call_module") and node.target.startswith("inner."):
+            node.target = node.target.removeprefix("inner.")
+    module = torch.fx.GraphModule(meta.inner, module.graph)
+    strategy = Strategy.parse(strategy_name)
+    graph = LogicalGraph(config, [strategy], module)
+    groups = ProcessGroups(strategy_rank_sets([strategy]))
+    layout = param_layout(config, strategy)
+    params, grads = FlatBuffer(layout, rank), FlatBuffer(layout, rank)
+    params.load_global(dict(reference.named_parameters()))
+    exec_graph = compile_graph(graph, strategy, rank)
+    exec_graph.attach(params, grads)
+    exec_graph.bind(groups)
+    _, dp, _ = strategy.coords(rank)
+    rows = slice(dp * tokens.shape[0] // strategy.dp, (dp + 1) * tokens.shape[0] // strategy.dp)
+    local = exec_graph.forward_backward(tokens[rows], targets[rows], 1.0).clone()
+    dist.all_reduce(local)
+    if strategy.dp > 1:
+        dist.all_reduce(grads.flat, group=groups[strategy.dp_group(rank)])
+    worst = max(
+        relative_error(grads.views[n], p.grad[grads.boxes[n].slices()]) for n, p in reference.named_parameters()
+    )
+    return relative_error(local / strategy.tp, loss.detach()), worst
