@@ -204,3 +204,34 @@ def test_a_hung_rank_ends_at_the_timeout_with_a_clear_message(kernel):
     assert kernel.value('jobs["hung"].status') == "timed out"
     assert "timed out after 20 s; stopping every rank. Raise --timeout" in kernel.text(msg_id)
     assert processes_mentioning(kernel.value('str(jobs["hung"].job_dir)')) == []
+
+
+KILLED = """
+import os, signal, time
+if job.rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(60)
+"""
+
+
+def test_a_killed_worker_fails_the_job_with_the_reason(kernel):
+    _, reply = kernel.execute("%%train -n 2 --wait --name killed\n" + KILLED)
+    assert reply["status"] == "ok"
+    assert kernel.value('jobs["killed"].status') == "failed"
+    reason = kernel.value('jobs["killed"].exit_reason')
+    assert "SIGKILL" in reason or "signal 9" in reason, reason
+    assert processes_mentioning(kernel.value('str(jobs["killed"].job_dir)')) == []
+
+
+def test_many_jobs_in_a_row_leak_nothing(kernel):
+    quick = "%%train -n 2 --wait --name q{}\njob.emit({{'type': 'step', 'step': 0, 'loss': 0.0}})\n"
+    kernel.execute(quick.format("warm"))
+    pid = kernel.value("__import__('os').getpid()")
+    before = kernel.value("[__import__('threading').active_count(), len(__import__('os').listdir('/proc/self/fd'))]")
+    for i in range(4):
+        msg_id, reply = kernel.execute(quick.format(i))
+        assert reply["status"] == "ok" and kernel.value(f'jobs["q{i}"].status') == "succeeded", kernel.text(msg_id)
+    after = kernel.value("[__import__('threading').active_count(), len(__import__('os').listdir('/proc/self/fd'))]")
+    assert after[0] <= before[0], f"threads grew from {before[0]} to {after[0]}"
+    assert after[1] <= before[1] + 2, f"open files grew from {before[1]} to {after[1]}"
+    assert kernel.descendants() == [] and pid
