@@ -1,30 +1,33 @@
 """The hot-switch engine: strategies, layouts, switch planning and execution, training.
 
-Pure torch; never imports Jupyter code.
+Pure torch; never imports Jupyter code. Names are imported on first use, so that the pure
+planning parts (strategies, clusters, the switch planner) load without torch.
 """
 
-from hotswitch.backend.cluster import Cluster
-from hotswitch.backend.dist_state import Box, DistState, Partial, Replicate, Shard
-from hotswitch.backend.layout import ParamLayout, param_layout
-from hotswitch.backend.models import CONFIGS, ModelConfig, get_config
-from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.switch import SwitchPlan, SwitchPlanner, plan_switch, switch_bounds
+import importlib
 
-__all__ = [
-    "CONFIGS",
-    "Box",
-    "Cluster",
-    "DistState",
-    "ModelConfig",
-    "ParamLayout",
-    "Partial",
-    "Replicate",
-    "Shard",
-    "Strategy",
-    "SwitchPlan",
-    "SwitchPlanner",
-    "get_config",
-    "param_layout",
-    "plan_switch",
-    "switch_bounds",
-]
+_EXPORTS = {
+    "Cluster": "hotswitch.backend.cluster",
+    "Box": "hotswitch.backend.dist_state",
+    "DistState": "hotswitch.backend.dist_state",
+    "Partial": "hotswitch.backend.dist_state",
+    "Replicate": "hotswitch.backend.dist_state",
+    "Shard": "hotswitch.backend.dist_state",
+    "ParamLayout": "hotswitch.backend.layout",
+    "param_layout": "hotswitch.backend.layout",
+    "CONFIGS": "hotswitch.backend.models.config",
+    "ModelConfig": "hotswitch.backend.models.config",
+    "get_config": "hotswitch.backend.models.config",
+    "Strategy": "hotswitch.backend.strategy",
+    "SwitchPlan": "hotswitch.backend.switch.plan",
+    "SwitchPlanner": "hotswitch.backend.switch.planner",
+    "plan_switch": "hotswitch.backend.switch.planner",
+    "switch_bounds": "hotswitch.backend.switch.planner",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'hotswitch.backend' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -62,8 +62,10 @@ class Trainer:
         resume_from: str | Path | None = None,
         instantiation: str | Strategy | None = None,
         memory_budget: float | None = None,
+        checkpoint_dir: str | Path = "checkpoints",
     ):
         self.config, self.data = config, data
+        self.checkpoint_dir = Path(checkpoint_dir)
         self.rank = dist.get_rank()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
@@ -146,21 +148,27 @@ class Trainer:
         while True:
             for c in commands:
                 kind = c.get("command")
-                if kind == "switch" and c.get("strategy") == "auto":
-                    self._enable_auto()
-                elif kind == "switch":
-                    self.auto = False
-                    self._set_plan(HotSwitchPlan.of(c["strategy"]), "fixed")
-                elif kind == "pause":
-                    paused = True
-                elif kind == "resume":
-                    paused = False
-                elif kind == "stop":
-                    self.stopping, paused = True, False
-                elif kind == "checkpoint":
-                    self.save(c.get("path"))
-                else:
-                    self.sink(event("warning", message=f"ignored unknown control command {c!r}"))
+                try:  # a command that cannot be carried out is reported, never fatal to the run
+                    if kind == "switch" and c.get("strategy") == "auto":
+                        self._enable_auto()
+                    elif kind == "switch":
+                        plan = HotSwitchPlan.of(c["strategy"])
+                        if self.cost:
+                            check_feasible(plan, self.cost, self.data.max_len)
+                        self.auto = False
+                        self._set_plan(plan, "fixed")
+                    elif kind == "pause":
+                        paused = True
+                    elif kind == "resume":
+                        paused = False
+                    elif kind == "stop":
+                        self.stopping, paused = True, False
+                    elif kind == "checkpoint":
+                        self.save(c.get("path"))
+                    else:
+                        raise ValueError(f"unknown control command {c!r}")
+                except (ValueError, KeyError) as error:
+                    self.sink(event("warning", message=f"control {c!r} not applied: {error}"))
                     continue
                 self.sink(event("control", step=self.step_index, **c))
             if not paused:
@@ -182,9 +190,9 @@ class Trainer:
         self.auto = True
 
     # -- checkpoints -------------------------------------------------------------------------------
-    def save(self, path: str | Path | None) -> Path:
-        if path is None:
-            raise ValueError("a checkpoint needs a path")
+    def save(self, path: str | Path | None = None) -> Path:
+        """Checkpoint now (collective); without a path, into ``checkpoint_dir/step-N``."""
+        path = path or self.checkpoint_dir / f"step-{self.step_index}"
         saved = checkpoint.save(
             self.engine,
             path,

@@ -1,0 +1,145 @@
+"""The dashboard folds events into bounded state, throttles redraws and drives the job."""
+
+import itertools
+import threading
+import time
+from html import unescape
+from types import SimpleNamespace
+
+import pytest
+
+from hotswitch.widgets import Dashboard, show
+from hotswitch.widgets.series import BoundedSeries
+from hotswitch.widgets.throttle import Throttle
+from tests.widgets.recorded_events import recorded_events
+
+
+class FakeJob:
+    """What the dashboard needs of a Job; events arrive on a thread like the channel's."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self.calls: list[tuple] = []
+        self.done = False
+        self.spec = SimpleNamespace(nproc=2, nodes=1)
+
+    def feed(self, events, every_s=0.0):
+        def run():
+            for e in events:
+                self.events.append(e)
+                if every_s:
+                    time.sleep(every_s)
+            self.done = True
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    def logs(self, rank):
+        return f"[stdout:{rank}] hello from {rank}\n"
+
+    def switch(self, strategy="auto"):
+        self.calls.append(("switch", strategy))
+
+    def pause(self):
+        self.calls.append(("pause",))
+
+    def resume(self):
+        self.calls.append(("resume",))
+
+    def stop(self):
+        self.calls.append(("stop",))
+
+    def checkpoint(self, path=None):
+        raise RuntimeError("job 'x' has already ended (succeeded)")
+
+
+def test_points_bands_and_marks_match_the_events():
+    events = recorded_events(steps=30, switch_at=12)
+    view = Dashboard.replay(events)
+    steps = [e for e in events if e["type"] == "step"]
+    assert list(view.live.data[0].x) == [e["step"] for e in steps]
+    assert list(view.live.data[0].y) == [e["tokens_per_s"] for e in steps]
+    assert list(view.live.data[1].y) == [e["loss"] for e in steps]
+    assert list(view.breakdown.data[0].y) == [e["seconds"]["compute"] for e in steps]
+    assert [t.name for t in view.breakdown.data] == ["compute", "switch", "grad_sync", "update"]
+    assert view.state.snapshot()["bands"] == [[0, 11, ["dp4", "tp4"]], [11, 30, ["dp2tp2"]]]
+    assert list(view.live.data[2].x) == [11.5]
+    assert len(view.live.layout.shapes) == 2
+    assert view.progress.value == view.progress.max == 30
+    assert "finished" in view.progress_text.value
+    summary = view.state.summary()
+    assert summary["tokens"] == 512 * 30 and summary["plan_changes"] == 1 and summary["hot_switches"] == 22
+    assert "run summary" in view.summary_html.value
+    assert list(view.strategy.options) == ["auto", "dp4", "tp4", "dp2tp2"]
+    assert view.strategy.disabled  # a replay without a job has nothing to control
+
+
+def test_eta_uses_the_recent_pace():
+    events = [e for e in recorded_events(steps=30, switch_at=12) if e["type"] != "done"][:20]
+    view = Dashboard.replay(events)
+    done, planned = view.state.progress
+    totals = [e["seconds"]["total"] for e in events if e["type"] == "step"]
+    assert view.state.eta_s == pytest.approx((planned - done) * sum(totals) / len(totals))
+    assert "ETA" in view.progress_text.value
+
+
+def test_live_events_from_a_thread_are_coalesced_and_replay_gives_the_same_state():
+    job = FakeJob()
+    events = recorded_events(steps=400, switch_at=150)
+    view = Dashboard(job, interval=0.1)
+    began = time.monotonic()
+    job.feed(events, every_s=0.0005).join()
+    assert view.wait_idle(10)
+    elapsed = time.monotonic() - began
+    assert view.state.events == len(events)
+    assert view.renders - 1 <= elapsed / 0.1 + 2  # one render at construction
+    assert view.renders - 1 < len(events) / 10
+    assert view.state.snapshot() == Dashboard.replay(events).state.snapshot()
+    assert [view.logs.get_title(i) for i in range(len(view.logs.children))] == ["rank 0", "rank 1"]
+    view.close()
+
+
+def test_throttle_runs_at_most_once_per_interval():
+    calls = []
+    throttle = Throttle(lambda: calls.append(time.monotonic()), interval=0.05)
+    deadline = time.monotonic() + 0.5
+    requests = 0
+    while time.monotonic() < deadline:
+        throttle.request()
+        requests += 1
+        time.sleep(0.001)
+    time.sleep(0.1)
+    assert 2 <= len(calls) <= 12 < requests
+    assert all(b - a >= 0.045 for a, b in itertools.pairwise(calls))
+
+
+def test_long_runs_keep_bounded_memory():
+    series = BoundedSeries(["step", "y"], capacity=100)
+    for i in range(100_000):
+        series.append({"step": i, "y": 1.0})
+    assert len(series) <= 101 and series.appended == 100_000
+    assert series.column("y") == [1.0] * len(series)
+    steps = series.column("step")
+    assert steps[0] == (series.stride - 1) / 2  # the mean of the first bucket
+    assert steps[-1] > 99_000 and all(b > a for a, b in itertools.pairwise(steps))
+    view = Dashboard.replay(recorded_events(steps=5000, switch_at=10))
+    assert len(view.live.data[0].x) <= 2001
+
+
+def test_controls_call_the_job_and_show_errors():
+    job = FakeJob()
+    view = Dashboard.replay(recorded_events(steps=5, switch_at=3), job=job)
+    view.strategy.value = "dp2tp2"
+    view.strategy.value = "auto"
+    view.pause_button.click()
+    view.resume_button.click()
+    view.stop_button.click()
+    assert job.calls == [("switch", "dp2tp2"), ("switch", "auto"), ("pause",), ("resume",), ("stop",)]
+    view.checkpoint_button.click()
+    assert "checkpoint failed: job 'x' has already ended" in unescape(view.status.value)
+
+
+def test_show_of_an_event_list_is_a_replay():
+    events = recorded_events(steps=4, switch_at=2)
+    assert show(events).state.snapshot() == Dashboard.replay(events).state.snapshot()

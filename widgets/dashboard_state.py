@@ -1,0 +1,144 @@
+"""What a dashboard shows, folded from training events; plain data, no widgets.
+
+Fed event by event (live) or from a recorded list (replay): the same events in the same
+order give the same ``snapshot()``. Memory is bounded: step points are downsampled by
+``BoundedSeries``; bands, switch marks and notices keep their newest ``MAX_MARKS``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from hotswitch.widgets.series import BoundedSeries
+
+PHASES = ("compute", "switch", "grad_sync", "update")
+STEP_COLUMNS = ("step", "tokens_per_s", "loss", *PHASES)
+MAX_MARKS = 200
+ETA_WINDOW = 20
+
+
+class DashboardState:
+    """Fold events with ``ingest``. ``steps`` holds one row per step (coarser for old steps);
+    ``bands`` are [first step, last step, execution order] per plan in force; ``marks`` the
+    steps where the plan changed; ``hot_switches`` the "switch" events (a new src -> dst pair).
+    """
+
+    def __init__(self, capacity: int = 2000):
+        self.steps = BoundedSeries(STEP_COLUMNS, capacity)
+        self.bands: deque[list] = deque(maxlen=MAX_MARKS)
+        self.marks: deque[dict] = deque(maxlen=MAX_MARKS)
+        self.hot_switches: deque[dict] = deque(maxlen=MAX_MARKS)
+        self.notices: deque[str] = deque(maxlen=MAX_MARKS)
+        self.recent_seconds: deque[float] = deque(maxlen=ETA_WINDOW)
+        self.plan: dict | None = None
+        self.graphs: dict | None = None
+        self.strategies: list[str] = []
+        self.last_step: dict | None = None
+        self.done: dict | None = None
+        self.tokens = 0
+        self.switches = 0
+        self.events = 0
+
+    def ingest(self, event: dict) -> None:
+        self.events += 1
+        kind = event.get("type")
+        if kind == "step":
+            self._step(event)
+        elif kind == "plan":
+            self._plan(event)
+        elif kind == "graphs":
+            self.graphs = event
+        elif kind == "switch":
+            self.hot_switches.append({k: event.get(k) for k in ("step", "src", "dst", "what", "bytes", "seconds")})
+        elif kind == "done":
+            self.done = event
+        elif kind in ("control", "checkpoint", "warning"):
+            self.notices.append(_notice(event))
+
+    def _step(self, event: dict) -> None:
+        seconds = event.get("seconds", {})
+        self.steps.append(
+            {
+                "step": event["step"],
+                "tokens_per_s": event.get("tokens_per_s", 0.0),
+                "loss": event.get("loss", float("nan")),
+                **{p: seconds.get(p, 0.0) for p in PHASES},
+            }
+        )
+        self.recent_seconds.append(seconds.get("total", sum(seconds.get(p, 0.0) for p in PHASES)))
+        self.tokens += event.get("tokens", 0)
+        self.switches += event.get("switches", 0)
+        self.last_step = event
+        if self.bands:
+            self.bands[-1][1] = event["step"]
+
+    def _plan(self, event: dict) -> None:
+        order = list(event.get("order") or [b[0] for b in event.get("buckets", [])])
+        for s in [*order, *(b[0] for b in event.get("buckets", []))]:
+            if s not in self.strategies:
+                self.strategies.append(s)
+        at = event.get("step", 0)
+        if self.plan is not None:
+            self.marks.append({"step": at, "order": order, "source": event.get("source")})
+        self.plan = event
+        if self.bands and self.bands[-1][0] == at:  # replaced before any step ran under it
+            self.bands.pop()
+        self.bands.append([at, at, order])
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(steps done, steps planned); planned is 0 before the first step event."""
+        if self.last_step is None:
+            return 0, 0
+        return self.last_step["step"], self.last_step.get("steps", self.last_step["step"])
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the mean pace of the last steps; None before a step or after the end."""
+        done, planned = self.progress
+        if not self.recent_seconds or self.done is not None:
+            return None
+        return max(0, planned - done) * sum(self.recent_seconds) / len(self.recent_seconds)
+
+    def summary(self) -> dict | None:
+        """The final figures once a "done" event has arrived, else None."""
+        if self.done is None:
+            return None
+        seconds = self.done.get("seconds") or 0.0
+        tokens = self.done.get("tokens", self.tokens)
+        return {
+            "reason": self.done.get("reason"),
+            "steps": self.done.get("step"),
+            "tokens": tokens,
+            "seconds": seconds,
+            "tokens_per_s": tokens / seconds if seconds else 0.0,
+            "hot_switches": self.switches,
+            "plan_changes": len(self.marks),
+            "final_loss": self.last_step.get("loss") if self.last_step else None,
+        }
+
+    def snapshot(self) -> dict:
+        """Everything shown, as plain data (for comparing a live run with its replay)."""
+        return {
+            "steps": list(self.steps.rows),
+            "appended": self.steps.appended,
+            "bands": [list(b) for b in self.bands],
+            "marks": list(self.marks),
+            "hot_switches": list(self.hot_switches),
+            "notices": list(self.notices),
+            "plan": self.plan,
+            "strategies": list(self.strategies),
+            "progress": self.progress,
+            "summary": self.summary(),
+            "events": self.events,
+        }
+
+
+def _notice(event: dict) -> str:
+    kind = event["type"]
+    if kind == "control":
+        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("type", "time", "command", "rank"))
+        return f"step {event.get('step')}: {event.get('command')} {fields}".rstrip()
+    if kind == "checkpoint":
+        return f"step {event.get('step')}: checkpoint saved to {event.get('path')}"
+    return f"warning: {event.get('message')}"

@@ -1,0 +1,31 @@
+"""``show``: the right view for any backend object, without a running job."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+
+def show(obj) -> widgets.Widget:
+    """A ``GraphView`` for a ``LogicalGraph``, an ``ExecGraph``, summarize()'s dict or a
+    "graphs" event; a ``SwitchPlanView`` for a ``SwitchPlan``; a ``Dashboard`` replay for a
+    list of training events; a running ``Job``'s ``Dashboard``. Returned, so a notebook cell
+    ending in ``show(x)`` displays it."""
+    from hotswitch.backend.graph.compile import ExecGraph
+    from hotswitch.backend.graph.logical import LogicalGraph
+    from hotswitch.backend.switch import SwitchPlan
+    from hotswitch.widgets.dashboard import Dashboard
+    from hotswitch.widgets.graph_view import GraphView
+    from hotswitch.widgets.switch_plan_view import SwitchPlanView
+
+    if isinstance(obj, (LogicalGraph, ExecGraph)) or (isinstance(obj, dict) and ("nodes" in obj or "logical" in obj)):
+        return GraphView.of(obj)
+    if isinstance(obj, SwitchPlan):
+        return SwitchPlanView({obj.algorithm: obj})
+    if isinstance(obj, (list, tuple)) and all(isinstance(e, dict) and "type" in e for e in obj):
+        return Dashboard.replay(obj)
+    if hasattr(obj, "events") and hasattr(obj, "switch"):
+        return Dashboard(obj)
+    raise TypeError(
+        f"show() takes a LogicalGraph, ExecGraph, SwitchPlan, a list of training events or a Job, "
+        f"not {type(obj).__name__}; for cost-model curves build a PlanView"
+    )
