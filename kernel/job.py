@@ -281,7 +281,10 @@ class Job:
             from hotswitch.widgets import Dashboard
         except ImportError:
             return None
-        return Dashboard(self)._repr_mimebundle_(include=include, exclude=exclude)
+        bundle = Dashboard(self)._repr_mimebundle_(include=include, exclude=exclude)
+        if isinstance(bundle, dict):  # front ends without widgets (and logs) still read the job's summary
+            bundle["text/plain"] = repr(self)
+        return bundle
 
     def _repr_html_(self) -> str:
         from html import escape

@@ -10,7 +10,7 @@ _EXPORTS = {
     "export_html": "hotswitch.widgets.export",
     "GraphView": "hotswitch.widgets.graph_view",
     "PlanView": "hotswitch.widgets.plan_view",
-    "show": "hotswitch.widgets.show",
+    "show": "hotswitch.widgets.show_object",
     "SwitchPlanView": "hotswitch.widgets.switch_plan_view",
 }
 __all__ = sorted(_EXPORTS)
