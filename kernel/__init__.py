@@ -9,6 +9,7 @@ Jupyter machinery.
 def load_ipython_extension(ipython) -> None:
     """Register ``%%train``, ``%jobs``, ``%train_stop`` and ``jobs``; stop every job at exit."""
     import atexit
+    import threading
 
     from hotswitch.kernel.magics import TrainMagics
 
@@ -18,6 +19,18 @@ def load_ipython_extension(ipython) -> None:
     ipython.register_magics(magics)
     ipython.hotswitch_magics = magics
     atexit.register(magics.jobs.close)
+    threading.Thread(target=_warm_dashboard, name="hotswitch-warm-dashboard", daemon=True).start()
+
+
+def _warm_dashboard() -> None:
+    """Import the dashboard's plotly/ipywidgets stack (seconds, once) before the first
+    ``%%train`` needs it, so that the cell still returns at once."""
+    try:
+        import plotly.graph_objs._figurewidget  # noqa: F401
+
+        import hotswitch.widgets.dashboard  # noqa: F401
+    except ImportError:
+        pass  # no widgets: a job shows its text summary instead
 
 
 def unload_ipython_extension(ipython) -> None:
