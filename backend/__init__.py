@@ -4,7 +4,7 @@ Pure torch; never imports Jupyter code. Names are imported on first use, so that
 planning parts (strategies, clusters, the switch planner) load without torch.
 """
 
-import importlib
+from hotswitch.backend.exports import lazy_exports
 
 _EXPORTS = {
     "Cluster": "hotswitch.backend.cluster",
@@ -26,8 +26,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'hotswitch.backend' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

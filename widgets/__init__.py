@@ -3,7 +3,7 @@
 Names are imported on first use: showing a job's ``Dashboard`` does not load the engine.
 """
 
-import importlib
+from hotswitch.backend.exports import lazy_exports
 
 _EXPORTS = {
     "Dashboard": "hotswitch.widgets.dashboard",
@@ -15,8 +15,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'hotswitch.widgets' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

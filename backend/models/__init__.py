@@ -1,6 +1,6 @@
 """Model definitions: configs (shapes, no torch needed) and the LLaMA-style decoder in plain torch."""
 
-import importlib
+from hotswitch.backend.exports import lazy_exports
 
 _EXPORTS = {
     "CONFIGS": "hotswitch.backend.models.config",
@@ -13,8 +13,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'hotswitch.backend.models' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

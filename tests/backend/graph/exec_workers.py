@@ -24,6 +24,29 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
 
 
+def errors_against_reference(graph, strategy, rank, reference, loss, tokens, targets, groups):
+    """(relative error of the loss, worst relative error of any gradient) of ``strategy``'s
+    executable graph on this rank's rows of the batch, against the one-device ``reference``."""
+    layout = param_layout(graph.config, strategy)
+    params, grads = FlatBuffer(layout, rank), FlatBuffer(layout, rank)
+    params.load_global(dict(reference.named_parameters()))
+    exec_graph = compile_graph(graph, strategy, rank)
+    exec_graph.attach(params, grads)
+    exec_graph.bind(groups)
+    _, dp, _ = strategy.coords(rank)
+    rows = slice(dp * tokens.shape[0] // strategy.dp, (dp + 1) * tokens.shape[0] // strategy.dp)
+    local = exec_graph.forward_backward(tokens[rows], targets[rows], 1.0).clone()
+    dist.all_reduce(local)  # every tp rank holds the same sum: divide them out
+    if strategy.dp > 1:
+        dist.all_reduce(grads.flat, group=groups[strategy.dp_group(rank)])
+    worst = max(
+        relative_error(grads.views[name], p.grad[grads.boxes[name].slices()])
+        for name, p in reference.named_parameters()
+        if name in grads.views
+    )
+    return relative_error(local / strategy.tp, loss.detach()), worst
+
+
 def exec_matches_reference(rank: int, world: int, model: str, changes: dict, strategies: list[str]):
     """Per strategy: (relative error of the loss, worst relative error over every gradient)."""
     config = get_config(model).with_(**changes)
@@ -34,28 +57,7 @@ def exec_matches_reference(rank: int, world: int, model: str, changes: dict, str
     graph = LogicalGraph.build(config, strategies)
     parsed = [Strategy.parse(s) for s in strategies]
     groups = ProcessGroups(strategy_rank_sets(parsed))
-    errors = {}
-    for strategy in parsed:
-        layout = param_layout(config, strategy)
-        params, grads = FlatBuffer(layout, rank), FlatBuffer(layout, rank)
-        params.load_global(dict(reference.named_parameters()))
-        exec_graph = compile_graph(graph, strategy, rank)
-        exec_graph.attach(params, grads)
-        exec_graph.bind(groups)
-        _, dp, _ = strategy.coords(rank)
-        rows = slice(dp * tokens.shape[0] // strategy.dp, (dp + 1) * tokens.shape[0] // strategy.dp)
-        local = exec_graph.forward_backward(tokens[rows], targets[rows], 1.0).clone()
-        dist.all_reduce(local)  # every tp rank holds the same sum: divide them out
-        total = local / strategy.tp
-        if strategy.dp > 1:
-            dist.all_reduce(grads.flat, group=groups[strategy.dp_group(rank)])
-        worst = max(
-            relative_error(grads.views[name], p.grad[grads.boxes[name].slices()])
-            for name, p in reference.named_parameters()
-            if name in grads.views
-        )
-        errors[str(strategy)] = (relative_error(total, loss.detach()), worst)
-    return errors
+    return {str(s): errors_against_reference(graph, s, rank, reference, loss, tokens, targets, groups) for s in parsed}
 
 
 class MatmulHead(torch.nn.Module):
@@ -92,19 +94,4 @@ def exec_matches_reference_with_model(rank: int, world: int, strategy_name: str)
     strategy = Strategy.parse(strategy_name)
     graph = LogicalGraph(config, [strategy], module)
     groups = ProcessGroups(strategy_rank_sets([strategy]))
-    layout = param_layout(config, strategy)
-    params, grads = FlatBuffer(layout, rank), FlatBuffer(layout, rank)
-    params.load_global(dict(reference.named_parameters()))
-    exec_graph = compile_graph(graph, strategy, rank)
-    exec_graph.attach(params, grads)
-    exec_graph.bind(groups)
-    _, dp, _ = strategy.coords(rank)
-    rows = slice(dp * tokens.shape[0] // strategy.dp, (dp + 1) * tokens.shape[0] // strategy.dp)
-    local = exec_graph.forward_backward(tokens[rows], targets[rows], 1.0).clone()
-    dist.all_reduce(local)
-    if strategy.dp > 1:
-        dist.all_reduce(grads.flat, group=groups[strategy.dp_group(rank)])
-    worst = max(
-        relative_error(grads.views[n], p.grad[grads.boxes[n].slices()]) for n, p in reference.named_parameters()
-    )
-    return relative_error(local / strategy.tp, loss.detach()), worst
+    return errors_against_reference(graph, strategy, rank, reference, loss, tokens, targets, groups)
