@@ -32,11 +32,12 @@ import time
 import torch
 import torch.distributed as dist
 
-from hotswitch.backend import Cluster, Replicate, Shard, Strategy, get_config, param_layout
+from hotswitch.backend import Cluster, Strategy, get_config, param_layout
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.switch import SwitchPlanner
 from hotswitch.backend.switch.executor import BoundSwitch
+from hotswitch.backend.train.checkpoint import as_dtensor
 
 PAIRS = [
     ("tp2pp2", "dp4"),
@@ -76,14 +77,6 @@ def all_to_all_same_volumes(plan, rank: int, world: int):
     return lambda: dist.all_to_all_single(out, inp, recv, send)
 
 
-def _strides(shape: torch.Size) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
-
-
 class DTensorLayouts:
     """DTensor views of a rank's flat buffers, one device mesh per pipeline stage."""
 
@@ -97,21 +90,11 @@ class DTensorLayouts:
                 self.meshes[s, stage] = DeviceMesh("cpu", torch.tensor(ranks).view(s.dp, s.tp))
 
     def state_dict(self, strategy: Strategy, buffer: FlatBuffer) -> dict:
-        from torch.distributed.tensor import DTensor
-        from torch.distributed.tensor import Replicate as DReplicate
-        from torch.distributed.tensor import Shard as DShard
-
         layout = param_layout(self.config, strategy)
-        out = {}
-        for name, view in buffer.views.items():
-            p = layout[name]
-            placements = [DShard(x.dim) if isinstance(x, Shard) else DReplicate() for x in p.state.placements]
-            assert all(isinstance(x, Shard | Replicate) for x in p.state.placements)
-            shape = torch.Size(p.shape)
-            out[name] = DTensor.from_local(
-                view, self.meshes[strategy, p.stage], placements, run_check=False, shape=shape, stride=_strides(shape)
-            )
-        return out
+        return {
+            name: as_dtensor(view, self.meshes[strategy, layout[name].stage], layout[name])
+            for name, view in buffer.views.items()
+        }
 
 
 def bench_rank(rank: int, world: int, layers: int, pairs: list[tuple[str, str]], repeat: int, ckpt_root: str):

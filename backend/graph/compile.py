@@ -20,6 +20,7 @@ from torch import nn
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.graph.logical import MESH_DIMS, LogicalGraph, LogicalNode
+from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import rotary_tables, token_loss
 from hotswitch.backend.runtime.collectives import Collective
@@ -85,13 +86,6 @@ class ExecGraph:
         return {"strategy": str(self.strategy), "rank": self.rank, "nodes": nodes}
 
 
-def _local_box_start(graph: LogicalGraph, strategy: Strategy, rank: int, param: str) -> int:
-    from hotswitch.backend.layout import param_layout
-
-    p = param_layout(graph.config, strategy)[param]
-    return p.state.local_box(rank, p.shape).offset[0]
-
-
 def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> ExecGraph:
     strategy = Strategy.parse(strategy)
     if strategy not in graph.strategies:
@@ -100,14 +94,11 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
         )
     if not 0 <= rank < strategy.world_size:
         raise ValueError(f"rank {rank} is outside {strategy} ({strategy.world_size} ranks)")
-    from hotswitch.backend.layout import param_layout
-
     layout = param_layout(graph.config, strategy)
     root = nn.Module()
     out = torch.fx.Graph()
     env: dict[str, torch.fx.Node] = {}
     params, bindable = [], []
-    tp = strategy.tp
 
     def module_node(name: str, module: nn.Module, args) -> torch.fx.Node:
         root.add_module(name, module)
@@ -135,22 +126,25 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
         elif node.kind == "output":
             out.output(ins[0])
         else:
-            env[node.name] = _local_op(node, ins, strategy, rank, tp, graph, out, module_node)
+            env[node.name] = _local_op(node, ins, strategy, rank, layout, graph, out, module_node)
     return ExecGraph(graph.config, strategy, rank, torch.fx.GraphModule(root, out), params, bindable)
 
 
-def _local_op(node: LogicalNode, ins, strategy, rank, tp, graph, out, module_node) -> torch.fx.Node:
-    weight_split = tp > 1 and node.op in ("embedding", "loss") and _vocab_split(node, graph, strategy)
+def _local_op(node: LogicalNode, ins, strategy, rank, layout, graph, out, module_node) -> torch.fx.Node:
+    def first_row(param: str) -> int:  # where this rank's vocabulary rows begin
+        return layout[param].state.local_box(rank, layout[param].shape).offset[0]
+
+    weight_split = strategy.tp > 1 and node.op in ("embedding", "loss") and _vocab_split(node, graph, strategy)
     if node.op == "linear":
         return out.call_function(F.linear, (ins[0], ins[1]))
     if node.op == "embedding":
         if weight_split:
-            start = _local_box_start(graph, strategy, rank, node.inputs[1])
+            start = first_row(node.inputs[1])
             return out.call_function(vocab_parallel_embedding, (ins[0], ins[1], start))
         return out.call_function(F.embedding, (ins[0], ins[1]))
     if node.op == "loss" and weight_split:
         head = graph.nodes[node.inputs[0]]
-        start = _local_box_start(graph, strategy, rank, head.inputs[1] if head.op == "linear" else "output.weight")
+        start = first_row(head.inputs[1] if head.op == "linear" else "output.weight")
         return module_node(f"{node.name}_vocab_parallel", VocabParallelLoss(strategy.tp_group(rank), start), ins)
     if node.op == "loss":
         return out.call_function(token_loss, tuple(ins))

@@ -40,23 +40,24 @@ def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def as_dtensor(local: torch.Tensor, mesh: DeviceMesh, layout) -> DTensor:
+    """``local`` (this rank's block of a ``ParamLayout``) as a DTensor over ``mesh``, sharing storage."""
+    placements = [DShard(p.dim) if isinstance(p, Shard) else DReplicate() for p in layout.state.placements]
+    shape = tuple(layout.shape)
+    return DTensor.from_local(local, mesh, placements, run_check=False, shape=torch.Size(shape), stride=_strides(shape))
+
+
 def _dtensor_state(engine, mesh: DeviceMesh) -> dict:
     master = engine.states[engine.instantiation]
     moments = {id(p): engine.optimizer.state.get(p, {}) for p in engine._master}
     out = {}
     for param, name in zip(engine._master, master.params.views):
         layout = master.layout[name]
-        placements = [DShard(p.dim) if isinstance(p, Shard) else DReplicate() for p in layout.state.placements]
-
-        def wrap(local: torch.Tensor, layout=layout, placements=placements) -> DTensor:
-            return DTensor.from_local(
-                local, mesh, placements, run_check=False, shape=torch.Size(layout.shape), stride=_strides(layout.shape)
-            )
-
-        out[f"model/{name}"] = wrap(master.params.views[name])
+        out[f"model/{name}"] = as_dtensor(master.params.views[name], mesh, layout)
         state = moments[id(param)]
         for key in ("exp_avg", "exp_avg_sq"):
-            out[f"optim/{name}/{key}"] = wrap(state[key] if key in state else torch.zeros_like(param))
+            moment = state[key] if key in state else torch.zeros_like(param)
+            out[f"optim/{name}/{key}"] = as_dtensor(moment, mesh, layout)
     out["optim/step"] = torch.tensor(float(_adam_step(engine)))
     return out
 
