@@ -1,4 +1,5 @@
-"""A parallel strategy: data, tensor and pipeline degrees and the rank mesh they imply."""
+"""A parallel strategy: data, tensor and pipeline degrees (and Megatron sequence
+parallelism) and the rank mesh they imply."""
 
 from __future__ import annotations
 
@@ -6,46 +7,53 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-_TOKEN = re.compile(r"(dp|tp|pp)(\d+)")
+_TOKEN = re.compile(r"(dp|tp|pp)(\d+)|(sp)")
 
 
 @dataclass(frozen=True)
 class Strategy:
     """dp x tp x pp ranks arranged as a (pp, dp, tp) mesh with tp varying fastest,
     so that tensor-parallel groups are runs of consecutive ranks (inside one node
-    whenever tp divides the devices per node)."""
+    whenever tp divides the devices per node). ``sp``: the tensor-parallel ranks also
+    split the activations of the norm and residual regions along the sequence."""
 
     dp: int = 1
     tp: int = 1
     pp: int = 1
+    sp: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.sp and self.tp == 1:
+            raise ValueError(f"{self}: sequence parallelism splits over the tensor-parallel ranks; it needs tp > 1")
 
     @classmethod
     def parse(cls, text: str | Strategy) -> Strategy:
-        """Parse ``"dp2tp2pp1"``; missing degrees are 1 (``"tp4"`` is dp1tp4pp1)."""
+        """Parse ``"dp2tp2pp1"``; missing degrees are 1 (``"tp4"`` is dp1tp4pp1); a trailing
+        ``sp`` turns on sequence parallelism (``"dp2tp2sp"``)."""
         if isinstance(text, Strategy):
             return text
         spec = text.strip().lower()
-        degrees: dict[str, int] = {}
+        degrees: dict[str, int | bool] = {}
         position = 0
         for match in _TOKEN.finditer(spec):
-            if match.start() != position or match.group(1) in degrees:
+            name = match.group(1) or "sp"
+            if match.start() != position or name in degrees or "sp" in degrees:
                 break
-            degrees[match.group(1)] = int(match.group(2))
+            degrees[name] = True if name == "sp" else int(match.group(2))
             position = match.end()
-        if not degrees or position != len(spec):
+        if set(degrees) <= {"sp"} or position != len(spec):
             raise ValueError(
-                f"cannot parse strategy {text!r}: write it like 'dp2tp2pp1' (each of dp, tp, pp at most once)"
+                f"cannot parse strategy {text!r}: write it like 'dp2tp2pp1' (each of dp, tp, pp at most once), "
+                "with 'sp' at the end for sequence parallelism"
             )
         return cls(**degrees)
 
     def __str__(self) -> str:
-        return f"dp{self.dp}tp{self.tp}pp{self.pp}"
+        return f"dp{self.dp}tp{self.tp}pp{self.pp}" + ("sp" if self.sp else "")
 
     @property
     def world_size(self) -> int:

@@ -1,12 +1,16 @@
 """Compile the logical graph for one (strategy, rank) into an executable fx graph.
 
-The executable graph holds only what the rank runs: its local ops on its shards,
-the comm nodes of this strategy bound to collectives, dummies pruned. Since each
-edge carries at most one comm node, whose collective already composes the whole
-conversion (e.g. a partial sum wanted sharded is one reduce-scatter, not an
-all-reduce and a split), there is nothing adjacent left to merge. Parameters are
+The executable graph holds only what the rank runs: its pipeline stage's local ops
+on its shards, the comm nodes of this strategy bound to collectives, dummies pruned.
+Each edge carries at most one conversion, whose collective already composes it (a
+partial sum wanted sharded is one reduce-scatter, not an all-reduce and a split), and
+two conversions of one tensor that agree in this strategy run once. Parameters are
 ``get_attr``s that ``ExecGraph.attach`` points at views of the strategy's flat
 buffers. Compiling needs no process group; ``bind`` supplies them.
+
+A stage's graph takes ``(tokens, targets, *received)`` and returns the loss on the
+last stage, else the tuple of tensors it sends on; ``runtime.pipeline`` moves them
+between stages under a schedule.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from hotswitch.backend.dist_state import Shard
-from hotswitch.backend.graph.logical import MESH_DIMS, LogicalGraph, LogicalNode
+from hotswitch.backend.graph.logical import FREE, MESH_DIMS, LogicalGraph, LogicalNode
 from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.llama import rotary_tables, token_loss
+from hotswitch.backend.models.llama import IGNORE, rotary_tables, token_loss
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.pipeline import Link, run_stage
 from hotswitch.backend.runtime.process_groups import ProcessGroups
 from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss, vocab_parallel_embedding
 from hotswitch.backend.strategy import Strategy
@@ -48,6 +53,12 @@ class ExecGraph:
     module: torch.fx.GraphModule
     params: list[str]  # parameter names this graph reads, in order
     bindable: list[str] = field(default_factory=list)  # submodules that need a process group
+    receives: list[Link] = field(default_factory=list)  # from earlier stages, in placeholder order
+    sends: list[Link] = field(default_factory=list)  # to later stages, in output order
+
+    @property
+    def stage(self) -> int:
+        return self.strategy.coords(self.rank)[0]
 
     def rank_sets(self) -> set[tuple[int, ...]]:
         return {getattr(self.module, name).ranks for name in self.bindable}
@@ -67,11 +78,17 @@ class ExecGraph:
         cos, sin = rotary_tables(self.config, params.flat.device)
         self.module.rope_cos, self.module.rope_sin = cos, sin
 
+    def run(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], scale: float, schedule: str = "1f1b"):
+        """Run the micro-batches (this stage's part, under the pipeline ``schedule``);
+        gradients of ``scale * loss`` accumulate. Returns the local loss sum (zero off the
+        last stage). With sequence parallelism, lengths are padded to a multiple of tp."""
+        if self.strategy.sp:
+            micro_batches = [_pad_length(tokens, targets, self.strategy.tp) for tokens, targets in micro_batches]
+        return run_stage(self, micro_batches, scale, schedule)
+
     def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
-        """Run the micro-batch; gradients of ``scale * loss`` accumulate. Returns the local loss sum."""
-        loss = self.module(tokens, targets)
-        (loss * scale).backward()
-        return loss.detach()
+        """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""
+        return self.run([(tokens, targets)], scale)
 
     def summary(self) -> dict:
         nodes = []
@@ -95,21 +112,40 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
     if not 0 <= rank < strategy.world_size:
         raise ValueError(f"rank {rank} is outside {strategy} ({strategy.world_size} ranks)")
     layout = param_layout(graph.config, strategy)
+    stage = strategy.coords(rank)[0]
     root = nn.Module()
     out = torch.fx.Graph()
     env: dict[str, torch.fx.Node] = {}
-    params, bindable = [], []
+    merged: dict[tuple, torch.fx.Node] = {}  # (input, steps) -> the converted value
+    params, bindable, receives, sends = [], [], [], []
+    links = [n for n in graph.nodes.values() if n.op == "p2p"]
 
     def module_node(name: str, module: nn.Module, args) -> torch.fx.Node:
         root.add_module(name, module)
         bindable.append(name)
         return out.call_module(name, tuple(args))
 
-    for node in graph.nodes.values():
-        ins = [env[i] for i in node.inputs]
+    def crossing(node: LogicalNode) -> bool:
+        return node.op == "p2p" and bool(node.comm[strategy])
+
+    for node in graph.nodes.values():  # placeholders first: the micro-batch, then what arrives
         if node.kind == "input":
             env[node.name] = out.placeholder(node.name)
-        elif node.kind == "param":
+    for tag, node in enumerate(links):
+        if crossing(node) and node.stages[strategy] == stage:
+            env[node.name] = out.placeholder(node.name)
+            receives.append(Link(graph.nodes[node.inputs[0]].stages[strategy], tag))
+    for node in graph.nodes.values():
+        if node.name in env:
+            continue
+        if crossing(node):
+            if graph.nodes[node.inputs[0]].stages[strategy] == stage:
+                sends.append((env[node.inputs[0]], Link(node.stages[strategy], links.index(node))))
+            continue
+        if node.kind not in FREE and node.stages[strategy] != stage:
+            continue
+        ins = [env[i] for i in node.inputs]
+        if node.kind == "param":
             box = layout[node.name].state.local_box(rank, layout[node.name].shape)
             root.register_parameter(_attr(node.name), nn.Parameter(torch.empty(box.shape, device="meta")))
             params.append(node.name)
@@ -118,16 +154,31 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
             root.register_buffer(node.name, torch.empty(node.shape, device="meta"))
             env[node.name] = out.get_attr(node.name)
         elif node.kind == "comm":
-            value = ins[0]
-            for i, step in enumerate(node.comm[strategy]):
-                ranks = _group_ranks(strategy, rank, step.mesh_dim)
-                value = module_node(f"{node.name}_{i}", Collective(step.kind, ranks, step.dim), [value])
-            env[node.name] = value  # a dummy passes its input through
+            key = (ins[0], node.comm[strategy])
+            if key not in merged:
+                value = ins[0]
+                for i, step in enumerate(node.comm[strategy]):
+                    ranks = _group_ranks(strategy, rank, step.mesh_dim)
+                    value = module_node(f"{node.name}_{i}", Collective(step.kind, ranks, step.dim), [value])
+                merged[key] = value
+            env[node.name] = merged[key]  # a dummy passes its input through
         elif node.kind == "output":
             out.output(ins[0])
         else:
             env[node.name] = _local_op(node, ins, strategy, rank, layout, graph, out, module_node)
-    return ExecGraph(graph.config, strategy, rank, torch.fx.GraphModule(root, out), params, bindable)
+    if stage < strategy.pp - 1:
+        out.output(tuple(value for value, _ in sends))
+    module = torch.fx.GraphModule(root, out)
+    return ExecGraph(graph.config, strategy, rank, module, params, bindable, receives, [link for _, link in sends])
+
+
+def _pad_length(tokens: torch.Tensor, targets: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad on the right to a length divisible by ``multiple``: causal attention keeps real
+    tokens from seeing the padding and ignored targets keep it out of the loss."""
+    extra = -tokens.shape[1] % multiple
+    if not extra:
+        return tokens, targets
+    return F.pad(tokens, (0, extra), value=0), F.pad(targets, (0, extra), value=IGNORE)
 
 
 def _local_op(node: LogicalNode, ins, strategy, rank, layout, graph, out, module_node) -> torch.fx.Node:

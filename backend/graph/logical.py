@@ -5,6 +5,13 @@ converted between producer and consumer, a comm node sits on that edge; in the
 strategies that need nothing there it is a dummy (identity), so all strategies
 share one graph (HotSPa's multi-strategy graph). ``compile.py`` turns it into one
 executable graph per (strategy, rank).
+
+Pipeline stages are a third axis: a node of layer ``l`` lives on the stage holding
+``l`` (``layout.stage_layers``), the embedding on the first stage and the head on the
+last. Every edge whose ends lie on different stages in some strategy gets a ``p2p``
+comm node (send on the producer's stage, receive on the consumer's; a dummy where the
+ends share a stage), and any dp/tp conversion the consumer needs follows it on the
+consumer's stage. A node's DistState lists its stage's ranks.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ import torch.fx
 from hotswitch.backend.dist_state import DistState, Placement, Replicate, Shard
 from hotswitch.backend.graph import rules
 from hotswitch.backend.graph.trace import op_kind, source_line, trace_config
-from hotswitch.backend.layout import param_layout
+from hotswitch.backend.layout import param_layout, stage_layers
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 
 MESH_DIMS = ("dp", "tp")
+FREE = ("input", "buffer")  # every pipeline stage has these
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ class LogicalNode:
     source: str = ""
     layer: int | None = None
     states: dict[Strategy, DistState] = field(default_factory=dict)
+    stages: dict[Strategy, int] = field(default_factory=dict)  # pipeline stage per strategy
     comm: dict[Strategy, tuple[CommStep, ...]] = field(default_factory=dict)  # comm nodes; () = dummy
     fx_node: torch.fx.Node | None = None  # compute nodes: the traced call
 
@@ -69,12 +78,11 @@ class LogicalGraph:
     def __init__(self, config: ModelConfig, strategies: Sequence[str | Strategy], module: torch.fx.GraphModule):
         self.config = config
         self.strategies = [Strategy.parse(s) for s in strategies]
-        for s in self.strategies:
-            if s.pp > 1:
-                raise ValueError(f"{s}: pipeline-parallel strategies are not supported by the graph compiler yet")
         self.module = module
         self.nodes: dict[str, LogicalNode] = {}
         self._build_base()
+        for s in self.strategies:
+            self._assign_stages(s)
         self._deduce_and_insert_comm()
 
     @classmethod
@@ -116,6 +124,50 @@ class LogicalGraph:
                 )
             self._names[n] = n.name
 
+    # -- per strategy: pipeline stages ------------------------------------------------------
+    def _assign_stages(self, strategy: Strategy) -> None:
+        """Layers by ``stage_layers``; parameters where the layout keeps them; any other op
+        on the latest stage among its inputs (the embedding first, the head last); inputs
+        and buffers, which every stage has, on the first stage that reads them."""
+        layout = param_layout(self.config, strategy)
+        stages = stage_layers(self.config.n_layers, strategy.pp)
+        for node in self.nodes.values():
+            if node.kind == "param":
+                node.stages[strategy] = layout[node.name].stage
+            elif node.layer is not None and node.kind == "compute":
+                node.stages[strategy] = next(i for i, r in enumerate(stages) if node.layer in r)
+            elif node.kind in ("compute", "output"):
+                placed = [self.nodes[i].stages[strategy] for i in node.inputs if self.nodes[i].kind not in FREE]
+                node.stages[strategy] = max(placed, default=0)
+        for node in self.nodes.values():
+            if node.kind in FREE:
+                readers = [n.stages[strategy] for n in self.nodes.values() if node.name in n.inputs]
+                node.stages[strategy] = min(readers, default=0)
+
+    def _crossing(self, strategy: Strategy, producer: str, consumer: LogicalNode) -> bool:
+        source = self.nodes[producer]
+        return source.kind not in FREE and source.stages[strategy] != consumer.stages[strategy]
+
+    def _p2p(self, producer: str, consumer: LogicalNode, placed, shared: dict, ordered: dict) -> str:
+        """The (shared) p2p node carrying ``producer`` to ``consumer``'s stage in every
+        strategy where they differ, or ``producer`` itself if they never do."""
+        crossing = {s: self._crossing(s, producer, consumer) for s in self.strategies}
+        if not any(crossing.values()):
+            return producer
+        key = ("p2p", producer, tuple((s, consumer.stages[s] if crossing[s] else None) for s in self.strategies))
+        if key not in shared:
+            source = self.nodes[producer]
+            name = f"p2p_{sum(k[0] == 'p2p' for k in shared)}"
+            node = LogicalNode(name, "comm", "p2p", [producer], source.shape, consumer.source)
+            node.layer = consumer.layer
+            for s in self.strategies:
+                node.comm[s] = (CommStep("pp", "p2p", None),) if crossing[s] else ()
+                node.stages[s] = consumer.stages[s]
+                node.states[s] = self._state(s, placed[s][0][producer], node.stages[s])
+            shared[key] = node.name
+            ordered[node.name] = node
+        return shared[key]
+
     # -- per strategy: placements, and comm where producer and consumer disagree ----------
     def _deduce(self, strategy: Strategy):
         layout = param_layout(self.config, strategy)
@@ -143,13 +195,14 @@ class LogicalGraph:
         steps = [[] for _ in node.inputs]
         for m, size in enumerate(mesh):
             ins = [placed[i][m] for i in node.inputs]
+            table = rules.SEQUENCE_PARALLEL_RULES if strategy.sp and MESH_DIMS[m] == "tp" else rules.RULES
             if size == 1:
                 out.append(Replicate())
                 for slot in required:
                     slot[m] = Replicate()
                 continue
             try:
-                d = rules.RULES[node.op](ins, shapes, node)
+                d = table[node.op](ins, shapes, node)
                 for i, (actual, want, grad_partial) in enumerate(zip(ins, d.required, d.grad_partial)):
                     if MESH_DIMS[m] == "dp" and node.inputs[i] in self._from_params:
                         grad_partial = False  # the trainer reduces parameter gradients over dp itself
@@ -167,8 +220,8 @@ class LogicalGraph:
             needs[node.name, i] = (tuple(required[i]), tuple(steps[i]))
         return tuple(out)
 
-    def _state(self, strategy: Strategy, placements: tuple[Placement, ...]) -> DistState:
-        return DistState(tuple(range(strategy.world_size)), (strategy.dp, strategy.tp), placements)
+    def _state(self, strategy: Strategy, placements: tuple[Placement, ...], stage: int) -> DistState:
+        return DistState(strategy.stage_ranks[stage], (strategy.dp, strategy.tp), placements)
 
     def _deduce_and_insert_comm(self) -> None:
         # tensors computed from parameters (and constants) alone, e.g. a transposed weight
@@ -181,31 +234,29 @@ class LogicalGraph:
         deduced = {s: self._deduce(s) for s in self.strategies}
         ordered: dict[str, LogicalNode] = {}
         shared: dict[tuple, str] = {}
+        comms = 0
         for node in self.nodes.values():
             for i, producer in enumerate(list(node.inputs)):
+                producer = node.inputs[i] = self._p2p(producer, node, deduced, shared, ordered)
                 per_strategy = {s: deduced[s][1].get((node.name, i)) for s in self.strategies}
                 if not any(need and need[1] for need in per_strategy.values()):
                     continue
                 key = (producer, tuple((s, per_strategy[s]) for s in self.strategies))
                 if key not in shared:
                     comm = LogicalNode(
-                        f"comm_{len(shared)}",
-                        "comm",
-                        "comm",
-                        [producer],
-                        self.nodes[producer].shape,
-                        node.source,
-                        node.layer,
+                        f"comm_{comms}", "comm", "comm", [producer], ordered[producer].shape, node.source, node.layer
                     )
+                    comms += 1
                     for s in self.strategies:
                         required, steps = per_strategy[s]
                         comm.comm[s] = steps
-                        comm.states[s] = self._state(s, required)
+                        comm.stages[s] = node.stages[s]
+                        comm.states[s] = self._state(s, required, node.stages[s])
                     shared[key] = comm.name
                     ordered[comm.name] = comm
                 node.inputs[i] = shared[key]
             for s in self.strategies:
-                node.states[s] = self._state(s, deduced[s][0][node.name])
+                node.states[s] = self._state(s, deduced[s][0][node.name], node.stages[s])
             ordered[node.name] = node
         self.nodes = ordered
 
@@ -240,6 +291,7 @@ def summarize(graph: LogicalGraph) -> dict:
             "layer": n.layer,
             "source": n.source,
             "states": {str(s): _state_data(st) for s, st in n.states.items()},
+            "stages": {str(s): stage for s, stage in n.stages.items()},
         }
         if n.kind == "comm":
             item["comm"] = {str(s): [str(step) for step in steps] for s, steps in n.comm.items()}

@@ -4,7 +4,10 @@ and the placement of its output.
 
 One rule per op kind, written once for any mesh dim (data and tensor parallel
 alike); placements are ``Shard(d)`` / ``Replicate()`` / ``Partial()`` of the
-tensors' dims, with ``d`` non-negative. Where an input's placement differs from
+tensors' dims, with ``d`` non-negative. Sequence parallelism swaps in two rules along
+the tensor-parallel dim (norm and residual add keep the sequence split); the rest of
+Megatron-SP (all-gather before column-parallel linears, reduce-scatter after
+row-parallel ones) follows from the ordinary rules. Where an input's placement differs from
 what the op needs, the logical graph inserts a comm node that converts it.
 """
 
@@ -186,6 +189,28 @@ def matmul(ins, shapes, node) -> Deduction:
     return _same([R, R], R)
 
 
+def _residual(p: Placement, seq: int) -> bool:
+    return p == P or _sharded(p, seq)
+
+
+def sequence_parallel_rms_norm(ins, shapes, node) -> Deduction:
+    """Megatron-SP: a norm runs on a split of the sequence (partial sums are reduce-scattered
+    into it), so each rank's gradient of the replicated weight covers its tokens only."""
+    seq = len(shapes[0]) - 2
+    if seq >= 1 and _residual(ins[0], seq):
+        return _same([Shard(seq), R], Shard(seq), [False, True])
+    return rms_norm(ins, shapes, node)
+
+
+def sequence_parallel_add(ins, shapes, node) -> Deduction:
+    """Megatron-SP: the residual stream stays split along the sequence; a row-parallel
+    output (a partial sum) is reduce-scattered into it."""
+    seq = len(shapes[0]) - 2
+    if len(shapes) == 2 and len(shapes[0]) == len(shapes[1]) and seq >= 1 and all(_residual(p, seq) for p in ins):
+        return _same([Shard(seq), Shard(seq)], Shard(seq))
+    return add(ins, shapes, node)
+
+
 RULES = {
     "transpose": transpose,
     "permute": permute,
@@ -203,6 +228,8 @@ RULES = {
     "mul": mul,
     "loss": loss,
 }
+
+SEQUENCE_PARALLEL_RULES = {**RULES, "rms_norm": sequence_parallel_rms_norm, "add": sequence_parallel_add}
 
 
 def conversion(actual: Placement, required: Placement, grad_partial: bool) -> tuple[str, int | None] | None:

@@ -47,12 +47,13 @@ def as_dtensor(local: torch.Tensor, mesh: DeviceMesh, layout) -> DTensor:
     return DTensor.from_local(local, mesh, placements, run_check=False, shape=torch.Size(shape), stride=_strides(shape))
 
 
-def _dtensor_state(engine, mesh: DeviceMesh) -> dict:
+def _dtensor_state(engine, meshes: list[DeviceMesh]) -> dict:
     master = engine.states[engine.instantiation]
     moments = {id(p): engine.optimizer.state.get(p, {}) for p in engine._master}
     out = {}
     for param, name in zip(engine._master, master.params.views):
         layout = master.layout[name]
+        mesh = meshes[layout.stage]
         out[f"model/{name}"] = as_dtensor(master.params.views[name], mesh, layout)
         state = moments[id(param)]
         for key in ("exp_avg", "exp_avg_sq"):
@@ -67,14 +68,12 @@ def _adam_step(engine) -> float:
     return float(state["step"]) if "step" in state else 0.0
 
 
-def _mesh(engine) -> DeviceMesh:
+def _meshes(engine) -> list[DeviceMesh]:
+    """One (dp, tp) device mesh per pipeline stage of the instantiation strategy (collective:
+    every rank creates every mesh)."""
     s = engine.instantiation
-    if s.pp > 1:
-        raise CheckpointError(f"{s}: checkpoints of pipeline-parallel instantiation strategies are not supported yet")
-    return DeviceMesh(
-        "cpu" if engine.states[s].params.flat.device.type == "cpu" else "cuda",
-        torch.arange(s.world_size).view(s.dp, s.tp),
-    )
+    device = "cpu" if engine.states[s].params.flat.device.type == "cpu" else "cuda"
+    return [DeviceMesh(device, torch.tensor(ranks).view(s.dp, s.tp)) for ranks in s.stage_ranks]
 
 
 def save(engine, path: str | Path, extra: dict) -> Path:
@@ -88,7 +87,7 @@ def save(engine, path: str | Path, extra: dict) -> Path:
     if dist.get_rank() == 0:
         shutil.rmtree(staging, ignore_errors=True)
     dist.barrier()
-    dcp.save(_dtensor_state(engine, _mesh(engine)), checkpoint_id=str(staging))
+    dcp.save(_dtensor_state(engine, _meshes(engine)), checkpoint_id=str(staging))
     if dist.get_rank() == 0:
         meta = {"config": asdict(engine.config), "instantiation": str(engine.instantiation), **extra}
         (staging / META).write_text(json.dumps(meta, indent=1))
@@ -111,7 +110,7 @@ def read_meta(path: str | Path, config: ModelConfig) -> dict:
 
 def load(engine, path: str | Path) -> None:
     """Load model and optimizer into the engine's instantiation layout (collective)."""
-    state = _dtensor_state(engine, _mesh(engine))
+    state = _dtensor_state(engine, _meshes(engine))
     dcp.load(state, checkpoint_id=str(path))
     master = engine.states[engine.instantiation]
     step = state["optim/step"]

@@ -2,7 +2,8 @@
 
 Compute time per sequence is measured on the device in use (forward + backward of the
 strategy's executable graph on micro-batches filled with sequences of one length, at a
-few lengths) and fitted as a*L^2 + b*L + c. Memory per device is measured on CUDA and
+few lengths; through every stage of a pipeline) and fitted as a*L^2 + b*L + c; a
+pipeline overlaps its micro-batches but for the fill and drain. Memory per device is measured on CUDA and
 estimated from the model's shapes on CPU, where the per-device budget is declared (so
 that long sequences need tensor parallelism just as on GPUs). Gradient reduction and the
 optimizer update are timed once; a switch costs what the planner predicts for the
@@ -53,17 +54,29 @@ class Quadratic:
 
 def activation_bytes(config: ModelConfig, strategy: Strategy, length: int) -> float:
     """Activations one sequence keeps for backward on one device (fp32, attention scores
-    materialised as on CPU): per layer ~(10*dim + 3*ffn) values per token plus heads*L
-    scores, logits twice, all split over tp."""
-    per_token = config.n_layers * (10 * config.dim + 3 * config.ffn_dim) + 2 * config.vocab_size
-    scores = config.n_layers * config.n_heads * length
-    return 4.0 * length * (per_token + scores) / strategy.tp
+    materialised as on CPU). Per layer and token, ~(6*dim + 3*ffn) values inside attention
+    and the FFN are split over tp; the ~4*dim of the norm and residual regions only with
+    sequence parallelism; logits (twice) are vocab-split. Pipeline stages hold fewer
+    layers but, under 1F1B, the first keeps up to ``pp`` micro-batches in flight: the
+    worst case is no saving, which is what is counted."""
+    split = config.n_layers * (6 * config.dim + 3 * config.ffn_dim + config.n_heads * length) + 2 * config.vocab_size
+    regions = config.n_layers * 4 * config.dim
+    return 4.0 * length * (split / strategy.tp + regions / (strategy.tp if strategy.sp else 1))
 
 
 def model_state_bytes(config: ModelConfig, strategy: Strategy) -> float:
     """fp32 parameters and gradients of one strategy's shard (master and AdamW moments live
     on the instantiation strategy only and are counted there)."""
     return 8.0 * config.n_params / (strategy.tp * strategy.pp)
+
+
+def pipelined_s(latencies: list[float], stages: int) -> float:
+    """Micro-batches through ``stages`` balanced stages (1F1B or GPipe), given each one's
+    latency through the whole pipeline: every stage works ``sum / stages``, and the fill
+    and drain add ``(stages - 1) / stages`` of the longest."""
+    if not latencies:
+        return 0.0
+    return sum(latencies) / stages + (stages - 1) / stages * max(latencies)
 
 
 @dataclass(frozen=True)
@@ -126,7 +139,7 @@ class CostModel:
         time_of = self.strategies[strategy].time
         seqs = [Sequence(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
         return max(
-            sum(len(micro) * time_of(micro[0].length) for micro in pack(part, self.token_budget))
+            pipelined_s([len(micro) * time_of(micro[0].length) for micro in pack(part, self.token_budget)], strategy.pp)
             for part in balance(seqs, strategy.dp, time_of)
         )
 

@@ -64,8 +64,9 @@ class Engine:
         seed: int = 0,
         token_budget: int = 4096,
         cluster: Cluster | None = None,
+        schedule: str = "1f1b",
     ):
-        self.config, self.optim, self.token_budget = config, optim, token_budget
+        self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world)
         self.time_of: dict[Strategy, Callable[[int], float]] = {}  # balancing costs, from the cost model
@@ -188,11 +189,8 @@ class Engine:
         strategy = state.strategy
         _, replica, _ = strategy.coords(self.rank)
         mine = balance(seqs, strategy.dp, self.time_of.get(strategy, float))[replica]
-        local = 0.0
-        for group in pack(mine, self.token_budget):
-            micro = collate(group)
-            local += state.graph.forward_backward(micro.tokens, micro.targets, scale).item()
-        return local
+        micro_batches = [collate(group) for group in pack(mine, self.token_budget)]
+        return state.graph.run([(m.tokens, m.targets) for m in micro_batches], scale, self.schedule).item()
 
     def _clip_and_update(self) -> None:
         master = self.states[self.instantiation]
@@ -212,15 +210,13 @@ class Engine:
     def global_params(self) -> dict[str, torch.Tensor]:
         """Full parameters gathered on every rank (tests and small models only)."""
         master = self.states[self.instantiation]
+        _, replica, tp = self.instantiation.coords(self.rank)
         out = {}
         for name, p in master.layout.items():
             full = torch.zeros(p.shape)
-            box = master.params.boxes[name]
-            _, replica, _ = self.instantiation.coords(self.rank)
-            if replica == 0:
-                full[box.slices()] = master.params.views[name]
-                if p.state.placements[1] == Replicate() and self.instantiation.coords(self.rank)[2] != 0:
-                    full.zero_()
+            owner = name in master.params.views and replica == 0  # one copy of every element
+            if owner and (tp == 0 or p.state.placements[1] != Replicate()):
+                full[master.params.boxes[name].slices()] = master.params.views[name]
             dist.all_reduce(full)
             out[name] = full
         return out

@@ -17,7 +17,16 @@ def test_format_is_canonical():
     assert str(Strategy(dp=2, tp=2)) == "dp2tp2pp1"
 
 
-@pytest.mark.parametrize("text", ["", "dp", "dp2dp2", "dp0", "zz4", "dp2 tp2", "dp2x"])
+def test_sequence_parallelism_parses_and_needs_tensor_parallelism():
+    s = Strategy.parse("dp2tp2sp")
+    assert (s.dp, s.tp, s.pp, s.sp) == (2, 2, 1, True)
+    assert str(s) == "dp2tp2pp1sp" and Strategy.parse(str(s)) == s
+    assert s != Strategy.parse("dp2tp2")
+    with pytest.raises(ValueError, match="needs tp > 1"):
+        Strategy.parse("dp4sp")
+
+
+@pytest.mark.parametrize("text", ["", "dp", "dp2dp2", "dp0", "zz4", "dp2 tp2", "dp2x", "sp", "tp2spsp", "tp2sptp2"])
 def test_parse_rejects(text):
     with pytest.raises(ValueError, match=r"dp2tp2pp1|positive"):
         Strategy.parse(text)

@@ -15,7 +15,15 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
-@pytest.mark.parametrize(("world", "strategies"), [(4, ["dp4", "tp4", "dp2tp2"]), (2, ["dp2", "tp2"])])
+@pytest.mark.parametrize(
+    ("world", "strategies"),
+    [
+        (4, ["dp4", "tp4", "dp2tp2"]),
+        (2, ["dp2", "tp2"]),
+        (4, ["tp2pp2", "dp2pp2", "pp4", "dp2tp2sp", "tp4sp"]),
+        (2, ["pp2", "tp2sp"]),
+    ],
+)
 def test_loss_and_every_gradient_equal_one_device(config, world, strategies):
     model, changes = CONFIGS[config]
     results = spawn_ranks(exec_matches_reference, world, model, changes, strategies)

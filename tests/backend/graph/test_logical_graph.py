@@ -105,9 +105,37 @@ def test_an_op_without_a_rule_is_named_with_its_source_line():
         LogicalGraph(config, ["dp2"], trace(model))
 
 
-def test_pipeline_strategies_are_refused_clearly():
-    with pytest.raises(ValueError, match="pipeline-parallel strategies are not supported by the graph compiler yet"):
-        LogicalGraph.build(get_config("tiny"), ["tp2pp2"])
+def test_pipeline_stages_cut_the_graph_between_layers_with_one_p2p_node_per_boundary():
+    graph = LogicalGraph.build(get_config("tiny"), ["pp4", "tp2pp2", "dp4"])
+    pp4, tp2pp2, dp4 = graph.strategies
+    p2p = [n for n in graph.nodes.values() if n.op == "p2p"]
+    # the residual stream after layers 0, 1, 2 (and nothing else) crosses a stage in pp4
+    assert [(n.inputs[0], n.stages[pp4]) for n in p2p] == [("add_1", 1), ("add_3", 2), ("add_5", 3)]
+    assert [bool(n.comm[tp2pp2]) for n in p2p] == [False, True, False]
+    assert all(n.is_dummy(dp4) for n in p2p)
+    assert graph.nodes["tok_embeddings"].stages[pp4] == 0 and graph.nodes["token_loss"].stages[pp4] == 3
+    assert graph.nodes["layers_2_attention_wq"].states[tp2pp2].devices == (2, 3)
+    assert graph.nodes["layers.3.attention.wq.weight"].states[pp4].devices == (3,)
+
+    middle = compile_graph(graph, pp4, 1)  # receives layer 0's output, sends layer 1's
+    assert [(link.peer_stage, link.index) for link in middle.receives] == [(0, 0)]
+    assert [(link.peer_stage, link.index) for link in middle.sends] == [(2, 1)]
+    assert {name.split(".")[1] for name in middle.params} == {"1"}
+    first, last = compile_graph(graph, tp2pp2, 0), compile_graph(graph, tp2pp2, 3)
+    assert first.receives == [] and len(first.sends) == 1 and "tok_embeddings.weight" in first.params
+    assert len(last.receives) == 1 and last.sends == [] and "output.weight" in last.params
+    assert {c.ranks for c in last.module.modules() if isinstance(c, Collective)} == {(2, 3)}
+
+
+def test_sequence_parallelism_is_deduced_reduce_scatter_before_norms_all_gather_before_linears():
+    graph = LogicalGraph.build(get_config("tiny"), ["dp2tp2sp", "dp2tp2"])
+    kinds = [c.kind for c in compile_graph(graph, "dp2tp2sp", 0).module.modules() if isinstance(c, Collective)]
+    # the embedding's partial sum is split along the sequence once; per layer, each block's
+    # input is gathered and its row-parallel output reduce-scattered into the residual
+    per_layer = ["copy", "all_gather_rs", "reduce_scatter", "copy", "all_gather_rs", "reduce_scatter"]
+    assert kinds == ["reduce_scatter"] + per_layer * 4 + ["copy", "all_gather_rs"]
+    norm = graph.nodes["rms_norm"]
+    assert norm.states[graph.strategies[0]].placements == (Shard(0), Shard(1))
 
 
 def test_summaries_are_plain_data(tiny_graph):

@@ -3,7 +3,7 @@
 import pytest
 
 from hotswitch.backend import Strategy, get_config
-from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible, pareto
 from hotswitch.backend.train.cost import CostModel, LinkProfile, Quadratic, StrategyCost
 from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 
@@ -66,4 +66,23 @@ def test_plan_validation_and_order():
     assert execution_order(plan.strategies, TP4, lambda a, b: 0.0) == (DP4, DP2TP2, TP4)
     dear = {(TP4, DP4): 5.0}
     assert execution_order(plan.strategies, TP4, lambda a, b: dear.get((a, b), 1.0))[0] == DP2TP2
-    assert candidate_strategies(get_config("tiny"), 4) == [TP4, DP2TP2, DP4]
+    assert [str(s) for s in candidate_strategies(get_config("tiny"), 4)] == [
+        "dp1tp4pp1",
+        "dp1tp4pp1sp",
+        "dp1tp2pp2",
+        "dp1tp2pp2sp",
+        "dp1tp1pp4",
+        "dp2tp2pp1",
+        "dp2tp2pp1sp",
+        "dp2tp1pp2",
+        "dp4tp1pp1",
+    ]
+
+
+def test_strategies_another_one_beats_are_left_out_of_the_search():
+    cost = model()
+    slow = Strategy.parse("tp4sp")  # as slow as tp4 and no more memory-saving: redundant
+    cost.strategies[slow] = StrategyCost(Quadratic(0, 2.6, 0), Quadratic(0, 1.0, 0), 0.0, 0.0)
+    assert pareto(cost, [10, 100, 900], 900) == [DP4, DP2TP2, TP4]
+    cost.strategies[slow] = StrategyCost(Quadratic(0, 2.6, 0), Quadratic(0, 0.5, 0), 0.0, 0.0)
+    assert pareto(cost, [10, 100, 900], 2000) == [DP4, DP2TP2, TP4, slow]  # holds longer sequences

@@ -1,0 +1,134 @@
+"""Micro-batches through one rank's pipeline stage, under a schedule.
+
+A schedule is each stage's order of forward (``F``) and backward (``B``) passes:
+GPipe runs every forward, then every backward; 1F1B warms up with ``stages - stage - 1``
+forwards, then alternates, so a stage keeps at most that many activations alive.
+Micro-batches differ in rows and length, so no shape is fixed: an activation travels
+with its shape sent first, and its gradient comes back in the shape the receiver
+already knows. Sends never block and receives do, so every schedule whose passes
+respect the data dependencies runs without deadlock. With one stage a pass is a plain
+forward and backward of the micro-batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+_MAX_DIMS = 7
+
+
+@dataclass(frozen=True)
+class Link:
+    """One tensor crossing stages: the stage at the other end, and the index of its p2p
+    node in the logical graph (every stage numbers the crossings alike)."""
+
+    peer_stage: int
+    index: int
+
+
+@dataclass(frozen=True)
+class Pass:
+    kind: str  # "F" | "B"
+    micro: int
+
+
+def gpipe(stages: int, stage: int, micros: int) -> list[Pass]:
+    return [Pass("F", m) for m in range(micros)] + [Pass("B", m) for m in range(micros)]
+
+
+def one_f_one_b(stages: int, stage: int, micros: int) -> list[Pass]:
+    warmup = min(stages - stage - 1, micros)
+    order = [Pass("F", m) for m in range(warmup)]
+    for m in range(warmup, micros):
+        order += [Pass("F", m), Pass("B", m - warmup)]
+    return order + [Pass("B", m) for m in range(micros - warmup, micros)]
+
+
+SCHEDULES = {"1f1b": one_f_one_b, "gpipe": gpipe}
+
+
+def bubble_fraction(stages: int, micros: int) -> float:
+    """The idle share of a stage under GPipe or 1F1B with equal micro-batches."""
+    return (stages - 1) / (micros + stages - 1)
+
+
+class _Wire:
+    """Point-to-point transfers of one rank's stage; tags keep micro-batches and
+    crossings apart (gloo matches on them)."""
+
+    def __init__(self, graph, micros: int, crossings: int):
+        strategy = graph.strategy
+        self.rank, self.stage, self.width = graph.rank, graph.stage, strategy.dp * strategy.tp
+        self.crossings = max(crossings, 1)
+        self.pending: list = []
+
+    def _peer(self, link: Link) -> int:
+        return self.rank + (link.peer_stage - self.stage) * self.width
+
+    def _tag(self, micro: int, link: Link, what: int) -> int:
+        return ((micro * self.crossings + link.index) * 3) + what  # 0 shape, 1 activation, 2 gradient
+
+    def send(self, tensor: torch.Tensor, micro: int, link: Link, with_shape: bool) -> None:
+        tensor = tensor.detach().contiguous()
+        if with_shape:
+            header = torch.zeros(_MAX_DIMS + 1, dtype=torch.long, device=tensor.device)
+            header[0] = tensor.dim()
+            header[1 : tensor.dim() + 1] = torch.tensor(tensor.shape)
+            self.pending.append((header, dist.isend(header, self._peer(link), tag=self._tag(micro, link, 0))))
+        what = 1 if with_shape else 2
+        self.pending.append((tensor, dist.isend(tensor, self._peer(link), tag=self._tag(micro, link, what))))
+
+    def receive(self, micro: int, link: Link, like: torch.Tensor | None, device) -> torch.Tensor:
+        if like is None:  # an activation: its shape first
+            header = torch.empty(_MAX_DIMS + 1, dtype=torch.long, device=device)
+            dist.recv(header, self._peer(link), tag=self._tag(micro, link, 0))
+            tensor = torch.empty(header[1 : header[0] + 1].tolist(), device=device)
+            dist.recv(tensor, self._peer(link), tag=self._tag(micro, link, 1))
+            return tensor
+        tensor = torch.empty_like(like)
+        dist.recv(tensor, self._peer(link), tag=self._tag(micro, link, 2))
+        return tensor
+
+    def drain(self) -> None:
+        for _, work in self.pending:
+            work.wait()
+        self.pending.clear()
+
+
+def run_stage(graph, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], scale: float, schedule: str):
+    """Forward and backward every micro-batch through ``graph`` (one rank's executable
+    graph) in the order ``schedule`` gives its stage; gradients of ``scale * loss``
+    accumulate into the graph's parameters. Returns the loss summed on this rank."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown pipeline schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
+    stages, stage = graph.strategy.pp, graph.stage
+    last = stage == stages - 1
+    device = graph.module.rope_cos.device
+    wire = _Wire(graph, len(micro_batches), len(graph.receives) + len(graph.sends))
+    alive: dict[int, tuple[list[torch.Tensor], object]] = {}
+    loss = torch.zeros((), device=device)
+    for step in SCHEDULES[schedule](stages, stage, len(micro_batches)):
+        m = step.micro
+        if step.kind == "F":
+            received = [wire.receive(m, link, None, device).requires_grad_() for link in graph.receives]
+            outputs = graph.module(*micro_batches[m], *received)
+            if last:
+                loss += outputs.detach()
+            else:
+                for tensor, link in zip(outputs, graph.sends):
+                    wire.send(tensor, m, link, with_shape=True)
+            alive[m] = (received, outputs)
+            continue
+        received, outputs = alive.pop(m)
+        if last:
+            (outputs * scale).backward()
+        else:
+            grads = [wire.receive(m, link, tensor, device) for tensor, link in zip(outputs, graph.sends)]
+            torch.autograd.backward(list(outputs), grads)
+        for tensor, link in zip(received, graph.receives):
+            wire.send(tensor.grad if tensor.grad is not None else torch.zeros_like(tensor), m, link, with_shape=False)
+    wire.drain()
+    return loss
