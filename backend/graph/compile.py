@@ -55,6 +55,7 @@ class ExecGraph:
     bindable: list[str] = field(default_factory=list)  # submodules that need a process group
     receives: list[Link] = field(default_factory=list)  # from earlier stages, in placeholder order
     sends: list[Link] = field(default_factory=list)  # to later stages, in output order
+    crossings: int = 0  # p2p nodes in the logical graph: every stage numbers its links among them
 
     @property
     def stage(self) -> int:
@@ -169,7 +170,8 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
     if stage < strategy.pp - 1:
         out.output(tuple(value for value, _ in sends))
     module = torch.fx.GraphModule(root, out)
-    return ExecGraph(graph.config, strategy, rank, module, params, bindable, receives, [link for _, link in sends])
+    links_out = [link for _, link in sends]
+    return ExecGraph(graph.config, strategy, rank, module, params, bindable, receives, links_out, len(links))
 
 
 def _pad_length(tokens: torch.Tensor, targets: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:

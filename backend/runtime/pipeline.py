@@ -59,10 +59,10 @@ class _Wire:
     """Point-to-point transfers of one rank's stage; tags keep micro-batches and
     crossings apart (gloo matches on them)."""
 
-    def __init__(self, graph, micros: int, crossings: int):
+    def __init__(self, graph):
         strategy = graph.strategy
         self.rank, self.stage, self.width = graph.rank, graph.stage, strategy.dp * strategy.tp
-        self.crossings = max(crossings, 1)
+        self.crossings = max(graph.crossings, 1)  # the same on every stage
         self.pending: list = []
 
     def _peer(self, link: Link) -> int:
@@ -107,7 +107,7 @@ def run_stage(graph, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], sca
     stages, stage = graph.strategy.pp, graph.stage
     last = stage == stages - 1
     device = graph.module.rope_cos.device
-    wire = _Wire(graph, len(micro_batches), len(graph.receives) + len(graph.sends))
+    wire = _Wire(graph)
     alive: dict[int, tuple[list[torch.Tensor], object]] = {}
     loss = torch.zeros((), device=device)
     for step in SCHEDULES[schedule](stages, stage, len(micro_batches)):

@@ -2,8 +2,8 @@
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
 
-from .conftest import STEPS
-from .train_workers import checkpointed_run, controlled_run, hot_switch_run, resumed_run
+from .conftest import SHORT_STEPS, STEPS
+from .train_workers import checkpointed_run, controlled_run, hot_switch_run, resumed_run, static_runs
 
 PLAN = [("tp4", 128), ("dp2tp2", 48), ("dp4", 0)]
 
@@ -12,13 +12,13 @@ def relative(a, b):
     return abs(a - b) / abs(b)
 
 
-def assert_matches(losses, params, reference, first_step=0):
+def assert_matches(losses, params, reference, first_step=0, what="the run"):
     ref_losses, ref_params = reference
     worst = max(relative(a, b) for a, b in zip(losses, ref_losses[first_step:], strict=True))
-    assert worst <= 1e-5, f"a step's loss is off by {worst:.2e}"
+    assert worst <= 1e-5, f"{what}: a step's loss is off by {worst:.2e}"
     for name, ref in ref_params.items():
         error = ((params[name] - ref).abs().max() / ref.abs().max()).item()
-        assert error <= 1e-4, f"{name} off by {error:.2e} after {STEPS} steps"
+        assert error <= 1e-4, f"{what}: {name} off by {error:.2e} after {len(ref_losses)} steps"
 
 
 def test_every_step_and_the_final_parameters_match_one_device(reference):
@@ -51,3 +51,20 @@ def test_resume_under_another_strategy_set_and_world_size(reference, tmp_path):
     start, losses, params = spawn_ranks(resumed_run, 2, STEPS, [("tp2", 96), ("dp2", 0)], path)[0]
     assert start == 10
     assert_matches(losses, params, reference, first_step=10)
+
+
+def test_pipeline_and_sequence_parallel_strategies_train_like_one_device(short_reference):
+    runs = [("tp2pp2", "1f1b"), ("dp2pp2", "1f1b"), ("pp4", "1f1b"), ("pp4", "gpipe"), ("dp2tp2sp", "1f1b")]
+    results = spawn_ranks(static_runs, 4, SHORT_STEPS, runs)
+    for name, (losses, params) in results[0].items():
+        assert all(r[name][0] == losses for r in results), f"{name}: ranks disagree on the loss"
+        assert_matches(losses, params, short_reference, what=name)
+
+
+def test_hot_switching_in_the_papers_order_tp2pp2_dp4_dp2tp2(short_reference):
+    plan = [("tp2pp2", 200), ("dp2tp2", 100), ("dp4", 0)]
+    losses, params, used, order = spawn_ranks(hot_switch_run, 4, SHORT_STEPS, plan)[0]
+    assert used == ["dp1tp2pp2", "dp2tp2pp1", "dp4tp1pp1"]
+    # tp2pp2 holds the master weights: switched to dp4, then dp2tp2, and back for the update
+    assert order == ["dp4tp1pp1", "dp2tp2pp1", "dp1tp2pp2"]
+    assert_matches(losses, params, short_reference)

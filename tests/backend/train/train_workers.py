@@ -20,10 +20,11 @@ def reference_run(steps: int):
     return losses, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
 
 
-def hot_switch_run(rank: int, world: int, steps: int, spec):
+def hot_switch_run(rank: int, world: int, steps: int, spec, schedule: str = "1f1b"):
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
-    engine = Engine(get_config(MODEL), plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET)
+    config = get_config(MODEL)
+    engine = Engine(config, plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, schedule=schedule)
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     batches = stream()
     losses, used = [], set()
@@ -33,6 +34,11 @@ def hot_switch_run(rank: int, world: int, steps: int, spec):
         losses.append(engine.step(groups, order)[0])
     params = engine.global_params()
     return losses, (params if rank == 0 else None), sorted(used), [str(s) for s in order]
+
+
+def static_runs(rank: int, world: int, steps: int, runs: list[tuple[str, str]]):
+    """(strategy, schedule) after (strategy, schedule), each trained from scratch."""
+    return {f"{spec}/{schedule}": hot_switch_run(rank, world, steps, spec, schedule)[:2] for spec, schedule in runs}
 
 
 def _trainer(spec, control=None, resume_from=None, sink=None):
