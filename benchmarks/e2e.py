@@ -5,7 +5,8 @@ One run on ``--ranks`` gloo processes; every contender trains the same global ba
 
 - hot switching with ``auto`` planning under a per-device memory budget chosen so that only
   tensor parallelism holds the longest sequences;
-- every static strategy that is feasible under that budget (through the same engine);
+- every static strategy that is feasible under that budget (through the same engine),
+  pipeline (1F1B) and sequence-parallel ones included;
 - PyTorch-native static tensor parallelism: the eager model with ``parallelize_module``
   (Megatron column/row plan, vocab-parallel embedding, replicated logits).
 
@@ -130,7 +131,7 @@ def torch_tp_contender(config, args):
 def bench_rank(rank: int, world: int, args) -> dict:
     config = get_config("tiny").with_(**MODEL, max_seq_len=max(args.max_len, 1024))
     candidates = candidate_strategies(config, world)
-    dp_only = next(s for s in candidates if s.tp == 1)
+    dp_only = next(s for s in candidates if s.tp == 1 and s.pp == 1)
     # only tensor parallelism holds the longest sequences: pure dp fits up to a third of them
     budget = model_state_bytes(config, dp_only) + activation_bytes(config, dp_only, args.max_len // 3)
     out = {"model_params": config.n_params, "ranks": world, "max_len": args.max_len, "memory_budget": budget}

@@ -29,7 +29,7 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import IGNORE, rotary_tables, token_loss
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
-from hotswitch.backend.runtime.pipeline import Link, run_stage
+from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
 from hotswitch.backend.runtime.process_groups import ProcessGroups
 from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss, vocab_parallel_embedding
 from hotswitch.backend.strategy import Strategy
@@ -79,13 +79,19 @@ class ExecGraph:
         cos, sin = rotary_tables(self.config, params.flat.device)
         self.module.rope_cos, self.module.rope_sin = cos, sin
 
-    def run(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], scale: float, schedule: str = "1f1b"):
+    def run(
+        self,
+        micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+        scale: float,
+        schedule: str = "1f1b",
+        clock: StageClock | None = None,
+    ) -> torch.Tensor:
         """Run the micro-batches (this stage's part, under the pipeline ``schedule``);
         gradients of ``scale * loss`` accumulate. Returns the local loss sum (zero off the
         last stage). With sequence parallelism, lengths are padded to a multiple of tp."""
         if self.strategy.sp:
             micro_batches = [_pad_length(tokens, targets, self.strategy.tp) for tokens, targets in micro_batches]
-        return run_stage(self, micro_batches, scale, schedule)
+        return run_stage(self, micro_batches, scale, schedule, clock)
 
     def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
         """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""

@@ -12,6 +12,7 @@ forward and backward of the micro-batch.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -98,10 +99,25 @@ class _Wire:
         self.pending.clear()
 
 
-def run_stage(graph, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], scale: float, schedule: str):
+@dataclass
+class StageClock:
+    """Where a stage's time went: computing passes, or waiting to receive."""
+
+    busy_s: float = 0.0
+    wait_s: float = 0.0
+
+
+def run_stage(
+    graph,
+    micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    scale: float,
+    schedule: str,
+    clock: StageClock | None = None,
+):
     """Forward and backward every micro-batch through ``graph`` (one rank's executable
     graph) in the order ``schedule`` gives its stage; gradients of ``scale * loss``
-    accumulate into the graph's parameters. Returns the loss summed on this rank."""
+    accumulate into the graph's parameters. Returns the loss summed on this rank; adds
+    compute and receive times to ``clock`` if given."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown pipeline schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
     stages, stage = graph.strategy.pp, graph.stage
@@ -110,25 +126,33 @@ def run_stage(graph, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], sca
     wire = _Wire(graph)
     alive: dict[int, tuple[list[torch.Tensor], object]] = {}
     loss = torch.zeros((), device=device)
+    clock = clock or StageClock()
     for step in SCHEDULES[schedule](stages, stage, len(micro_batches)):
         m = step.micro
+        started = time.perf_counter()
         if step.kind == "F":
             received = [wire.receive(m, link, None, device).requires_grad_() for link in graph.receives]
+            computing = time.perf_counter()
             outputs = graph.module(*micro_batches[m], *received)
             if last:
                 loss += outputs.detach()
-            else:
-                for tensor, link in zip(outputs, graph.sends):
-                    wire.send(tensor, m, link, with_shape=True)
             alive[m] = (received, outputs)
-            continue
-        received, outputs = alive.pop(m)
-        if last:
-            (outputs * scale).backward()
         else:
-            grads = [wire.receive(m, link, tensor, device) for tensor, link in zip(outputs, graph.sends)]
-            torch.autograd.backward(list(outputs), grads)
-        for tensor, link in zip(received, graph.receives):
-            wire.send(tensor.grad if tensor.grad is not None else torch.zeros_like(tensor), m, link, with_shape=False)
+            received, outputs = alive.pop(m)
+            grads = [] if last else [wire.receive(m, link, t, device) for t, link in zip(outputs, graph.sends)]
+            computing = time.perf_counter()
+            if last:
+                (outputs * scale).backward()
+            else:
+                torch.autograd.backward(list(outputs), grads)
+        clock.wait_s += computing - started
+        clock.busy_s += time.perf_counter() - computing
+        if step.kind == "F" and not last:
+            for tensor, link in zip(outputs, graph.sends):
+                wire.send(tensor, m, link, with_shape=True)
+        if step.kind == "B":
+            for tensor, link in zip(received, graph.receives):
+                grad = tensor.grad if tensor.grad is not None else torch.zeros_like(tensor)
+                wire.send(grad, m, link, with_shape=False)
     wire.drain()
     return loss

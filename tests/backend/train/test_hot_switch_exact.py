@@ -68,3 +68,11 @@ def test_hot_switching_in_the_papers_order_tp2pp2_dp4_dp2tp2(short_reference):
     # tp2pp2 holds the master weights: switched to dp4, then dp2tp2, and back for the update
     assert order == ["dp4tp1pp1", "dp2tp2pp1", "dp1tp2pp2"]
     assert_matches(losses, params, short_reference)
+
+
+def test_a_pipeline_instantiation_checkpoint_resumes_without_pipelines(short_reference, tmp_path):
+    path = str(tmp_path / "step5")
+    spawn_ranks(checkpointed_run, 4, 5, [("tp2pp2", 128), ("dp4", 0)], path)
+    start, losses, params = spawn_ranks(resumed_run, 2, SHORT_STEPS, [("tp2", 96), ("dp2", 0)], path)[0]
+    assert start == 5
+    assert_matches(losses, params, short_reference, first_step=5)
