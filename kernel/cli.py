@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hotswitch.kernel.commands import kernel_command, plan_switch_command, train_command
+from hotswitch.kernel.commands import (
+    demo_command,
+    kernel_command,
+    lab_command,
+    plan_switch_command,
+    train_command,
+)
 
-COMMANDS = [train_command, plan_switch_command, kernel_command]
+COMMANDS = [demo_command, lab_command, train_command, plan_switch_command, kernel_command]
 
 
 def main(argv: list[str] | None = None) -> int:

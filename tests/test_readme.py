@@ -1,3 +1,6 @@
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,3 +21,13 @@ def test_ci_runs_exactly_the_readme_test_command():
     ]
     assert ci_commands == [commands[1]]
     assert "pytest" in commands[1]
+
+
+def test_the_command_line_reference_covers_every_subcommand():
+    usage = subprocess.run(
+        [sys.executable, "-m", "hotswitch.kernel.cli", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    subcommands = re.search(r"\{([a-z,-]+)\}", usage).group(1).split(",")
+    readme = (ROOT / "README.md").read_text()
+    reference = readme[readme.index("## Command line") :]
+    assert [name for name in subcommands if f"`hotswitch {name}" not in reference] == []

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-import time
 from pathlib import Path
 
 from hotswitch.kernel import progress
-from hotswitch.kernel.cell_output import ConsoleOutput
+from hotswitch.kernel.commands.headless import follow
 from hotswitch.kernel.job import Job
-from hotswitch.kernel.launcher import LaunchSpec
-from hotswitch.kernel.torchrun_launcher import TorchrunLauncher
 
 BODY = """\
 from hotswitch.backend.train.recipe import run
@@ -72,31 +67,16 @@ def spec_from(args) -> dict:
 
 def train(spec: dict, nproc: int, timeout: float | None = None, show_progress: bool = True) -> tuple[Job, dict]:
     """Launch the run, follow it to the end (Ctrl-C stops it cleanly); the job and its summary."""
-    job_dir = Path(tempfile.mkdtemp(prefix="hotswitch-train-"))
-    body = job_dir / "body.py"
-    body.write_text(BODY.format(spec=spec))
-    job = None
-    try:
-        output = ConsoleOutput(all_to_stderr=True)
-        job = Job("train", LaunchSpec(job_dir, body, nproc=nproc), TorchrunLauncher(), output, timeout)
-        shown = 0
-        while not job.done:
-            steps = [e for e in job.events[shown:] if e.get("type") == "step"]
-            shown = len(job.events)
-            if steps and show_progress:
-                progress.write(progress.bar(steps[-1]))
-            time.sleep(0.2)
-        if show_progress:
-            progress.write("\n")
-        return job, progress.summary(job.events)
-    except KeyboardInterrupt:
-        if job is not None:
-            job.stop()
-        raise
-    finally:
-        if job is not None and not job.done:
-            job.stop()
-        shutil.rmtree(job_dir, ignore_errors=True)
+
+    def show(events: list[dict]) -> None:
+        steps = [e for e in events if e.get("type") == "step"]
+        if steps and show_progress:
+            progress.write(progress.bar(steps[-1]))
+
+    job = follow("train", BODY.format(spec=spec), nproc, show, timeout)
+    if show_progress:
+        progress.write("\n")
+    return job, progress.summary(job.events)
 
 
 def check(spec: dict, nproc: int) -> None:

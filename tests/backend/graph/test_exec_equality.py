@@ -10,7 +10,7 @@ from .exec_workers import exec_matches_reference
 TOLERANCE = 1e-5
 CONFIGS = {
     "gqa": ("tiny", {}),  # 8 query heads sharing 4 key/value heads
-    "mha": ("tiny", {"dim": 96, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 256, "n_layers": 2, "vocab_size": 256}),
+    "mha": ("tiny", {"dim": 96, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 256, "n_layers": 4, "vocab_size": 256}),
 }
 
 

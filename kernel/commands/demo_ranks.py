@@ -1,0 +1,44 @@
+"""What every rank runs for ``hotswitch demo``: hot switching, then the static strategy the cost
+model predicts fastest among those that fit the memory budget, from the same initial weights on
+the same batches.
+
+Every training event carries ``run`` ("hot switching" or the static strategy's name). Between
+the two runs rank 0 emits ``{"type": "statics", "time": ..., "predicted_step_s": {strategy:
+seconds}, "infeasible": {strategy: longest sequence it holds}, "chosen": strategy}``.
+"""
+
+from __future__ import annotations
+
+from hotswitch.backend.data import BatchStream
+from hotswitch.backend.train.events import event
+from hotswitch.backend.train.recipe import build, documents
+
+HOT = "hot switching"
+
+
+def compare(spec: dict, job) -> None:
+    """``spec`` is a recipe spec (``hotswitch.backend.train.recipe``) with a ``memory_budget``;
+    its ``plan`` is ignored. ``job`` is the rank's ``WorkerContext``."""
+    hot, settings = build({**spec, "plan": "auto"}, _tagged(job, HOT), job.control)
+    hot.train(settings["steps"])
+    cost, longest = hot.cost, settings["max_len"]
+    del hot
+    stream = BatchStream(documents(settings["data"]), settings["batch_size"], longest, seed=settings["seed"])
+    batches = [[s.length for s in stream.next_batch()] for _ in range(settings["steps"])]
+    predicted = {
+        s: sum(cost.step_s({s: lengths}, [s], s) for lengths in batches) / len(batches)
+        for s in cost.strategies
+        if cost.fits(s, longest)
+    }
+    chosen = min(predicted, key=predicted.get)
+    if job.rank == 0:
+        infeasible = {str(s): cost.longest(s, longest) for s in cost.strategies if s not in predicted}
+        statics = {str(s): t for s, t in predicted.items()}
+        job.emit(event("statics", predicted_step_s=statics, infeasible=infeasible, chosen=str(chosen)))
+    # fits() was checked with the same cost model: no second profile
+    static, _ = build({**spec, "plan": str(chosen), "memory_budget": None}, _tagged(job, str(chosen)), job.control)
+    static.train(settings["steps"])
+
+
+def _tagged(job, run: str):
+    return lambda event: job.emit({**event, "run": run})

@@ -1,0 +1,65 @@
+"""Every tutorial notebook runs top to bottom on the hotswitch kernel; its own assert cells check
+what it computed. The kernelspec goes into a temporary prefix: the user's Jupyter is untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from nbclient import NotebookClient
+
+from hotswitch.kernel.kernelspec import KERNEL_NAME, install_kernelspec
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# Seconds for the whole notebook on a busy 2-core CI machine (about 3x what an idle one needs).
+BUDGET_S = {
+    "01-quickstart": 300,
+    "02-inspect-plans": 180,
+    "03-hot-switch-vs-static": 420,
+    "04-clusters": 300,
+}
+CELL_TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def jupyter_path(tmp_path_factory):
+    prefix = tmp_path_factory.mktemp("jupyter-prefix")
+    install_kernelspec(prefix=str(prefix))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+        yield prefix
+
+
+def test_there_is_a_budget_for_every_notebook():
+    assert {path.stem for path in NOTEBOOKS} == set(BUDGET_S)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebooks_are_committed_clean_for_the_hotswitch_kernel(path):
+    notebook = nbformat.read(path, as_version=4)
+    nbformat.validate(notebook)
+    assert notebook.metadata["kernelspec"]["name"] == KERNEL_NAME
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert all(not cell.outputs and cell.execution_count is None for cell in code), "clear the outputs"
+    assert any("assert " in cell.source for cell in code), "a tutorial checks what it computes"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, marks=pytest.mark.timeout(BUDGET_S.get(p.stem, 1)), id=p.stem) for p in NOTEBOOKS]
+)
+def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        notebook, kernel_name=KERNEL_NAME, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute()  # a failing cell (an assert among them) raises CellExecutionError with its traceback
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert all(cell.execution_count for cell in code), "every code cell ran"
+    errors = [o for cell in code for o in cell.outputs if o.output_type == "error"]
+    assert errors == []
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "a process outlived the kernel"
