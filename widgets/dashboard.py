@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from hotswitch.widgets.dashboard_state import PHASES, DashboardState
+from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.html_table import html_table
 from hotswitch.widgets.palette import strategy_color
 from hotswitch.widgets.throttle import Throttle
@@ -52,8 +53,8 @@ class Dashboard(widgets.VBox):
         self._throttle = Throttle(self._flush, interval)
         self._build()
         self._render()
-        self.live = go.FigureWidget(self.live)  # made with its data: a view rendered later never misses the first draw
-        self.breakdown = go.FigureWidget(self.breakdown)
+        self.live = FigureWidget(self.live)  # made with its data: a view rendered later never misses the first draw
+        self.breakdown = FigureWidget(self.breakdown)
         super().__init__(self._children())
         self._follower = None
         if job is not None and follow:
@@ -137,7 +138,7 @@ class Dashboard(widgets.VBox):
         self.summary_html = widgets.HTML()
         self.notices_html = widgets.HTML()
         self.status = widgets.HTML()
-        self.logs = widgets.Tab()
+        self.logs = widgets.Tab(layout={"display": "none"})  # shown with the first rank's output
         self._log_panes: dict[int, widgets.HTML] = {}
         self.strategy = widgets.Dropdown(options=[AUTO], value=None, description="strategy")
         self.pause_button = widgets.Button(description="pause", icon="pause")
@@ -261,6 +262,7 @@ class Dashboard(widgets.VBox):
                 self._log_panes[rank] = widgets.HTML()
                 self.logs.children = [*self.logs.children, self._log_panes[rank]]
                 self.logs.set_title(len(self.logs.children) - 1, f"rank {rank}")
+                self.logs.layout.display = None
             tail = "\n".join(text.splitlines()[-LOG_LINES:])
             self._log_panes[rank].value = f"<pre style='max-height:240px;overflow:auto'>{escape(tail)}</pre>"
 

@@ -20,7 +20,8 @@ ETA_WINDOW = 20
 class DashboardState:
     """Fold events with ``ingest``. ``steps`` holds one row per step (coarser for old steps);
     ``bands`` are [first step, last step, execution order] per plan in force; ``marks`` the
-    steps where the plan changed; ``hot_switches`` the "switch" events (a new src -> dst pair).
+    steps where the plan changed; ``hot_switches`` the "switch" events (a new src -> dst pair);
+    ``strategies`` those of every plan and every executable graph the job reported, in order seen.
     """
 
     def __init__(self, capacity: int = 2000):
@@ -48,6 +49,7 @@ class DashboardState:
             self._plan(event)
         elif kind == "graphs":
             self.graphs = event
+            self._offer(event.get("exec", {}))  # valid for this model and world, compiled already
         elif kind == "switch":
             self.hot_switches.append({k: event.get(k) for k in ("step", "src", "dst", "what", "bytes", "seconds")})
         elif kind == "done":
@@ -74,9 +76,7 @@ class DashboardState:
 
     def _plan(self, event: dict) -> None:
         order = list(event.get("order") or [b[0] for b in event.get("buckets", [])])
-        for s in [*order, *(b[0] for b in event.get("buckets", []))]:
-            if s not in self.strategies:
-                self.strategies.append(s)
+        self._offer([*order, *(b[0] for b in event.get("buckets", []))])
         at = event.get("step", 0)
         if self.plan is not None:
             self.marks.append({"step": at, "order": order, "source": event.get("source")})
@@ -84,6 +84,11 @@ class DashboardState:
         if self.bands and self.bands[-1][0] == at:  # replaced before any step ran under it
             self.bands.pop()
         self.bands.append([at, at, order])
+
+    def _offer(self, strategies) -> None:
+        for s in strategies:
+            if s not in self.strategies:
+                self.strategies.append(s)
 
     @property
     def progress(self) -> tuple[int, int]:
@@ -137,7 +142,7 @@ class DashboardState:
 def _notice(event: dict) -> str:
     kind = event["type"]
     if kind == "control":
-        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("type", "time", "command", "rank"))
+        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("type", "time", "step", "command", "rank"))
         return f"step {event.get('step')}: {event.get('command')} {fields}".rstrip()
     if kind == "checkpoint":
         return f"step {event.get('step')}: checkpoint saved to {event.get('path')}"

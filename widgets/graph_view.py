@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 
 from hotswitch.backend.strategy import Strategy
 from hotswitch.widgets.dag_layout import dag_layout
+from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.graph_nodes import (
     ALL_LAYERS,
     DrawnNode,
@@ -77,7 +78,7 @@ class GraphView(widgets.VBox):
             self.rank.disabled = True
         self._set_layer_options()
         self.redraw()
-        self.fig = go.FigureWidget(self.fig)  # made with its data: a view rendered later never misses the first draw
+        self.fig = FigureWidget(self.fig)  # made with its data: a view rendered later never misses the first draw
         super().__init__([controls, self.message, self.fig])
         for control in (self.view, self.strategy, self.rank, self.layer):
             control.observe(lambda _: self.redraw(), names="value")

@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.switch import ALGORITHMS, SwitchBounds, SwitchPlan, plan_switch, switch_bounds
+from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.html_table import html_table
 from hotswitch.widgets.switch_traffic import byte_matrix, message_rows
 
@@ -51,11 +52,11 @@ class SwitchPlanView(widgets.VBox):
                 self.bars.add_trace(go.Bar(name=name, marker_color=color, legendgroup=key), row=row, col=1)
         self.bars.update_layout(barmode="stack", height=420, margin={"t": 40})
         self.bars.update_xaxes(title_text="rank", row=2, col=1)
-        self.comparison = go.FigureWidget(self._comparison_figure())
+        self.comparison = FigureWidget(self._comparison_figure())
         self.table = widgets.HTML()
         self.redraw()
-        self.heat = go.FigureWidget(self.heat)  # made with its data: a view rendered later never misses the first draw
-        self.bars = go.FigureWidget(self.bars)
+        self.heat = FigureWidget(self.heat)  # made with its data: a view rendered later never misses the first draw
+        self.bars = FigureWidget(self.bars)
         super().__init__(
             [
                 self.algorithm,

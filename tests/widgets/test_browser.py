@@ -1,25 +1,24 @@
-"""The views render in a real JupyterLab page in Debian's chromium, and their controls work.
+"""The views render in a real JupyterLab page in Debian's chromium, and a live job obeys them.
+
+The notebook runs on the hotswitch kernel: a graph view, then a real ``%%train -n 4`` job whose
+dashboard must redraw while the ranks train; picking a strategy in the dashboard must change
+the job's plan, and its stop button must end the job with no rank left behind.
 
 Needs the system browser: ``apt-get install -y chromium`` (the test fails, never skips,
-without it). Screenshots go to $HOTSWITCH_ARTIFACTS or tests/artifacts/.
+without it). Screenshots go to $HOTSWITCH_ARTIFACTS or tests/artifacts/; ``dashboard.png``
+there is the live dashboard after the plan change (the README shows it).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from tests.widgets.recorded_events import recorded_events
+from tests.widgets.lab_server import lab_server
 
 pytestmark = pytest.mark.slow
 
@@ -32,37 +31,41 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ROOT = Path(__file__).resolve().parents[2]
+STEPS = 200  # far more than the test waits for: the job is still training when it is steered
+TP4, DP4 = "dp1tp4pp1", "dp4tp1pp1"
+HOT_SWITCH_STEPS, TP4_STEPS = 8, 12  # drawn before and after the switch (dashboard.png shows both)
 
-CELLS = [
-    """import json
-from hotswitch.backend.graph.logical import LogicalGraph
+GRAPH_CELL = """from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.models import get_config
-from hotswitch.widgets import Dashboard, GraphView
-graph_view = GraphView.of(LogicalGraph.build(get_config("tiny"), ["dp4", "tp4", "dp2tp2"]))
-graph_view""",
-    """import ipywidgets as widgets
+from hotswitch.widgets import GraphView
+GraphView.of(LogicalGraph.build(get_config("tiny"), ["dp4", "tp4", "dp2tp2"]))"""
+# within 4.5 MB per rank dp4 holds sequences up to 80 tokens, tp4 all 96: a hot-switch plan
+TRAIN_CELL = f"""%%train -n 4 --name live --timeout 600
+from hotswitch.backend.train.recipe import run
+run({{"model": "tiny", "steps": {STEPS}, "batch_size": 8, "max_len": 96, "plan": [["tp4", 64], ["dp4", 0]],
+     "memory_budget": 4.5e6}}, job.emit, job.control)"""
+CHECK_CELL = """live = jobs["live"]
+print("status:", live.wait(60))
+print("plan:", live.plan["source"], live.plan["buckets"])
+print("ranks left:", live.pids())"""
+CELLS = [GRAPH_CELL, TRAIN_CELL, CHECK_CELL]
+GRAPH, TRAIN, CHECK = range(3)
 
-class FakeJob:
-    '''Records control calls and prints them where the page shows them.'''
-    def __init__(self):
-        self.out = widgets.Output()
-    def switch(self, strategy="auto"):
-        self.out.append_stdout(f"FakeJob.switch({strategy!r})\\n")
-    def pause(self): pass
-    def resume(self): pass
-    def stop(self): pass
-    def checkpoint(self, path=None): pass
-
-job = FakeJob()
-dashboard = Dashboard.replay(json.load(open("events.json")), job=job)
-widgets.VBox([dashboard, job.out])""",
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+CELL = "document.querySelectorAll('.jp-Notebook .jp-Cell')[%d]"
+PLOTS = f"[...{CELL}.querySelectorAll('.js-plotly-plot')]"
+# a plot's div appears before its figure arrives: wait for drawn points, not the div
+DRAWN = f"(() => {{ const p = {PLOTS}; return p.length >= %d && p.every(f => (f.data || []).some(t => (t.x || []).length > 0)); }})()"  # noqa: E501
+POINTS = f"({PLOTS}[0]?.data?.[0]?.x?.length ?? 0)"
+DRAWN_POINTS = "[0, 1].map(c => [...document.querySelectorAll('.jp-Notebook .jp-Cell')[c].querySelectorAll('.js-plotly-plot')].map(p => (p.data || []).map(t => (t.x || []).length)))"  # noqa: E501
+OUTPUT = f"({CELL}?.querySelector('.jp-OutputArea')?.innerText ?? '')"
+PROGRESS = f"({CELL}?.querySelector('.widget-html-content')?.innerText ?? '')"  # the dashboard's first HTML
+STEP_SHOWN = f"(parseInt({PROGRESS}) || 0)"  # "N / 200 steps — ETA ..."
+RUN_CELL = """(index) => {
+    const notebook = window.jupyterapp.shell.currentWidget.content;
+    notebook.activeCellIndex = index;
+    notebook.deselectAll();
+    void window.jupyterapp.commands.execute('notebook:run-cell');
+}"""
 
 
 def _artifacts() -> Path:
@@ -71,80 +74,42 @@ def _artifacts() -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+@pytest.fixture
+def lab(tmp_path):
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: install Debian's browser with `apt-get install -y chromium`")
-    root = tmp_path_factory.mktemp("lab-root")
-    home = tmp_path_factory.mktemp("lab-home")
+    root, home = tmp_path / "root", tmp_path / "home"
+    root.mkdir()
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, root / "widgets.ipynb")
-    (root / "events.json").write_text(json.dumps(recorded_events(steps=30, switch_at=12)))
-    port, token = _free_port(), secrets.token_hex(16)
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-    }
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}",
-               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-               f"--LabApp.workspaces_dir={home / 'workspaces'}", "--ServerApp.port_retries=0", "--allow-root",
-               "--LabApp.extension_manager=readonly",  # loopback only: no extension index look-ups
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]  # fmt: skip
-    log = open(home / "lab.log", "w")  # noqa: SIM115 - closed in the finalizer
-    server = subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    notebook.metadata["kernelspec"] = {"name": "hotswitch", "display_name": "hotswitch", "language": "python"}
+    nbformat.write(notebook, root / "live.ipynb")
+    with lab_server(root, home, {"HOTSWITCH_CACHE": str(home / "cache")}) as server:  # profiles measured afresh
+        yield server
+
+
+def _wait_for(page, script: str, timeout_s: float, what: str):
+    """Wait until ``script`` is truthy; on timeout fail saying ``what`` never happened."""
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"JupyterLab did not start:\n{(home / 'lab.log').read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield f"{url}/lab/tree/widgets.ipynb?token={token}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
-        log.close()
+        return page.wait_for_function(script, timeout=timeout_s * 1000)
+    except Exception as error:
+        raise AssertionError(f"within {timeout_s:g} s, {what} did not happen ({type(error).__name__})") from error
 
 
-DRAWN = """(() => {
-    const plots = [...document.querySelectorAll('.js-plotly-plot')];
-    return plots.length >= 3 && plots.slice(0, 3).every(p => (p.data || []).some(t => (t.x || []).length > 0));
-})()"""
-
-
-GRAPH_TITLE_SHOWS = "document.querySelectorAll('.js-plotly-plot')[0].layout.title.text.includes('%s')"
-
-
-def _choose(page, select, value: str, effect: str, tries: int = 4) -> None:
+def _choose(page, select, value: str, effect: str, what: str, tries: int = 3) -> None:
     """Pick ``value`` and wait for ``effect``; on a loaded machine the first pick can land
-    before the widget view listens, so pick again (a few times) before failing."""
+    before the widget view listens, so pick again (its change event fires each time) before failing."""
     for attempt in range(tries):
         select.select_option(value)
         try:
-            _wait_for(page, effect, 20)
+            _wait_for(page, effect, 30, what)
             return
-        except Exception:
+        except AssertionError:
             if attempt == tries - 1:
                 raise
-            select.select_option(index=0)
 
 
 def _accept_kernel_dialog(page) -> None:
-    """JupyterLab may ask which kernel to start; take the notebook's (Python 3)."""
+    """JupyterLab may ask which kernel to start; take the notebook's."""
     select = page.locator(".jp-Dialog button", has_text="Select")
     try:
         select.wait_for(timeout=5_000)
@@ -153,45 +118,108 @@ def _accept_kernel_dialog(page) -> None:
     select.click()
 
 
-def _wait_for(page, script: str, timeout_s: float = 60):
-    page.wait_for_function(script, timeout=timeout_s * 1000)
+def _open_notebook(page, lab) -> None:
+    page.goto(lab.page("live.ipynb"))
+    page.wait_for_selector(".jp-Notebook", timeout=90_000)
+    _accept_kernel_dialog(page)
+    idle = "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'"
+    _wait_for(page, idle, 90, "the hotswitch kernel starting")
+    assert page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.name") == "hotswitch"
 
 
-def test_graph_view_and_dashboard_render_and_respond(lab):
+def _check_graph_view(page, artifacts: Path) -> None:
+    _wait_for(page, DRAWN % (GRAPH, 1), 120, "the graph view drawing its nodes")
+    assert page.evaluate(f"{PLOTS % GRAPH}.map(p => p.data.length)") == [9]  # edges + 8 node kinds
+    select = page.locator(".jp-Cell").nth(GRAPH).locator(".widget-dropdown:has(label:text-is('strategy')) select")
+    title = f"{PLOTS % GRAPH}[0].layout.title.text"
+    _choose(page, select, TP4, f"{title}.includes('{TP4}')", f"the graph view redrawing for {TP4}")
+    assert "0 dummy" in page.evaluate(title)  # tp4 needs every comm node of the tiny model
+    page.screenshot(path=str(artifacts / "widgets-rendered.png"), full_page=True)
+
+
+def _check_dashboard_is_live(page) -> None:
+    _wait_for(page, DRAWN % (TRAIN, 2), 180, "the job's dashboard drawing its first training steps")
+    assert page.evaluate(f"{PLOTS % TRAIN}.map(p => p.data.length)") == [3, 4]  # tokens/s, loss, marks; 4 phases
+    shown, steps = page.evaluate(POINTS % TRAIN), page.evaluate(STEP_SHOWN % TRAIN)
+    more = max(3, HOT_SWITCH_STEPS - shown)
+    advanced = f"{POINTS % TRAIN} >= {shown + more} && {STEP_SHOWN % TRAIN} >= {steps + more}"
+    _wait_for(page, advanced, 90, f"the dashboard plotting {more} more steps and counting them after step {steps}")
+
+
+def _switch_in_dashboard(page) -> int:
+    """Pick tp4 for every sequence; return the step at which the new plan was shown."""
+    cell = page.locator(".jp-Cell").nth(TRAIN)
+    select = cell.locator(".widget-dropdown:has(label:text-is('strategy')) select")
+    offered = f"[...{CELL % TRAIN}.querySelectorAll('option')].some(o => o.value === '{TP4}')"
+    _wait_for(page, offered, 30, f"the dashboard offering {TP4}")
+    fixed = f"{OUTPUT % TRAIN}.includes('plan (fixed)') && {PLOTS % TRAIN}[0].data[2].x.length === 1"
+    _choose(page, select, TP4, fixed, f"the dashboard showing the job's new plan and its mark after picking {TP4}")
+    plan = cell.locator(".widget-html-content:has-text('plan (fixed)')").inner_text()
+    assert TP4 in plan and DP4 not in plan, plan
+    return page.evaluate(STEP_SHOWN % TRAIN)
+
+
+def _screenshot_live(page, cell: int, path: Path) -> None:
+    """The cell's output as it is now. Playwright's element screenshot waits for the element to
+    hold still, which a dashboard redrawing ten times a second may never do on a loaded machine."""
+    box = page.evaluate(
+        f"""(() => {{
+        const out = {CELL % cell}.querySelector('.jp-OutputArea');
+        out.scrollIntoView({{block: 'start'}});
+        const r = out.getBoundingClientRect();
+        return {{x: r.x, y: r.y, width: r.width, height: Math.min(r.height, innerHeight - r.y)}};
+    }})()"""
+    )
+    page.screenshot(path=str(path), clip=box)
+
+
+def _stop_in_dashboard(page) -> None:
+    page.locator(".jp-Cell").nth(TRAIN).locator("button:has-text('stop')").click()
+    _wait_for(page, f"{PROGRESS % TRAIN}.includes('stopped')", 60, "the dashboard showing the job stopped")
+
+
+def _check_job_in_kernel(page, lab) -> None:
+    page.evaluate(RUN_CELL, CHECK)
+    _wait_for(page, f"{OUTPUT % CHECK}.includes('ranks left:')", 90, "the check cell printing the job's state")
+    text = page.evaluate(OUTPUT % CHECK)
+    assert "status: stopped" in text, text
+    assert f"plan: fixed [['{TP4}', 0]]" in text, text
+    assert "ranks left: []" in text, text
+    deadline = time.monotonic() + 15
+    while lab.ranks() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lab.ranks() == [], f"rank processes outlived the stopped job: {lab.ranks()}"
+
+
+def test_live_job_dashboard_renders_redraws_and_obeys_its_controls(lab):
     from playwright.sync_api import sync_playwright
 
     artifacts = _artifacts()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        page.set_default_timeout(60_000)  # clicks and picks on a loaded machine
+        console: list[str] = []  # the page's errors and warnings, shown when the test fails
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda error: console.append(f"page error: {error}"))
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1200})
-            page.goto(lab)
-            page.wait_for_selector(".jp-Notebook", timeout=90_000)
-            _accept_kernel_dialog(page)
-            _wait_for(page, "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'", 90)
-            page.locator("li.lm-MenuBar-item", has_text="Run").first.click()
-            page.locator("li.lm-Menu-item", has_text="Run All Cells").first.click()
-            _accept_kernel_dialog(page)
-            # a plot's div appears before its figure arrives: wait for drawn points, not the div
-            _wait_for(page, DRAWN, 120)
-            page.screenshot(path=str(artifacts / "widgets-rendered.png"), full_page=True)
-
-            traces = page.evaluate("[...document.querySelectorAll('.js-plotly-plot')].map(p => p.data.length)")
-            assert traces[:3] == [9, 3, 4], traces  # graph: edges + 8 kinds; tokens/s, loss, marks; 4 phases
-            steps = page.evaluate("document.querySelectorAll('.js-plotly-plot')[1].data[0].x.length")
-            assert steps == 30
-
-            selects = page.locator(".widget-dropdown:has(label:text-is('strategy')) select")
-            _choose(page, selects.nth(0), "dp1tp4pp1", GRAPH_TITLE_SHOWS % "dp1tp4pp1")
-            title = page.evaluate("document.querySelectorAll('.js-plotly-plot')[0].layout.title.text")
-            assert "0 dummy" in title  # tp4 needs every comm node of the tiny model
-
-            selects.nth(1).select_option("dp2tp2")
-            page.get_by_text("FakeJob.switch('dp2tp2')").wait_for(timeout=30_000)
-            assert page.get_by_text("sent switch dp2tp2").count() == 1
+            _open_notebook(page, lab)
+            page.evaluate(RUN_CELL, GRAPH)
+            page.evaluate(RUN_CELL, TRAIN)  # queued: runs once the graph cell is done, returns at once
+            _check_graph_view(page, artifacts)
+            _check_dashboard_is_live(page)
+            switched_at = _switch_in_dashboard(page)
+            after = switched_at + TP4_STEPS
+            _wait_for(page, f"{POINTS % TRAIN} >= {after}", 60, f"steps under the new plan being drawn up to {after}")
+            _screenshot_live(page, TRAIN, artifacts / "dashboard.png")
+            _stop_in_dashboard(page)
+            _check_job_in_kernel(page, lab)
             page.screenshot(path=str(artifacts / "widgets-after-controls.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(artifacts / "widgets-failure.png"), full_page=True)
+            print("points per trace, per plot of each cell:", page.evaluate(DRAWN_POINTS))
+            print("browser console:", *console[-40:], sep="\n")
+            print(lab.log_tail())
             raise
         finally:
             browser.close()

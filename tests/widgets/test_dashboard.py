@@ -73,6 +73,14 @@ def test_points_bands_and_marks_match_the_events():
     assert "run summary" in view.summary_html.value
     assert list(view.strategy.options) == ["auto", "dp4", "tp4", "dp2tp2"]
     assert view.strategy.disabled  # a replay without a job has nothing to control
+    assert view.logs.layout.display == "none"  # no rank output to show
+    assert "step 11: switch strategy=dp2tp2" in view.notices_html.value
+
+
+def test_the_strategy_control_offers_every_strategy_the_job_compiled():
+    graphs = {"logical": {}, "exec": {"dp4": {}, "tp4": {}, "dp1tp2pp2": {}}}
+    view = Dashboard.replay(recorded_events(steps=3, switch_at=2, graphs=graphs))
+    assert list(view.strategy.options) == ["auto", "dp4", "tp4", "dp1tp2pp2", "dp2tp2"]
 
 
 def test_eta_uses_the_recent_pace():
@@ -97,6 +105,7 @@ def test_live_events_from_a_thread_are_coalesced_and_replay_gives_the_same_state
     assert view.renders - 1 < len(events) / 10
     assert view.state.snapshot() == Dashboard.replay(events).state.snapshot()
     assert [view.logs.get_title(i) for i in range(len(view.logs.children))] == ["rank 0", "rank 1"]
+    assert view.logs.layout.display is None
     view.close()
 
 
