@@ -11,7 +11,9 @@ One run on ``--ranks`` gloo processes; every contender trains the same global ba
   (Megatron column/row plan, vocab-parallel embedding, replicated logits).
 
 Throughput is tokens over the measured steps' wall time (after ``--warmup`` steps).
-``predicted_step_s`` is the cost model's mean prediction for hot switching's measured steps.
+``predicted_step_s`` is the cost model's mean prediction for hot switching's measured steps;
+``predicted_static_step_s`` its prediction for each feasible static strategy on the same
+batches, so ``predicted_speedup_vs_best_static`` is the gain the measured profiles allow here.
 
     python benchmarks/e2e.py --json
 """
@@ -68,7 +70,7 @@ def engine_contender(config, plan, args, budget):
         batch = trainer.data.next_batch()
         predicted = trainer._plan_batch(batch)
         trainer.engine.step(trainer.plan.assign(batch), trainer.order)
-        return sum(s.length for s in batch), (predicted, str(trainer.plan))
+        return sum(s.length for s in batch), (predicted, str(trainer.plan), [s.length for s in batch])
 
     return trainer, step
 
@@ -140,12 +142,19 @@ def bench_rank(rank: int, world: int, args) -> dict:
     seconds, tokens, extras = measure(args.steps, args.warmup, step)
     out["hotswitch_tokens_per_s"] = tokens / seconds
     out["measured_step_s"] = seconds / args.steps
-    out["predicted_step_s"] = sum(p for p, _ in extras) / len(extras)
-    out["hotswitch_plans"] = sorted({plan for _, plan in extras})
-    out["hotswitch_strategies"] = sorted({b.split("(")[0] for _, plan in extras for b in plan.split(" | ")})
-    cost = trainer.cost
+    out["predicted_step_s"] = sum(p for p, _, _ in extras) / len(extras)
+    out["hotswitch_plans"] = sorted({plan for _, plan, _ in extras})
+    out["hotswitch_strategies"] = sorted({b.split("(")[0] for _, plan, _ in extras for b in plan.split(" | ")})
+    cost, instantiation = trainer.cost, trainer.engine.instantiation
     feasible = [s for s in candidates if cost.fits(s, args.max_len)]
     out["infeasible_static"] = [str(s) for s in candidates if s not in feasible]
+    # what the cost model expects of each static strategy on the same batches: the speedup it
+    # deems possible here, whatever was measured
+    out["predicted_static_step_s"] = {
+        str(s): sum(cost.step_s({s: lengths}, list(dict.fromkeys([s, instantiation])), instantiation)
+                    for _, _, lengths in extras) / len(extras)
+        for s in feasible
+    }  # fmt: skip
     del trainer
 
     out["static"] = {}
@@ -158,6 +167,7 @@ def bench_rank(rank: int, world: int, args) -> dict:
     out["torch_tp_tokens_per_s"] = tokens / seconds
     best_static = max([*out["static"].values(), out["torch_tp_tokens_per_s"]])
     out["speedup_vs_best_static"] = out["hotswitch_tokens_per_s"] / best_static
+    out["predicted_speedup_vs_best_static"] = min(out["predicted_static_step_s"].values()) / out["predicted_step_s"]
     out["prediction_error"] = abs(out["predicted_step_s"] - out["measured_step_s"]) / out["measured_step_s"]
     return out
 

@@ -2,8 +2,10 @@
 
 Compute time per sequence is measured on the device in use (forward + backward of the
 strategy's executable graph on micro-batches filled with sequences of one length, at a
-few lengths; through every stage of a pipeline) and fitted as a*L^2 + b*L + c; a
-pipeline overlaps its micro-batches but for the fill and drain. Memory per device is measured on CUDA and
+few lengths; through every stage of a pipeline) and fitted as a*L^2 + b*L + c. How much
+a pipeline overlaps its micro-batches is measured too: each micro-batch after the first
+adds a fraction of its latency, 1/pp on devices that work independently, up to 1 where
+the stages share the same cores. Memory per device is measured on CUDA and
 estimated from the model's shapes on CPU, where the per-device budget is declared (so
 that long sequences need tensor parallelism just as on GPUs). Gradient reduction and the
 optimizer update are timed once; a switch costs what the planner predicts for the
@@ -70,13 +72,14 @@ def model_state_bytes(config: ModelConfig, strategy: Strategy) -> float:
     return 8.0 * config.n_params / (strategy.tp * strategy.pp)
 
 
-def pipelined_s(latencies: list[float], stages: int) -> float:
-    """Micro-batches through ``stages`` balanced stages (1F1B or GPipe), given each one's
-    latency through the whole pipeline: every stage works ``sum / stages``, and the fill
-    and drain add ``(stages - 1) / stages`` of the longest."""
+def pipelined_s(latencies: list[float], increment: float) -> float:
+    """Micro-batches through a pipeline (1F1B or GPipe), given each one's latency through
+    all its stages: the longest passes whole, every other adds ``increment`` of its own
+    (1/stages for balanced stages on independent devices: the fill and drain cost
+    (stages - 1) / stages of the longest; 1 without a pipeline)."""
     if not latencies:
         return 0.0
-    return sum(latencies) / stages + (stages - 1) / stages * max(latencies)
+    return max(latencies) + increment * (sum(latencies) - max(latencies))
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class StrategyCost:
     memory: Quadratic  # bytes per device for one sequence of length L
     static_bytes: float  # model states per device
     sync_s: float  # reducing gradients over dp
+    increment: float = 1.0  # of a micro-batch's latency, that each further one adds (pipelines overlap)
 
 
 @dataclass
@@ -136,11 +140,11 @@ class CostModel:
         each replica's packed into padded micro-batches; the slowest replica."""
         if not lengths:
             return 0.0
-        time_of = self.strategies[strategy].time
+        cost = self.strategies[strategy]
         seqs = [Sequence(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
         return max(
-            pipelined_s([len(micro) * time_of(micro[0].length) for micro in pack(part, self.token_budget)], strategy.pp)
-            for part in balance(seqs, strategy.dp, time_of)
+            pipelined_s([len(m) * cost.time(m[0].length) for m in pack(part, self.token_budget)], cost.increment)
+            for part in balance(seqs, strategy.dp, cost.time)
         )
 
     def step_s(self, groups: dict[Strategy, list[int]], order: list[Strategy], instantiation: Strategy) -> float:
@@ -216,6 +220,31 @@ def measure_strategy_time(engine, strategy: Strategy, lengths: list[int], repeat
         per_sequence.append(_slowest(best) / rows)
     state.grads.flat.zero_()
     return Quadratic.fit(lengths, per_sequence)
+
+
+def measure_pipeline_increment(engine, strategy: Strategy, length: int, repeats: int = 2) -> float:
+    """For a pipeline: the fraction of a micro-batch's latency that each further one adds,
+    from 1 and from 2 * pp micro-batches of ``length`` run under the engine's schedule
+    (between 1/pp, perfect overlap, and 1, none). 1 without a pipeline."""
+    if strategy.pp == 1:
+        return 1.0
+    state = engine.states[strategy]
+    gen = torch.Generator().manual_seed(0)  # the same tokens on every rank
+    tokens = torch.randint(0, engine.config.vocab_size, (max(1, engine.token_budget // length), length), generator=gen)
+    count = 2 * strategy.pp
+
+    def timed(micro_batches: int) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            dist.barrier()
+            started = time.perf_counter()
+            state.graph.run([(tokens, tokens)] * micro_batches, 0.0, engine.schedule)
+            best = min(best, time.perf_counter() - started)
+        return _slowest(best)
+
+    one, many = timed(1), timed(count)
+    state.grads.flat.zero_()
+    return min(max((many / one - 1) / (count - 1), 1 / strategy.pp), 1.0)
 
 
 def measure_sync(engine, strategy: Strategy) -> float:

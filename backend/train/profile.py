@@ -20,6 +20,7 @@ from hotswitch.backend.train.cost import (
     StrategyCost,
     activation_bytes,
     measure_link,
+    measure_pipeline_increment,
     measure_strategy_time,
     measure_sync,
     model_state_bytes,
@@ -32,6 +33,7 @@ def cache_dir() -> Path:
 
 def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
+        "profile": 2,  # what is measured: older caches lack the pipeline increment
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,
@@ -49,7 +51,11 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
     for s in strategies:
         fit = measure_strategy_time(engine, s, lengths)
-        out["strategies"][str(s)] = {"time": [fit.a, fit.b, fit.c], "sync_s": measure_sync(engine, s)}
+        out["strategies"][str(s)] = {
+            "time": [fit.a, fit.b, fit.c],
+            "sync_s": measure_sync(engine, s),
+            "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
+        }
     master = engine.states[engine.instantiation]
     scratch = [torch.nn.Parameter(master.params.views[n].clone()) for n in master.params.views]
     for p in scratch:
@@ -82,7 +88,8 @@ def profile(engine, strategies: list[Strategy], lengths: list[int], budget: floa
     for s in strategies:
         m = measured["strategies"][str(s)]
         memory = Quadratic.fit(lengths, [activation_bytes(engine.config, s, n) for n in lengths])
-        costs[s] = StrategyCost(Quadratic(*m["time"]), memory, model_state_bytes(engine.config, s), m["sync_s"])
+        static = model_state_bytes(engine.config, s)
+        costs[s] = StrategyCost(Quadratic(*m["time"]), memory, static, m["sync_s"], m["increment"])
     switch_s = {}
     for a in strategies:
         for b in strategies:

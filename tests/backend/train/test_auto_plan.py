@@ -86,3 +86,13 @@ def test_strategies_another_one_beats_are_left_out_of_the_search():
     assert pareto(cost, [10, 100, 900], 900) == [DP4, DP2TP2, TP4]
     cost.strategies[slow] = StrategyCost(Quadratic(0, 2.6, 0), Quadratic(0, 0.5, 0), 0.0, 0.0)
     assert pareto(cost, [10, 100, 900], 2000) == [DP4, DP2TP2, TP4, slow]  # holds longer sequences
+
+
+def test_a_pipeline_group_costs_its_longest_micro_batch_plus_the_measured_increment_of_the_rest():
+    tp2pp2 = Strategy.parse("tp2pp2")
+    cost = model()
+    cost.token_budget = 100  # one micro-batch per 100-token sequence
+    for increment, expected in ((0.5, 100 + 0.5 * 300), (1.0, 400)):  # ideal 2-stage overlap; stages sharing cores
+        cost.strategies[tp2pp2] = StrategyCost(Quadratic(0, 1.0, 0), Quadratic(0, 1.0, 0), 0.0, 0.0, increment)
+        assert cost.group_s(tp2pp2, [100] * 4) == pytest.approx(expected)
+    assert cost.group_s(DP4, [100] * 8) == pytest.approx(200)  # no pipeline: two micro-batches per replica, in turn
