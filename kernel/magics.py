@@ -6,13 +6,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.kernel.cell_output import output_for_current_cell
 from hotswitch.kernel.job import Job
 from hotswitch.kernel.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.registry import JobRegistry
 from hotswitch.kernel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.torchrun_launcher import TorchrunLauncher
-from hotswitch.kernel.worker_context import ENV_DEVICE
 
 
 def launcher_named(name: str) -> Launcher:
@@ -48,7 +48,7 @@ class TrainMagics(Magics):
     @argument("--node-rank", type=int, default=0, help="this node's index, 0..nodes-1 (node 0 hosts rendezvous)")
     @argument("--rdzv-endpoint", default=None, help="HOST:PORT of the c10d rendezvous, the same on every node")
     @argument("--rdzv-id", default=None, help="rendezvous id, the same on every node of one job")
-    @argument("--device", choices=["cpu", "cuda"], default="cpu", help="cpu (gloo) or cuda (one GPU per rank)")
+    @argument("--device", choices=DEVICE_KINDS, default="cpu", help="cpu (gloo) or cuda (one GPU per rank)")
     @argument("--name", default=None, help="job name in `jobs`; default job1, job2, ...")
     @argument("--wait", action="store_true", help="block the cell until the job ends (interrupt stops it)")
     @argument("--env", action="append", metavar="K=V", help="environment variable for every rank; repeatable")

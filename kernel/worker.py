@@ -13,9 +13,10 @@ import socket
 import sys
 import traceback
 
+from hotswitch.backend.runtime.devices import ENV_DEVICE
 from hotswitch.kernel.rank_stream import RankStream
 from hotswitch.kernel.worker_channel import WorkerChannel
-from hotswitch.kernel.worker_context import ENV_DEVICE, WorkerContext
+from hotswitch.kernel.worker_context import WorkerContext
 from hotswitch.kernel.worker_watchdog import start_watchdog
 
 ENV_ADDRESS = "HOTSWITCH_CHANNEL"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from hotswitch.kernel.worker_channel import WorkerChannel
 
-ENV_DEVICE = "HOTSWITCH_DEVICE"
-
 
 class WorkerContext:
     """What a training body may rely on: ``rank``, ``world_size``, ``local_rank``, ``device``,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import torch
 import torch.distributed as dist
 
 from hotswitch.backend.strategy import Strategy
@@ -40,7 +41,13 @@ class ProcessGroups:
 
 
 def init_from_env(device: str = "cpu") -> None:
-    """Join the job's default process group from torchrun's environment, if not joined yet
-    (gloo on CPU, NCCL on CUDA)."""
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    """Join the job's default process group from torchrun's environment, if not joined yet:
+    gloo on CPU; on CUDA, NCCL for CUDA tensors and gloo for the few CPU ones (timings,
+    broadcast objects), each rank on its own GPU (``cuda:LOCAL_RANK``)."""
+    if dist.is_initialized():
+        return
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))
+        dist.init_process_group("cpu:gloo,cuda:nccl")
+    else:
+        dist.init_process_group("gloo")

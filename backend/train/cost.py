@@ -5,7 +5,7 @@ strategy's executable graph on micro-batches filled with sequences of one length
 few lengths; through every stage of a pipeline) and fitted as a*L^2 + b*L + c. How much
 a pipeline overlaps its micro-batches is measured too: each micro-batch after the first
 adds a fraction of its latency, 1/pp on devices that work independently, up to 1 where
-the stages share the same cores. Memory per device is measured on CUDA and
+the stages share the same cores. Memory per sequence is measured on CUDA (peak allocated) and
 estimated from the model's shapes on CPU, where the per-device budget is declared (so
 that long sequences need tensor parallelism just as on GPUs). Gradient reduction and the
 optimizer update are timed once; a switch costs what the planner predicts for the
@@ -168,19 +168,26 @@ class CostModel:
 # -- measuring on the ranks (collective) ---------------------------------------------------
 
 
-def _slowest(seconds: float) -> float:
-    value = torch.tensor([seconds], dtype=torch.float64)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return value.item()
+def synchronize(device: torch.device) -> None:
+    """Let the device finish queued work, so that a clock read after it counts that work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
-def measure_link(nbytes: int = 8 << 20, repeats: int = 3) -> LinkProfile:
+def slowest(value: float) -> float:
+    """The largest of every rank's ``value`` (the slowest rank's seconds, the peak bytes)."""
+    box = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(box, op=dist.ReduceOp.MAX)
+    return box.item()
+
+
+def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) -> LinkProfile:
     """Ring exchange between neighbour ranks: bandwidth from a large message, latency from a
-    tiny one; copy bandwidth from a local copy of the same size."""
+    tiny one; copy bandwidth from a local copy of the same size (all on ``device``)."""
     rank, world = dist.get_rank(), dist.get_world_size()
 
     def exchange(numel: int) -> float:
-        send, recv = torch.ones(numel), torch.empty(numel)
+        send, recv = torch.ones(numel, device=device), torch.empty(numel, device=device)
         ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
         times = []
         for _ in range(repeats + 1):
@@ -188,38 +195,51 @@ def measure_link(nbytes: int = 8 << 20, repeats: int = 3) -> LinkProfile:
             started = time.perf_counter()
             for request in dist.batch_isend_irecv(ops) if world > 1 else []:
                 request.wait()
+            synchronize(device)
             times.append(time.perf_counter() - started)
-        return _slowest(min(times[1:]))
+        return slowest(min(times[1:]))
 
     large = exchange(nbytes // 4)
     small = exchange(1)
-    source, target = torch.ones(nbytes // 4), torch.empty(nbytes // 4)
+    source, target = torch.ones(nbytes // 4, device=device), torch.empty(nbytes // 4, device=device)
     target.copy_(source)
+    synchronize(device)
     started = time.perf_counter()
     for _ in range(repeats):
         target.copy_(source)
-    copy = _slowest((time.perf_counter() - started) / repeats)
+    synchronize(device)
+    copy = slowest((time.perf_counter() - started) / repeats)
     latency = max(small, 1e-6)
     return LinkProfile(nbytes / max(large - latency, 1e-9), latency, nbytes / max(copy, 1e-9))
 
 
-def measure_strategy_time(engine, strategy: Strategy, lengths: list[int], repeats: int = 2) -> Quadratic:
-    """Per-sequence compute time at each length, micro-batches filled to the token budget."""
-    state = engine.states[strategy]
-    gen = torch.Generator().manual_seed(0)
-    per_sequence = []
+def measure_strategy(
+    engine, strategy: Strategy, lengths: list[int], repeats: int = 2
+) -> tuple[Quadratic, Quadratic | None]:
+    """Per-sequence compute time at each length, micro-batches filled to the token budget;
+    on CUDA also the memory one sequence adds at its peak (None elsewhere)."""
+    state, device = engine.states[strategy], engine.device
+    gen = torch.Generator().manual_seed(0)  # the same tokens on every rank
+    seconds, peak_bytes = [], []
     for length in lengths:
         rows = max(1, engine.token_budget // length)
-        tokens = torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen)
+        tokens = torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(device)
         best = float("inf")
         for _ in range(repeats):
             dist.barrier()
+            synchronize(device)
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+                before = torch.cuda.memory_allocated(device)
             started = time.perf_counter()
             state.graph.forward_backward(tokens, tokens, 0.0)
+            synchronize(device)
             best = min(best, time.perf_counter() - started)
-        per_sequence.append(_slowest(best) / rows)
+        seconds.append(slowest(best) / rows)
+        if device.type == "cuda":
+            peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / rows)
     state.grads.flat.zero_()
-    return Quadratic.fit(lengths, per_sequence)
+    return Quadratic.fit(lengths, seconds), Quadratic.fit(lengths, peak_bytes) if peak_bytes else None
 
 
 def measure_pipeline_increment(engine, strategy: Strategy, length: int, repeats: int = 2) -> float:
@@ -230,17 +250,20 @@ def measure_pipeline_increment(engine, strategy: Strategy, length: int, repeats:
         return 1.0
     state = engine.states[strategy]
     gen = torch.Generator().manual_seed(0)  # the same tokens on every rank
-    tokens = torch.randint(0, engine.config.vocab_size, (max(1, engine.token_budget // length), length), generator=gen)
+    rows = max(1, engine.token_budget // length)
+    tokens = torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(engine.device)
     count = 2 * strategy.pp
 
     def timed(micro_batches: int) -> float:
         best = float("inf")
         for _ in range(repeats):
             dist.barrier()
+            synchronize(engine.device)
             started = time.perf_counter()
             state.graph.run([(tokens, tokens)] * micro_batches, 0.0, engine.schedule)
+            synchronize(engine.device)
             best = min(best, time.perf_counter() - started)
-        return _slowest(best)
+        return slowest(best)
 
     one, many = timed(1), timed(count)
     state.grads.flat.zero_()
@@ -253,8 +276,10 @@ def measure_sync(engine, strategy: Strategy) -> float:
         return 0.0
     group = engine.groups[strategy.dp_group(engine.rank)]
     dist.barrier()
+    synchronize(engine.device)
     started = time.perf_counter()
     dist.all_reduce(state.grads.flat, group=group)
-    elapsed = _slowest(time.perf_counter() - started)
+    synchronize(engine.device)
+    elapsed = slowest(time.perf_counter() - started)
     state.grads.flat.zero_()
     return elapsed

@@ -65,10 +65,12 @@ class Engine:
         token_budget: int = 4096,
         cluster: Cluster | None = None,
         schedule: str = "1f1b",
+        device: torch.device | str = "cpu",
     ):
         self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
+        self.device = torch.device(device)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.cluster = cluster or Cluster.local(self.world)
+        self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
         self.time_of: dict[Strategy, Callable[[int], float]] = {}  # balancing costs, from the cost model
         self._switches: dict[tuple, BoundSwitch] = {}
         self.first_runs: list[dict] = []  # statistics of each switch the first time it runs; drained by the trainer
@@ -100,8 +102,8 @@ class Engine:
             state = kept.get(s) or StrategyState(
                 s,
                 layout,
-                FlatBuffer(layout, self.rank),
-                FlatBuffer(layout, self.rank),
+                FlatBuffer(layout, self.rank, device=self.device),
+                FlatBuffer(layout, self.rank, device=self.device),
                 compile_graph(graph, s, self.rank),
             )
             if s not in kept:
@@ -152,7 +154,7 @@ class Engine:
             raise ValueError("the global batch holds no tokens")
         scale = 1.0 / total
         times = StepTimes()
-        loss = torch.zeros((), dtype=torch.float64)
+        loss = torch.zeros((), dtype=torch.float64, device=self.device)
         previous: Strategy | None = None
         for strategy in order:
             seqs = groups.get(strategy, [])
@@ -190,12 +192,13 @@ class Engine:
         _, replica, _ = strategy.coords(self.rank)
         mine = balance(seqs, strategy.dp, self.time_of.get(strategy, float))[replica]
         micro_batches = [collate(group) for group in pack(mine, self.token_budget)]
-        return state.graph.run([(m.tokens, m.targets) for m in micro_batches], scale, self.schedule).item()
+        inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
+        return state.graph.run(inputs, scale, self.schedule).item()
 
     def _clip_and_update(self) -> None:
         master = self.states[self.instantiation]
         _, replica, tp = self.instantiation.coords(self.rank)
-        squares = torch.zeros((), dtype=torch.float64)
+        squares = torch.zeros((), dtype=torch.float64, device=self.device)
         if replica == 0:  # every element once: dp replicas hold copies, tp replicas of norms too
             for name, grad in master.grads.views.items():
                 if tp == 0 or master.layout[name].state.placements[1] != Replicate():
@@ -213,10 +216,17 @@ class Engine:
         _, replica, tp = self.instantiation.coords(self.rank)
         out = {}
         for name, p in master.layout.items():
-            full = torch.zeros(p.shape)
+            full = torch.zeros(p.shape, device=self.device)
             owner = name in master.params.views and replica == 0  # one copy of every element
             if owner and (tp == 0 or p.state.placements[1] != Replicate()):
                 full[master.params.boxes[name].slices()] = master.params.views[name]
             dist.all_reduce(full)
-            out[name] = full
+            out[name] = full.cpu()
         return out
+
+
+def device_memory(device: torch.device) -> int:
+    """Bytes of memory on a CUDA device; the nominal default of a ``Cluster`` elsewhere."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return Cluster.memory

@@ -21,9 +21,11 @@ from hotswitch.backend.train.cost import (
     activation_bytes,
     measure_link,
     measure_pipeline_increment,
-    measure_strategy_time,
+    measure_strategy,
     measure_sync,
     model_state_bytes,
+    slowest,
+    synchronize,
 )
 
 
@@ -33,7 +35,7 @@ def cache_dir() -> Path:
 
 def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 2,  # what is measured: older caches lack the pipeline increment
+        "profile": 3,  # what is measured: older caches lack the pipeline increment and GPU memory
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,
@@ -47,12 +49,13 @@ def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) ->
 
 
 def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
-    link = measure_link()
+    link = measure_link(engine.device)
     out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
     for s in strategies:
-        fit = measure_strategy_time(engine, s, lengths)
+        fit, memory = measure_strategy(engine, s, lengths)
         out["strategies"][str(s)] = {
             "time": [fit.a, fit.b, fit.c],
+            "memory": [memory.a, memory.b, memory.c] if memory else None,
             "sync_s": measure_sync(engine, s),
             "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
         }
@@ -63,11 +66,11 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     optimizer = engine.optim.adamw(scratch)
     optimizer.step()  # first step allocates the moments
     dist.barrier()
+    synchronize(engine.device)
     started = time.perf_counter()
     optimizer.step()
-    elapsed = torch.tensor([time.perf_counter() - started], dtype=torch.float64)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-    out["update_s"] = elapsed.item()
+    synchronize(engine.device)
+    out["update_s"] = slowest(time.perf_counter() - started)
     return out
 
 
@@ -87,7 +90,10 @@ def profile(engine, strategies: list[Strategy], lengths: list[int], budget: floa
     costs = {}
     for s in strategies:
         m = measured["strategies"][str(s)]
-        memory = Quadratic.fit(lengths, [activation_bytes(engine.config, s, n) for n in lengths])
+        if m["memory"]:  # measured on the GPU
+            memory = Quadratic(*m["memory"])
+        else:  # estimated from the shapes
+            memory = Quadratic.fit(lengths, [activation_bytes(engine.config, s, n) for n in lengths])
         static = model_state_bytes(engine.config, s)
         costs[s] = StrategyCost(Quadratic(*m["time"]), memory, static, m["sync_s"], m["increment"])
     switch_s = {}

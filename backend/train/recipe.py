@@ -5,13 +5,18 @@
     {"model": "tiny", "data": "stdlib" | ["file.txt", "docs.jsonl"] | "synthetic:github",
      "steps": 20, "batch_size": 16, "max_len": 256, "plan": "auto" | "dp4" | [["tp4", 128], ["dp4", 0]],
      "memory_budget": 8e6, "token_budget": 1024, "seed": 0, "lr": 1e-3,
-     "checkpoint": "path/written/at/the/end" | None, "resume_from": "path" | None}
+     "checkpoint": "path/written/at/the/end" | None, "resume_from": "path" | None,
+     "device": "cpu" | "cuda" | None}
+
+``device`` None takes $HOTSWITCH_DEVICE (what ``%%train --device`` sets), else cpu; cuda
+trains each rank on GPU LOCAL_RANK with NCCL, and the memory budget defaults to the GPU's.
 """
 
 from __future__ import annotations
 
 from hotswitch.backend.data import BatchStream, FileDocuments, SyntheticDocuments, stdlib_documents
 from hotswitch.backend.models.config import get_config
+from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
 from hotswitch.backend.train.dispatch import HotSwitchPlan
 from hotswitch.backend.train.events import Sink, discard
@@ -31,6 +36,7 @@ DEFAULTS = {
     "lr": 1e-3,
     "checkpoint": None,
     "resume_from": None,
+    "device": None,
 }
 
 
@@ -51,7 +57,8 @@ def build(spec: dict, sink: Sink = discard, control: Control | None = None) -> t
     if s["max_len"] > config.max_seq_len:
         raise ValueError(f"max_len {s['max_len']} exceeds {config.name}'s max_seq_len {config.max_seq_len}")
     stream = BatchStream(documents(s["data"]), s["batch_size"], s["max_len"], seed=s["seed"])
-    init_from_env()
+    device = local_device(s["device"])
+    init_from_env(device)
     plan = s["plan"] if s["plan"] == "auto" else HotSwitchPlan.of(s["plan"])
     trainer = Trainer(
         config,
@@ -64,6 +71,7 @@ def build(spec: dict, sink: Sink = discard, control: Control | None = None) -> t
         control=control,
         resume_from=s["resume_from"],
         memory_budget=s["memory_budget"],
+        device=device,
     )
     return trainer, s
 

@@ -63,6 +63,7 @@ class Trainer:
         instantiation: str | Strategy | None = None,
         memory_budget: float | None = None,
         checkpoint_dir: str | Path = "checkpoints",
+        device: str = "cpu",
     ):
         self.config, self.data = config, data
         self.checkpoint_dir = Path(checkpoint_dir)
@@ -77,7 +78,7 @@ class Trainer:
         self.resident = candidate_strategies(config, world) if self.auto else []
         strategies = self.resident or list(plan.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
-        self.engine = Engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget)
+        self.engine = Engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget, device=device)
         self.cost = None
         if self.auto or memory_budget is not None:
             budget = memory_budget if memory_budget is not None else self.engine.cluster.memory

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hotswitch.backend.runtime.devices import DEVICE_KINDS
 from hotswitch.kernel import progress
 from hotswitch.kernel.commands.headless import follow
 from hotswitch.kernel.job import Job
@@ -30,6 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--checkpoint", default=None, help="save a checkpoint here at the end (must not exist)")
     p.add_argument("--resume-from", default=None, help="resume from this checkpoint")
+    p.add_argument("--device", choices=DEVICE_KINDS, default="cpu", help="cpu (gloo) or cuda (one GPU per rank, NCCL)")
     p.add_argument("--timeout", type=float, default=None, help="seconds before the job is stopped")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(run=run)
@@ -62,6 +64,7 @@ def spec_from(args) -> dict:
         "lr": args.lr,
         "checkpoint": str(Path(args.checkpoint).resolve()) if args.checkpoint else None,
         "resume_from": str(Path(args.resume_from).resolve()) if args.resume_from else None,
+        "device": args.device,
     }
 
 

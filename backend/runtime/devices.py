@@ -1,0 +1,24 @@
+"""Which device a rank trains on; importing this module does not import torch (the kernel
+reads ``ENV_DEVICE`` while a notebook waits)."""
+
+from __future__ import annotations
+
+import os
+
+ENV_DEVICE = "HOTSWITCH_DEVICE"  # "cpu" or "cuda", set by ``%%train --device`` and ``hotswitch train --device``
+DEVICE_KINDS = ("cpu", "cuda")
+
+
+def local_device(kind: str | None = None) -> str:
+    """This rank's device: "cpu", or "cuda:LOCAL_RANK" (one GPU per local rank) for
+    ``kind`` "cuda"; ``kind`` defaults to $HOTSWITCH_DEVICE, else "cpu"."""
+    kind = kind or os.environ.get(ENV_DEVICE) or "cpu"
+    if kind not in DEVICE_KINDS:
+        raise ValueError(f"device must be one of {DEVICE_KINDS}, not {kind!r}")
+    if kind == "cpu":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("training on cuda was asked for, but this PyTorch sees no GPU: use cpu, or a CUDA build")
+    return f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
