@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -213,59 +214,53 @@ def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) 
     return LinkProfile(nbytes / max(large - latency, 1e-9), latency, nbytes / max(copy, 1e-9))
 
 
-def measure_strategy(
-    engine, strategy: Strategy, lengths: list[int], repeats: int = 2
-) -> tuple[Quadratic, Quadratic | None]:
+def timed(run, device: torch.device, repeats: int = 2) -> float:
+    """The slowest rank's best time of ``run()`` over ``repeats`` (collective), the device's
+    queued work counted."""
+    best = float("inf")
+    for _ in range(repeats):
+        dist.barrier()
+        synchronize(device)
+        started = time.perf_counter()
+        run()
+        synchronize(device)
+        best = min(best, time.perf_counter() - started)
+    return slowest(best)
+
+
+def _filled_batch(engine, length: int) -> torch.Tensor:
+    """A micro-batch of sequences of ``length`` filling the token budget, the same on every rank."""
+    gen = torch.Generator().manual_seed(0)
+    rows = max(1, engine.token_budget // length)
+    return torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(engine.device)
+
+
+def measure_strategy(engine, strategy: Strategy, lengths: list[int]) -> tuple[Quadratic, Quadratic | None]:
     """Per-sequence compute time at each length, micro-batches filled to the token budget;
     on CUDA also the memory one sequence adds at its peak (None elsewhere)."""
     state, device = engine.states[strategy], engine.device
-    gen = torch.Generator().manual_seed(0)  # the same tokens on every rank
     seconds, peak_bytes = [], []
     for length in lengths:
-        rows = max(1, engine.token_budget // length)
-        tokens = torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(device)
-        best = float("inf")
-        for _ in range(repeats):
-            dist.barrier()
-            synchronize(device)
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
-                before = torch.cuda.memory_allocated(device)
-            started = time.perf_counter()
-            state.graph.forward_backward(tokens, tokens, 0.0)
-            synchronize(device)
-            best = min(best, time.perf_counter() - started)
-        seconds.append(slowest(best) / rows)
+        tokens = _filled_batch(engine, length)
         if device.type == "cuda":
-            peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / rows)
+            torch.cuda.reset_peak_memory_stats(device)
+            before = torch.cuda.memory_allocated(device)
+        seconds.append(timed(partial(state.graph.forward_backward, tokens, tokens, 0.0), device) / len(tokens))
+        if device.type == "cuda":
+            peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / len(tokens))
     state.grads.flat.zero_()
     return Quadratic.fit(lengths, seconds), Quadratic.fit(lengths, peak_bytes) if peak_bytes else None
 
 
-def measure_pipeline_increment(engine, strategy: Strategy, length: int, repeats: int = 2) -> float:
+def measure_pipeline_increment(engine, strategy: Strategy, length: int) -> float:
     """For a pipeline: the fraction of a micro-batch's latency that each further one adds,
     from 1 and from 2 * pp micro-batches of ``length`` run under the engine's schedule
     (between 1/pp, perfect overlap, and 1, none). 1 without a pipeline."""
     if strategy.pp == 1:
         return 1.0
-    state = engine.states[strategy]
-    gen = torch.Generator().manual_seed(0)  # the same tokens on every rank
-    rows = max(1, engine.token_budget // length)
-    tokens = torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(engine.device)
-    count = 2 * strategy.pp
-
-    def timed(micro_batches: int) -> float:
-        best = float("inf")
-        for _ in range(repeats):
-            dist.barrier()
-            synchronize(engine.device)
-            started = time.perf_counter()
-            state.graph.run([(tokens, tokens)] * micro_batches, 0.0, engine.schedule)
-            synchronize(engine.device)
-            best = min(best, time.perf_counter() - started)
-        return slowest(best)
-
-    one, many = timed(1), timed(count)
+    state, tokens, count = engine.states[strategy], _filled_batch(engine, length), 2 * strategy.pp
+    run = partial(state.graph.run, scale=0.0, schedule=engine.schedule)
+    one, many = (timed(partial(run, [(tokens, tokens)] * n), engine.device) for n in (1, count))
     state.grads.flat.zero_()
     return min(max((many / one - 1) / (count - 1), 1 / strategy.pp), 1.0)
 
@@ -275,11 +270,6 @@ def measure_sync(engine, strategy: Strategy) -> float:
     if strategy.dp == 1:
         return 0.0
     group = engine.groups[strategy.dp_group(engine.rank)]
-    dist.barrier()
-    synchronize(engine.device)
-    started = time.perf_counter()
-    dist.all_reduce(state.grads.flat, group=group)
-    synchronize(engine.device)
-    elapsed = slowest(time.perf_counter() - started)
+    elapsed = timed(lambda: dist.all_reduce(state.grads.flat, group=group), engine.device, repeats=1)
     state.grads.flat.zero_()
     return elapsed

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,8 +23,7 @@ from hotswitch.backend.train.cost import (
     measure_strategy,
     measure_sync,
     model_state_bytes,
-    slowest,
-    synchronize,
+    timed,
 )
 
 
@@ -65,12 +63,7 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
         p.grad = torch.zeros_like(p)
     optimizer = engine.optim.adamw(scratch)
     optimizer.step()  # first step allocates the moments
-    dist.barrier()
-    synchronize(engine.device)
-    started = time.perf_counter()
-    optimizer.step()
-    synchronize(engine.device)
-    out["update_s"] = slowest(time.perf_counter() - started)
+    out["update_s"] = timed(optimizer.step, engine.device, repeats=1)
     return out
 
 
