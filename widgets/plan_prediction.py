@@ -88,10 +88,6 @@ def _curve(cost, strategy: Strategy, grid: list[int]) -> dict[str, list[float]]:
 
 def _step_s(cost, plan: HotSwitchPlan, instantiation: Strategy, groups: dict) -> float:
     """As the trainer predicts it: the strategies in its execution order, switches included."""
-
-    def switch_s(a: Strategy, b: Strategy) -> float:
-        return cost.switch_s.get(("params", a, b), 0.0) + cost.switch_s.get(("grads", a, b), 0.0)
-
-    order = execution_order(plan.strategies, instantiation, switch_s)
+    order = execution_order(plan.strategies, instantiation, cost.switch_cost)
     lengths = {s: [q.length for q in seqs] for s, seqs in groups.items()}
     return cost.step_s(lengths, list(order), instantiation)

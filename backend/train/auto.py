@@ -88,7 +88,7 @@ def auto_plan(
                 groups: dict[Strategy, list[int]] = {s: [] for s in plan.strategies}
                 for n in lengths:
                     groups[next(b.strategy for b in plan.buckets if n > b.above)].append(n)
-                order = execution_order(plan.strategies, instantiation, _switch_cost(cost))
+                order = execution_order(plan.strategies, instantiation, cost.switch_cost)
                 predicted = cost.step_s(groups, list(order), instantiation)
                 if best is None or predicted < best[0] - 1e-12:
                     best = (predicted, plan)
@@ -99,7 +99,3 @@ def auto_plan(
             f"(longest each can hold: {holds}); shorten the sequences or raise the memory budget"
         )
     return best[1], best[0]
-
-
-def _switch_cost(cost: CostModel):
-    return lambda a, b: cost.switch_s.get(("params", a, b), 0.0) + cost.switch_s.get(("grads", a, b), 0.0)

@@ -124,6 +124,10 @@ class CostModel:
     switch_s: dict[tuple[str, Strategy, Strategy], float]  # ("params"|"grads", src, dst) -> seconds
     token_budget: int  # of a micro-batch, as the engine packs them
 
+    def switch_cost(self, a: Strategy, b: Strategy) -> float:
+        """Seconds to switch parameters and accumulated gradients from ``a`` to ``b``."""
+        return self.switch_s.get(("params", a, b), 0.0) + self.switch_s.get(("grads", a, b), 0.0)
+
     def fits(self, strategy: Strategy, length: int) -> bool:
         cost = self.strategies[strategy]
         return cost.static_bytes + cost.memory(length) <= self.budget

@@ -120,7 +120,7 @@ class Trainer:
         if a == b:
             return 0.0
         if self.cost:
-            return self.cost.switch_s.get(("params", a, b), 0.0) + self.cost.switch_s.get(("grads", a, b), 0.0)
+            return self.cost.switch_cost(a, b)
         return self.engine._switch("params", a, b).predicted_s
 
     def _plan_batch(self, batch) -> float | None:
