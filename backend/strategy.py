@@ -29,6 +29,10 @@ class Strategy:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.sp and self.tp == 1:
             raise ValueError(f"{self}: sequence parallelism splits over the tensor-parallel ranks; it needs tp > 1")
+        object.__setattr__(self, "_hash", hash((self.dp, self.tp, self.pp, self.sp)))
+
+    def __hash__(self) -> int:  # computed once: strategies key every cost table the plan search reads
+        return self._hash
 
     @classmethod
     def parse(cls, text: str | Strategy) -> Strategy:

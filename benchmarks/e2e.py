@@ -1,7 +1,8 @@
 """Hot switching against static strategies, end to end, on local CPU ranks.
 
 One run on ``--ranks`` gloo processes; every contender trains the same global batches
-(standard-library code, up to ``--max-len`` tokens) from the same initial weights:
+(standard-library code, tokenised with a BPE trained on it, up to ``--max-len`` tokens)
+from the same initial weights:
 
 - hot switching with ``auto`` planning under a per-device memory budget chosen so that only
   tensor parallelism holds the longest sequences;
@@ -28,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend import get_config
-from hotswitch.backend.data import BatchStream, stdlib_documents
+from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
 from hotswitch.backend.models import build_model
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.auto import candidate_strategies
@@ -38,7 +39,7 @@ from hotswitch.backend.train.dispatch import HotSwitchPlan
 from hotswitch.backend.train.reference import OptimizerConfig
 from hotswitch.backend.train.trainer import Trainer
 
-MODEL = dict(name="bench-3m", vocab_size=512, dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688)
+MODEL = dict(name="bench", dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688)
 
 
 def measure(steps: int, warmup: int, step) -> tuple[float, int, list]:
@@ -56,10 +57,10 @@ def measure(steps: int, warmup: int, step) -> tuple[float, int, list]:
     return elapsed.item(), tokens, extras
 
 
-def engine_contender(config, plan, args, budget):
+def engine_contender(config, source: DocumentSource, plan, args, budget):
     trainer = Trainer(
         config,
-        BatchStream(stdlib_documents(), args.batch_size, args.max_len, seed=0),
+        BatchStream(source, args.batch_size, args.max_len, seed=0),
         plan,
         OptimizerConfig(),
         token_budget=args.token_budget,
@@ -95,7 +96,7 @@ def clip_mixed(model, max_norm: float) -> None:
         local.mul_(coefficient)
 
 
-def torch_tp_contender(config, args):
+def torch_tp_contender(config, source: DocumentSource, args):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -114,7 +115,7 @@ def torch_tp_contender(config, args):
     parallelize_module(model, mesh, plan)
     optim = OptimizerConfig()
     optimizer = optim.adamw(model.parameters())
-    data = BatchStream(stdlib_documents(), args.batch_size, args.max_len, seed=0)
+    data = BatchStream(source, args.batch_size, args.max_len, seed=0)
 
     def step():
         batch = data.next_batch()
@@ -131,14 +132,17 @@ def torch_tp_contender(config, args):
 
 
 def bench_rank(rank: int, world: int, args) -> dict:
-    config = get_config("tiny").with_(**MODEL, max_seq_len=max(args.max_len, 1024))
+    source = stdlib_documents().use_tokenizer(args.tokenizer)
+    vocab = source.tokenizer.vocab_size
+    config = get_config("tiny").with_(**MODEL, vocab_size=vocab, max_seq_len=max(args.max_len, 1024))
     candidates = candidate_strategies(config, world)
     dp_only = next(s for s in candidates if s.tp == 1 and s.pp == 1)
     # only tensor parallelism holds the longest sequences: pure dp fits up to a third of them
     budget = model_state_bytes(config, dp_only) + activation_bytes(config, dp_only, args.max_len // 3)
     out = {"model_params": config.n_params, "ranks": world, "max_len": args.max_len, "memory_budget": budget}
+    out["tokenizer"] = source.tokenizer.name
 
-    trainer, step = engine_contender(config, "auto", args, budget)
+    trainer, step = engine_contender(config, source, "auto", args, budget)
     seconds, tokens, extras = measure(args.steps, args.warmup, step)
     out["hotswitch_tokens_per_s"] = tokens / seconds
     out["measured_step_s"] = seconds / args.steps
@@ -159,11 +163,11 @@ def bench_rank(rank: int, world: int, args) -> dict:
 
     out["static"] = {}
     for strategy in feasible:
-        _, step = engine_contender(config, HotSwitchPlan.of(strategy), args, budget)
+        _, step = engine_contender(config, source, HotSwitchPlan.of(strategy), args, budget)
         seconds, tokens, _ = measure(args.steps, args.warmup, step)
         out["static"][str(strategy)] = tokens / seconds
 
-    seconds, tokens, _ = measure(args.steps, args.warmup, torch_tp_contender(config, args))
+    seconds, tokens, _ = measure(args.steps, args.warmup, torch_tp_contender(config, source, args))
     out["torch_tp_tokens_per_s"] = tokens / seconds
     best_static = max([*out["static"].values(), out["torch_tp_tokens_per_s"]])
     out["speedup_vs_best_static"] = out["hotswitch_tokens_per_s"] / best_static
@@ -176,10 +180,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-len", type=int, default=1024)
+    parser.add_argument("--tokenizer", default="bpe:4096", help="'byte' or 'bpe:N' (trained on the corpus)")
     parser.add_argument("--token-budget", type=int, default=4096)
     args = parser.parse_args()
     out = spawn_ranks(bench_rank, args.ranks, args, timeout=3600)[0]

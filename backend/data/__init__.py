@@ -1,18 +1,18 @@
-"""Training data: documents, byte-level tokens and resumable global batches."""
+"""Training data: documents, tokenisers (byte-level or a locally trained BPE) and resumable
+global batches."""
 
-from hotswitch.backend.data.sources import FileDocuments, SyntheticDocuments, stdlib_documents
+from hotswitch.backend.data.sources import DocumentSource, FileDocuments, SyntheticDocuments, stdlib_documents
 from hotswitch.backend.data.stream import BatchStream, Sequence
-from hotswitch.backend.data.tokenizer import BYTE_VOCAB, EOS, PAD, decode, encode
+from hotswitch.backend.data.tokenizer import BYTES, PAD, Tokenizer
 
 __all__ = [
-    "BYTE_VOCAB",
-    "EOS",
+    "BYTES",
     "PAD",
     "BatchStream",
+    "DocumentSource",
     "FileDocuments",
     "Sequence",
     "SyntheticDocuments",
-    "decode",
-    "encode",
+    "Tokenizer",
     "stdlib_documents",
 ]

@@ -11,20 +11,46 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
-from hotswitch.backend.data.tokenizer import encode
+from hotswitch.backend.data.tokenizer import BYTES, Tokenizer, parse_tokenizer
+
+BPE_TRAINING_BYTES = 128 << 20  # a BPE learns from the first documents up to this much text
 
 
 class DocumentSource:
-    """An indexable set of documents, each read (and tokenised) on demand."""
+    """An indexable set of documents, each read and tokenised on demand (byte-level unless
+    ``use_tokenizer`` says otherwise)."""
+
+    tokenizer: Tokenizer = BYTES
 
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def tokens(self, index: int) -> list[int]:
+    def text(self, index: int) -> bytes:
         raise NotImplementedError
+
+    def tokens(self, index: int) -> list[int]:
+        return self.tokenizer.encode(self.text(index))
 
     def describe(self) -> str:
         raise NotImplementedError
+
+    def use_tokenizer(self, spec: str) -> DocumentSource:
+        """Tokenise with ``spec``: 'byte', or 'bpe:<size>', a BPE trained on these documents
+        (cached)."""
+        from hotswitch.backend.data.bpe import bpe_for
+
+        size = parse_tokenizer(spec)
+        if size is None:
+            self.tokenizer = BYTES
+            return self
+        texts, total = [], 0
+        for index in range(len(self)):
+            if total >= BPE_TRAINING_BYTES:
+                break
+            texts.append(self.text(index))
+            total += len(texts[-1])
+        self.tokenizer = bpe_for(texts, size)
+        return self
 
 
 class FileDocuments(DocumentSource):
@@ -48,16 +74,16 @@ class FileDocuments(DocumentSource):
     def __len__(self) -> int:
         return len(self._docs)
 
-    def tokens(self, index: int) -> list[int]:
+    def text(self, index: int) -> bytes:
         path, offset = self._docs[index]
         if offset is None:
-            return encode(path.read_bytes())
+            return path.read_bytes()
         with path.open("rb") as f:
             f.seek(offset)
             record = json.loads(f.readline())
         if self.text_key not in record:
             raise ValueError(f"{path}: a line at byte {offset} has no {self.text_key!r} field")
-        return encode(record[self.text_key])
+        return record[self.text_key].encode("utf-8")
 
     def describe(self) -> str:
         return f"{len(self)} documents from {len({p for p, _ in self._docs})} file(s)"
@@ -95,11 +121,11 @@ class CodeUnits(DocumentSource):
     def __len__(self) -> int:
         return len(self._units)
 
-    def tokens(self, index: int) -> list[int]:
+    def text(self, index: int) -> bytes:
         path, start, end = self._units[index]
         with path.open("rb") as f:
             f.seek(start)
-            return encode(f.read(end - start))
+            return f.read(end - start)
 
     def describe(self) -> str:
         return f"{len(self)} top-level code units from {len({p for p, _, _ in self._units})} files"
@@ -139,6 +165,9 @@ class SyntheticDocuments(DocumentSource):
     def length(self, index: int) -> int:
         mu, sigma = SYNTHETIC[self.shape]
         return max(2, int(math.exp(random.Random(self.seed * 7919 + index).gauss(mu, sigma))))
+
+    def text(self, index: int) -> bytes:
+        raise ValueError("synthetic documents are token ids, not text: they take no tokenizer")
 
     def tokens(self, index: int) -> list[int]:
         rng = random.Random(self.seed * 104729 + index)

@@ -1,16 +1,44 @@
-"""Byte-level tokenisation: every byte is a token, plus an end-of-document token."""
+"""Tokenisers: byte-level (every byte a token, no training) or a byte-level BPE trained on
+the training documents themselves (``"bpe:<vocabulary size>"``). Every one pads with id 0
+(padded targets are ignored) and ends each document with its own end-of-document token."""
 
 from __future__ import annotations
 
-EOS = 256
+from typing import Protocol
+
 PAD = 0
-BYTE_VOCAB = 257
 
 
-def encode(text: str | bytes) -> list[int]:
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    return [*data, EOS]
+class Tokenizer(Protocol):
+    name: str
+    vocab_size: int
+
+    def encode(self, text: str | bytes) -> list[int]: ...
+
+    def decode(self, tokens: list[int]) -> str: ...
 
 
-def decode(tokens: list[int]) -> str:
-    return bytes(t for t in tokens if t < 256).decode("utf-8", errors="replace")
+class ByteTokenizer:
+    name = "byte"
+    vocab_size = 257
+    eos = 256
+
+    def encode(self, text: str | bytes) -> list[int]:
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        return [*data, self.eos]
+
+    def decode(self, tokens: list[int]) -> str:
+        return bytes(t for t in tokens if t < 256).decode("utf-8", errors="replace")
+
+
+BYTES = ByteTokenizer()
+
+
+def parse_tokenizer(spec: str) -> int | None:
+    """The BPE vocabulary size ``spec`` asks for; None for byte-level."""
+    if spec == "byte":
+        return None
+    kind, _, size = spec.partition(":")
+    if kind != "bpe" or not size.isdigit() or int(size) < 260:
+        raise ValueError(f"unknown tokenizer {spec!r}: give 'byte' or 'bpe:<vocabulary size of at least 260>'")
+    return int(size)

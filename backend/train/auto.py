@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import functools
 import itertools
 from collections.abc import Sequence
 
@@ -46,9 +48,11 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
 def pareto(cost: CostModel, lengths: Sequence[int], max_len: int) -> list[Strategy]:
     """The strategies no other one beats: another that is no slower at every length of
     the batch and holds sequences at least as long makes a strategy redundant (ties keep
-    the first in the cost model's order)."""
+    the first in the cost model's order). Speed is the whole cluster's, in steady state:
+    a sequence's time on one replica, shared by the dp replicas that work at once and
+    shortened by the overlap of a pipeline's micro-batches."""
     names = list(cost.strategies)
-    times = {s: [cost.strategies[s].time(n) for n in lengths] for s in names}
+    times = {s: [cost.strategies[s].time(n) * cost.strategies[s].increment / s.dp for n in lengths] for s in names}
     longest = {s: cost.longest(s, max_len) for s in names}
 
     def beats(a: Strategy, b: Strategy) -> bool:
@@ -64,38 +68,67 @@ def auto_plan(
     cost: CostModel,
     instantiation: Strategy,
     max_len: int,
-    max_strategies: int = 3,
+    max_strategies: int = 4,
     splits: int = 12,
 ) -> tuple[HotSwitchPlan, float]:
     """Search sets of up to ``max_strategies`` strategies among the Pareto-optimal ones
     (less model-state splitting for shorter sequences) and bucket boundaries among length
-    quantiles; keep plans whose every bucket fits in
-    memory up to its upper bound (``max_len`` for the longest); return the fastest with
-    its predicted step time."""
-    ordered = sorted(set(lengths))
-    picks = sorted({ordered[int(i * (len(ordered) - 1) / splits)] for i in range(1, splits)} - {ordered[-1]})
+    quantiles and the longest sequence each strategy holds; keep plans whose every bucket
+    fits in memory up to its upper bound (``max_len`` for the longest); return the fastest
+    with its predicted step time."""
+    ordered, sorted_lengths = sorted(set(lengths)), sorted(lengths)  # a bucket's sequences: a slice
     strategies = sorted(pareto(cost, ordered, max_len), key=lambda s: (s.tp * s.pp, s.tp, s.sp))
-    best: tuple[float, HotSwitchPlan] | None = None
+    longest = {s: cost.longest(s, max_len) for s in strategies}
+    quantiles = {ordered[int(i * (len(ordered) - 1) / splits)] for i in range(1, splits)}
+    capacities = set(longest.values())  # a strategy taking every sequence it can hold
+    picks = sorted(n for n in quantiles | capacities if ordered[0] <= n < ordered[-1])
+
+    @functools.cache
+    def bucket(strategy: Strategy, above: int, upper: int) -> list[int] | None:
+        """The sequences in (above, upper], if there are any and the strategy holds them all."""
+        lengths = sorted_lengths[
+            bisect.bisect_right(sorted_lengths, above) : bisect.bisect_right(sorted_lengths, upper)
+        ]
+        return lengths if lengths and upper <= longest[strategy] else None
+
+    @functools.cache
+    def group_s(strategy: Strategy, lengths: tuple[int, ...]) -> float:
+        return cost.group_s(strategy, list(lengths))
+
+    @functools.cache
+    def cheapest(chain: tuple[Strategy, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
+        """The least compute for ``chain`` (longest sequences first) over lengths up to
+        ``upper``, every bucket holding sequences, and its buckets' lower bounds."""
+        if len(chain) == 1:
+            lengths = bucket(chain[0], 0, upper)
+            return None if lengths is None else (group_s(chain[0], tuple(lengths)), (0,))
+        best = None
+        for above in picks:
+            lengths = bucket(chain[0], above, upper) if above < upper else None
+            rest = cheapest(chain[1:], above) if lengths else None
+            if rest and (best is None or group_s(chain[0], tuple(lengths)) + rest[0] < best[0] - 1e-12):
+                best = (group_s(chain[0], tuple(lengths)) + rest[0], (above, *rest[1]))
+        return best
+
+    # with every bucket holding sequences, switches and syncs depend on the strategies alone:
+    # the least compute per set of strategies makes the least step time
+    best: tuple[float, list[tuple[Strategy, int]]] | None = None
     for count in range(1, max_strategies + 1):
         for subset in itertools.combinations(strategies, count):
-            for bounds in itertools.combinations(picks, count - 1):
-                buckets = [(s, b) for s, b in zip(reversed(subset), (*reversed(bounds), 0), strict=True)]
-                plan = HotSwitchPlan.of(buckets)
-                try:
-                    check_feasible(plan, cost, max_len)
-                except ValueError:
-                    continue
-                groups: dict[Strategy, list[int]] = {s: [] for s in plan.strategies}
-                for n in lengths:
-                    groups[next(b.strategy for b in plan.buckets if n > b.above)].append(n)
-                order = execution_order(plan.strategies, instantiation, cost.switch_cost)
-                predicted = cost.step_s(groups, list(order), instantiation)
-                if best is None or predicted < best[0] - 1e-12:
-                    best = (predicted, plan)
+            chain = subset[::-1]
+            found = cheapest(chain, max_len)
+            if found is None:
+                continue
+            uppers = (max_len, *found[1][:-1])
+            groups = {s: bucket(s, above, upper) for s, above, upper in zip(chain, found[1], uppers, strict=True)}
+            order = list(execution_order(chain, instantiation, cost.switch_cost))
+            predicted = cost.step_s(groups, order, instantiation, lambda s, lengths: group_s(s, tuple(lengths)))
+            if best is None or predicted < best[0] - 1e-12:
+                best = (predicted, list(zip(chain, found[1], strict=True)))
     if best is None:
         holds = {str(s): cost.longest(s, max_len) for s in strategies}
         raise ValueError(
             f"no strategy holds sequences of {max_len} tokens within {cost.budget / 2**30:.2f} GiB per device "
             f"(longest each can hold: {holds}); shorten the sequences or raise the memory budget"
         )
-    return best[1], best[0]
+    return HotSwitchPlan.of(best[1]), best[0]

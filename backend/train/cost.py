@@ -14,7 +14,9 @@ measured link bandwidth and latency, plus the local copies at measured copy band
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -40,17 +42,24 @@ class Quadratic:
 
     @classmethod
     def fit(cls, xs: list[float], ys: list[float]) -> Quadratic:
-        """Least squares with non-negative coefficients (a cost never falls with length)."""
+        """Least squares in relative error with non-negative coefficients (a cost never falls
+        with length): every length counts alike, so a short sequence's cost is not lost in
+        the long ones' (measurements span orders of magnitude). The best of every subset of
+        terms whose own fit stays non-negative is the constrained optimum."""
         x, y = np.asarray(xs, float), np.asarray(ys, float)
+        if not np.abs(y).max() > 0:
+            return cls(0.0, 0.0, 0.0)
+        weight = 1.0 / np.maximum(np.abs(y), np.abs(y).max() * 1e-6)
         best = None
-        for columns in ((2, 1, 0), (1, 0), (2, 0), (0,)):
-            basis = np.stack([x**p for p in columns], axis=1)
-            coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
-            if (coef < 0).any():
-                continue
-            error = float(((basis @ coef - y) ** 2).sum())
-            if best is None or error < best[0] - 1e-18:
-                best = (error, dict(zip(columns, coef, strict=True)))
+        for size in (3, 2, 1):
+            for columns in itertools.combinations((2, 1, 0), size):
+                basis = np.stack([x**p for p in columns], axis=1)
+                coef, *_ = np.linalg.lstsq(basis * weight[:, None], y * weight, rcond=None)
+                if (coef < 0).any():
+                    continue
+                error = float((((basis @ coef - y) * weight) ** 2).sum())
+                if best is None or error < best[0] - 1e-12:
+                    best = (error, dict(zip(columns, coef, strict=True)))
         terms = best[1] if best else {0: float(y.mean())}
         return cls(float(terms.get(2, 0.0)), float(terms.get(1, 0.0)), float(terms.get(0, 0.0)))
 
@@ -152,8 +161,16 @@ class CostModel:
             for part in balance(seqs, strategy.dp, cost.time)
         )
 
-    def step_s(self, groups: dict[Strategy, list[int]], order: list[Strategy], instantiation: Strategy) -> float:
-        """Predicted step time: compute, gradient syncs, switches along the order, update."""
+    def step_s(
+        self,
+        groups: dict[Strategy, list[int]],
+        order: list[Strategy],
+        instantiation: Strategy,
+        group_s: Callable[[Strategy, list[int]], float] | None = None,
+    ) -> float:
+        """Predicted step time: compute, gradient syncs, switches along the order, update.
+        ``group_s`` stands in for ``self.group_s`` (a search caches it)."""
+        group_s = group_s or self.group_s
         total, previous = self.update_s, None
         for strategy in order:
             lengths = groups.get(strategy, [])
@@ -163,7 +180,7 @@ class CostModel:
                 total += self.switch_s.get(("grads", previous, strategy), 0.0)
             if strategy != instantiation:
                 total += self.switch_s.get(("params", previous or instantiation, strategy), 0.0)
-            total += self.group_s(strategy, lengths) + (self.strategies[strategy].sync_s if strategy.dp > 1 else 0.0)
+            total += group_s(strategy, lengths) + (self.strategies[strategy].sync_s if strategy.dp > 1 else 0.0)
             previous = strategy
         if previous != instantiation:
             total += self.switch_s.get(("grads", previous, instantiation), 0.0)
@@ -239,9 +256,9 @@ def _filled_batch(engine, length: int) -> torch.Tensor:
     return torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(engine.device)
 
 
-def measure_strategy(engine, strategy: Strategy, lengths: list[int]) -> tuple[Quadratic, Quadratic | None]:
-    """Per-sequence compute time at each length, micro-batches filled to the token budget;
-    on CUDA also the memory one sequence adds at its peak (None elsewhere)."""
+def measure_strategy(engine, strategy: Strategy, lengths: list[int]) -> tuple[list[float], list[float] | None]:
+    """Per-sequence compute seconds at each length, micro-batches filled to the token budget;
+    on CUDA also the bytes one sequence adds at its peak (None elsewhere)."""
     state, device = engine.states[strategy], engine.device
     seconds, peak_bytes = [], []
     for length in lengths:
@@ -253,7 +270,7 @@ def measure_strategy(engine, strategy: Strategy, lengths: list[int]) -> tuple[Qu
         if device.type == "cuda":
             peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / len(tokens))
     state.grads.flat.zero_()
-    return Quadratic.fit(lengths, seconds), Quadratic.fit(lengths, peak_bytes) if peak_bytes else None
+    return seconds, peak_bytes or None
 
 
 def measure_pipeline_increment(engine, strategy: Strategy, length: int) -> float:

@@ -91,6 +91,8 @@ class Engine:
     def set_strategies(self, strategies: Sequence[Strategy]) -> None:
         """Make every strategy runnable (collective: all ranks call it with the same list)."""
         wanted = list(dict.fromkeys([*strategies, self.instantiation]))
+        if set(wanted) == set(self.states):
+            return  # already runnable: a new plan over resident strategies changes nothing here
         for s in wanted:
             s.check_fits(self.world)
         graph = LogicalGraph.build(self.config, wanted)

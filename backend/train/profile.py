@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.cost import (
     CostModel,
@@ -27,13 +26,9 @@ from hotswitch.backend.train.cost import (
 )
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("HOTSWITCH_CACHE", Path.home() / ".cache" / "hotswitch")) / "profiles"
-
-
 def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 3,  # what is measured: older caches lack the pipeline increment and GPU memory
+        "profile": 4,  # what is stored: raw measurements per length, fitted when read
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,
@@ -50,10 +45,10 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     link = measure_link(engine.device)
     out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
     for s in strategies:
-        fit, memory = measure_strategy(engine, s, lengths)
+        seconds, memory = measure_strategy(engine, s, lengths)
         out["strategies"][str(s)] = {
-            "time": [fit.a, fit.b, fit.c],
-            "memory": [memory.a, memory.b, memory.c] if memory else None,
+            "seconds": seconds,
+            "memory_bytes": memory,
             "sync_s": measure_sync(engine, s),
             "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
         }
@@ -70,7 +65,7 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
 def profile(engine, strategies: list[Strategy], lengths: list[int], budget: float, use_cache: bool = True) -> CostModel:
     """Measure (or read back) compute, sync, update and link profiles and assemble the model."""
     device = engine.states[engine.instantiation].params.flat.device.type
-    path = cache_dir() / f"{_key(engine, strategies, lengths, device)}.json"
+    path = cache_dir("profiles") / f"{_key(engine, strategies, lengths, device)}.json"
     box = [json.loads(path.read_text()) if use_cache and engine.rank == 0 and path.is_file() else None]
     dist.broadcast_object_list(box, src=0)
     measured = box[0]
@@ -83,12 +78,12 @@ def profile(engine, strategies: list[Strategy], lengths: list[int], budget: floa
     costs = {}
     for s in strategies:
         m = measured["strategies"][str(s)]
-        if m["memory"]:  # measured on the GPU
-            memory = Quadratic(*m["memory"])
-        else:  # estimated from the shapes
-            memory = Quadratic.fit(lengths, [activation_bytes(engine.config, s, n) for n in lengths])
+        # memory measured on the GPU, estimated from the shapes elsewhere
+        memory = m["memory_bytes"] or [activation_bytes(engine.config, s, n) for n in lengths]
         static = model_state_bytes(engine.config, s)
-        costs[s] = StrategyCost(Quadratic(*m["time"]), memory, static, m["sync_s"], m["increment"])
+        costs[s] = StrategyCost(
+            Quadratic.fit(lengths, m["seconds"]), Quadratic.fit(lengths, memory), static, m["sync_s"], m["increment"]
+        )
     switch_s = {}
     for a in strategies:
         for b in strategies:

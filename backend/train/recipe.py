@@ -3,11 +3,14 @@
 ``run(spec, sink, control)`` on every rank (inside torchrun or a ``%%train`` body)::
 
     {"model": "tiny", "data": "stdlib" | ["file.txt", "docs.jsonl"] | "synthetic:github",
+     "tokenizer": "byte" | "bpe:512",
      "steps": 20, "batch_size": 16, "max_len": 256, "plan": "auto" | "dp4" | [["tp4", 128], ["dp4", 0]],
      "memory_budget": 8e6, "token_budget": 1024, "seed": 0, "lr": 1e-3,
      "checkpoint": "path/written/at/the/end" | None, "resume_from": "path" | None,
      "device": "cpu" | "cuda" | None}
 
+``tokenizer`` "bpe:<size>" trains a byte-level BPE of that many tokens on the documents
+(once per corpus, cached); the model's vocabulary must hold it.
 ``device`` None takes $HOTSWITCH_DEVICE (what ``%%train --device`` sets), else cpu; cuda
 trains each rank on GPU LOCAL_RANK with NCCL, and the memory budget defaults to the GPU's.
 """
@@ -15,7 +18,7 @@ trains each rank on GPU LOCAL_RANK with NCCL, and the memory budget defaults to 
 from __future__ import annotations
 
 from hotswitch.backend.data import BatchStream, FileDocuments, SyntheticDocuments, stdlib_documents
-from hotswitch.backend.models.config import get_config
+from hotswitch.backend.models.config import ModelConfig, get_config
 from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
 from hotswitch.backend.train.dispatch import HotSwitchPlan
@@ -26,6 +29,7 @@ from hotswitch.backend.train.trainer import Control, Trainer
 DEFAULTS = {
     "model": "tiny",
     "data": "stdlib",
+    "tokenizer": "byte",
     "steps": 20,
     "batch_size": 16,
     "max_len": 256,
@@ -48,6 +52,17 @@ def documents(data):
     return FileDocuments([data] if isinstance(data, str) else data)
 
 
+def batches(s: dict, config: ModelConfig) -> BatchStream:
+    """The global batches a full spec ``s`` trains on, tokenised as it says."""
+    source = documents(s["data"]).use_tokenizer(s["tokenizer"])
+    if source.tokenizer.vocab_size > config.vocab_size:
+        raise ValueError(
+            f"the {s['tokenizer']} tokenizer has {source.tokenizer.vocab_size} tokens, more than {config.name}'s "
+            f"vocabulary of {config.vocab_size}; choose a smaller one"
+        )
+    return BatchStream(source, s["batch_size"], s["max_len"], seed=s["seed"])
+
+
 def build(spec: dict, sink: Sink = discard, control: Control | None = None) -> tuple[Trainer, dict]:
     unknown = set(spec) - set(DEFAULTS)
     if unknown:
@@ -56,7 +71,7 @@ def build(spec: dict, sink: Sink = discard, control: Control | None = None) -> t
     config = get_config(s["model"])
     if s["max_len"] > config.max_seq_len:
         raise ValueError(f"max_len {s['max_len']} exceeds {config.name}'s max_seq_len {config.max_seq_len}")
-    stream = BatchStream(documents(s["data"]), s["batch_size"], s["max_len"], seed=s["seed"])
+    stream = batches(s, config)
     device = local_device(s["device"])
     init_from_env(device)
     plan = s["plan"] if s["plan"] == "auto" else HotSwitchPlan.of(s["plan"])

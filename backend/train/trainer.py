@@ -126,8 +126,10 @@ class Trainer:
     def _plan_batch(self, batch) -> float | None:
         """Re-plan for this batch under ``auto``; the predicted step time when there is a cost model."""
         lengths = [s.length for s in batch]
-        if self.auto:
-            plan, predicted = auto_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)
+        if self.auto:  # rank 0 searches (ranks may share cores), every rank follows its plan
+            box = [None if self.rank else auto_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)]
+            dist.broadcast_object_list(box, src=0)
+            plan, predicted = box[0]
             self._set_plan(plan, "auto", predicted)
             return predicted
         if self.cost is None:

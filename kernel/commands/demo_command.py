@@ -51,17 +51,17 @@ def spec_from(args) -> dict:
 
 def reference_losses(spec: dict, show_progress: bool = True) -> list[float]:
     """Each step's loss when one device trains the same batches from the same weights."""
-    from hotswitch.backend.data import BatchStream
     from hotswitch.backend.models.config import get_config
-    from hotswitch.backend.train.recipe import DEFAULTS, documents
+    from hotswitch.backend.train.recipe import DEFAULTS, batches
     from hotswitch.backend.train.reference import OptimizerConfig, ReferenceTrainer
 
     s = {**DEFAULTS, **spec}
-    trainer = ReferenceTrainer(get_config(s["model"]), OptimizerConfig(lr=s["lr"]), s["seed"], s["token_budget"])
-    batches = BatchStream(documents(s["data"]), s["batch_size"], s["max_len"], seed=s["seed"])
+    config = get_config(s["model"])
+    trainer = ReferenceTrainer(config, OptimizerConfig(lr=s["lr"]), s["seed"], s["token_budget"])
+    stream = batches(s, config)
     losses = []
     for step in range(s["steps"]):
-        losses.append(trainer.step(batches.next_batch()))
+        losses.append(trainer.step(stream.next_batch()))
         if show_progress:
             progress.write(f"\r{'one device':<20}step {step + 1}/{s['steps']}")
     if show_progress:

@@ -9,9 +9,9 @@ seconds}, "infeasible": {strategy: longest sequence it holds}, "chosen": strateg
 
 from __future__ import annotations
 
-from hotswitch.backend.data import BatchStream
+from hotswitch.backend.models.config import get_config
 from hotswitch.backend.train.events import event
-from hotswitch.backend.train.recipe import build, documents
+from hotswitch.backend.train.recipe import batches, build
 
 HOT = "hot switching"
 
@@ -23,10 +23,10 @@ def compare(spec: dict, job) -> None:
     hot.train(settings["steps"])
     cost, longest = hot.cost, settings["max_len"]
     del hot
-    stream = BatchStream(documents(settings["data"]), settings["batch_size"], longest, seed=settings["seed"])
-    batches = [[s.length for s in stream.next_batch()] for _ in range(settings["steps"])]
+    stream = batches(settings, get_config(settings["model"]))
+    steps = [[s.length for s in stream.next_batch()] for _ in range(settings["steps"])]
     predicted = {
-        s: sum(cost.step_s({s: lengths}, [s], s) for lengths in batches) / len(batches)
+        s: sum(cost.step_s({s: lengths}, [s], s) for lengths in steps) / len(steps)
         for s in cost.strategies
         if cost.fits(s, longest)
     }

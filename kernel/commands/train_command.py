@@ -21,6 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("-n", "--nproc", type=int, default=4, help="local ranks (default 4)")
     p.add_argument("--model", default="tiny", help="tiny, 125m, 1b, 7b, 13b, 32b (default tiny)")
     p.add_argument("--data", nargs="+", default=["stdlib"], help="'stdlib', 'synthetic:github', or text/JSONL files")
+    p.add_argument("--tokenizer", default="byte", help="'byte', or 'bpe:N': a BPE of N tokens trained on the data")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=16, help="sequences per global batch")
     p.add_argument("--max-len", type=int, default=256, help="tokens per sequence at most")
@@ -54,6 +55,7 @@ def spec_from(args) -> dict:
     return {
         "model": args.model,
         "data": data,
+        "tokenizer": args.tokenizer,
         "steps": args.steps,
         "batch_size": args.batch_size,
         "max_len": args.max_len,

@@ -28,6 +28,14 @@ def test_quadratic_fit_recovers_a_curve_and_never_goes_negative():
     assert min(flat.a, flat.b, flat.c) >= 0
 
 
+def test_quadratic_fit_holds_short_lengths_as_well_as_long_ones():
+    # per-sequence seconds measured for dp4 on 4 CPU ranks (tokens/s falls a little with length)
+    lengths = [32, 64, 128, 256, 512, 1024]
+    seconds = [n / rate for n, rate in zip(lengths, [2544, 2641, 2438, 2294, 1975, 1822])]
+    fit = Quadratic.fit(lengths, seconds)
+    assert all(abs(fit(n) - t) / t < 0.1 for n, t in zip(lengths, seconds))
+
+
 def test_auto_sends_long_sequences_to_tensor_parallelism_and_short_ones_to_data_parallelism():
     lengths = [10] * 40 + [100] * 8 + [900] * 2
     plan, predicted = auto_plan(lengths, model(), TP4, max_len=900)
@@ -36,6 +44,12 @@ def test_auto_sends_long_sequences_to_tensor_parallelism_and_short_ones_to_data_
     assert 100 <= assigned[TP4] < 900 and assigned[DP4] == 0
     static_tp4 = model().step_s({TP4: lengths}, [TP4], TP4)
     assert predicted < static_tp4
+
+
+def test_each_faster_strategy_takes_every_sequence_it_can_hold_between_length_quantiles():
+    lengths = list(range(10, 1000, 10))  # quantiles 250, 330, 500, 580: capacities 270 and 540 fall between
+    plan, _ = auto_plan(lengths, model(budget=1080.0, switch=0.0), TP4, max_len=990)
+    assert [(b.strategy, b.above) for b in plan.buckets] == [(TP4, 540), (DP2TP2, 270), (DP4, 0)]
 
 
 def test_when_everything_fits_and_switches_are_dear_auto_trains_statically():
@@ -86,6 +100,18 @@ def test_strategies_another_one_beats_are_left_out_of_the_search():
     assert pareto(cost, [10, 100, 900], 900) == [DP4, DP2TP2, TP4]
     cost.strategies[slow] = StrategyCost(Quadratic(0, 2.6, 0), Quadratic(0, 0.5, 0), 0.0, 0.0)
     assert pareto(cost, [10, 100, 900], 2000) == [DP4, DP2TP2, TP4, slow]  # holds longer sequences
+
+
+def test_speed_in_the_search_is_the_whole_clusters_not_one_replicas():
+    cost = model()
+    # dp4: slower than tp4 on one replica, but its four replicas work at once
+    cost.strategies[DP4] = StrategyCost(Quadratic(0, 2.8, 0), Quadratic(0, 4.0, 0), 0.0, 0.0)
+    assert DP4 in pareto(cost, [10, 100], 900)
+    cost.strategies[DP4] = StrategyCost(Quadratic(0, 11.0, 0), Quadratic(0, 4.0, 0), 0.0, 0.0)
+    assert DP4 not in pareto(cost, [10, 100], 900)  # 11/4 per sequence: tp4 is faster and holds more
+    tp1pp4 = Strategy.parse("pp4")  # a pipeline's overlap counts too
+    cost.strategies[tp1pp4] = StrategyCost(Quadratic(0, 3.0, 0), Quadratic(0, 1.0, 0), 0.0, 0.0, 0.25)
+    assert tp1pp4 in pareto(cost, [10, 100], 900) and TP4 not in pareto(cost, [10, 100], 900)
 
 
 def test_a_pipeline_group_costs_its_longest_micro_batch_plus_the_measured_increment_of_the_rest():

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from hotswitch.backend.data import BatchStream, FileDocuments, SyntheticDocuments, decode, encode, stdlib_documents
+from hotswitch.backend.data import BYTES, BatchStream, FileDocuments, SyntheticDocuments, stdlib_documents
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models import IGNORE
 from hotswitch.backend.train.batching import balance, collate, pack
@@ -13,7 +13,7 @@ def test_stdlib_corpus_has_a_long_tail_of_code_units():
     lengths = sorted(len(source.tokens(i)) for i in range(0, len(source), 7))
     assert len(source) > 1000
     assert lengths[len(lengths) // 2] < 1000 < lengths[-1] // 4  # most short, some much longer
-    assert decode(source.tokens(0)).strip()
+    assert BYTES.decode(source.tokens(0)).strip()
 
 
 def test_stream_is_deterministic_and_resumes_exactly():
@@ -33,8 +33,8 @@ def test_user_files(tmp_path):
     (tmp_path / "a.txt").write_text("hello world")
     (tmp_path / "b.jsonl").write_text(json.dumps({"text": "one"}) + "\n\n" + json.dumps({"text": "two"}) + "\n")
     source = FileDocuments([tmp_path / "a.txt", tmp_path / "b.jsonl"])
-    assert sorted(decode(source.tokens(i)) for i in range(len(source))) == ["hello world", "one", "two"]
-    assert source.tokens(0)[-1] == encode("")[-1]  # every document ends with EOS
+    assert sorted(BYTES.decode(source.tokens(i)) for i in range(len(source))) == ["hello world", "one", "two"]
+    assert source.tokens(0)[-1] == BYTES.eos  # every document ends with EOS
     with pytest.raises(ValueError, match="is not a file"):
         FileDocuments([tmp_path / "missing.txt"])
     (tmp_path / "empty.jsonl").write_text("\n")
