@@ -55,6 +55,19 @@ class FlatBuffer:
             name: self.flat[start : start + box.numel].view(box.shape) for name, (start, box) in offsets.items()
         }
 
+    @property
+    def allocated(self) -> bool:
+        return self.flat.untyped_storage().nbytes() > 0 or self.flat.numel() == 0
+
+    def release(self) -> None:
+        """Free the memory; ``flat``, ``views`` and every view taken of them stay bound to it
+        and read undefined values once ``allocate`` brings it back."""
+        self.flat.untyped_storage().resize_(0)
+
+    def allocate(self) -> None:
+        if not self.allocated:
+            self.flat.untyped_storage().resize_(self.flat.numel() * self.flat.element_size())
+
     def region(self, name: str, box: Box) -> torch.Tensor:
         """The view of global block ``box`` of ``name`` (which this rank must hold)."""
         return self.views[name][box.relative_to(self.boxes[name]).slices()]

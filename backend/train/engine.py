@@ -2,16 +2,22 @@
 strategy, the switches between them, and the update on the instantiation strategy.
 
 Parameters live once per strategy in a flat buffer; the instantiation strategy's buffer
-holds the master weights that AdamW updates. Gradients accumulate in a flat buffer per
-strategy: a group's gradients are reduced over its data-parallel ranks, then switched
-into the next strategy's layout as a dp-partial sum (the value on one replica, zeros on
-the others), so that its micro-batches add to them and the next reduction is exact.
+holds the master weights that AdamW updates. Only the instantiation strategy's buffers
+stay allocated between steps: another strategy's are allocated when a step switches into
+it and released once its parameters and gradients have moved on, so that a device holds
+the model states of the instantiation strategy and of at most two others at once.
+
+Gradients accumulate in a flat buffer per strategy: a group's gradients are reduced over
+its data-parallel ranks, then switched into the next strategy's layout as a dp-partial
+sum (the value on one replica, zeros on the others), so that its micro-batches add to
+them and the next reduction is exact.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -110,9 +116,29 @@ class Engine:
             )
             if s not in kept:
                 state.graph.attach(state.params, state.grads)
+                self._release(state)
             state.graph.bind(self.groups)
             kept[s] = state
         self.states = kept
+
+    def _release(self, state: StrategyState) -> None:
+        if state.strategy != self.instantiation:
+            state.params.release()
+            state.grads.release()
+
+    @contextmanager
+    def holding(self, *strategies: Strategy) -> Iterator[None]:
+        """The strategies' buffers allocated for the block (undefined values where they were
+        released), and released again after."""
+        released = [self.states[s] for s in strategies if not self.states[s].params.allocated]
+        for state in released:
+            state.params.allocate()
+            state.grads.allocate()
+        try:
+            yield
+        finally:
+            for state in released:
+                self._release(state)
 
     def _run_switch(self, what: str, src: Strategy, dst: Strategy, times: StepTimes) -> None:
         first = (what, src, dst) not in self._switches
@@ -137,15 +163,17 @@ class Engine:
     def _switch(self, what: str, src: Strategy, dst: Strategy) -> BoundSwitch:
         key = (what, src, dst)
         if key not in self._switches:
-            a, b = self.states[src], self.states[dst]
-            if what == "params":
-                plan = plan_switch(a.layout, b.layout, self.cluster)
-                self._switches[key] = BoundSwitch(plan, self.rank, a.params, b.params)
-            else:  # reduced gradients into a dp-partial sum, or into the master layout as they are
-                target = b.layout if dst == self.instantiation and what == "grads_final" else partial_over_dp(b.layout)
-                plan = plan_switch(a.layout, target, self.cluster)
-                self._switches[key] = BoundSwitch(plan, self.rank, a.grads, b.grads)
+            with self.holding(src, dst):  # views are taken of allocated memory only
+                self._switches[key] = self._bind_switch(what, src, dst)
         return self._switches[key]
+
+    def _bind_switch(self, what: str, src: Strategy, dst: Strategy) -> BoundSwitch:
+        a, b = self.states[src], self.states[dst]
+        if what == "params":
+            return BoundSwitch(plan_switch(a.layout, b.layout, self.cluster), self.rank, a.params, b.params)
+        # reduced gradients into a dp-partial sum, or into the master layout as they are
+        target = b.layout if dst == self.instantiation and what == "grads_final" else partial_over_dp(b.layout)
+        return BoundSwitch(plan_switch(a.layout, target, self.cluster), self.rank, a.grads, b.grads)
 
     # -- one step --------------------------------------------------------------------------------
     def step(self, groups: dict[Strategy, list[Seq]], order: Sequence[Strategy]) -> tuple[float, StepTimes]:
@@ -163,12 +191,16 @@ class Engine:
             if not seqs and strategy != self.instantiation:
                 continue
             state = self.states[strategy]
+            state.params.allocate()  # released ones come back with undefined values: switches define them
+            state.grads.allocate()
             if previous is None:
                 state.grads.flat.zero_()
             else:
                 self._run_switch("grads", previous, strategy, times)
             if strategy != self.instantiation:
                 self._run_switch("params", previous or self.instantiation, strategy, times)
+            if previous is not None:
+                self._release(self.states[previous])  # its parameters and gradients have moved on
             started = time.perf_counter()
             local = self._run_group(state, seqs, scale)
             times.compute += (spent := time.perf_counter() - started)
@@ -183,6 +215,7 @@ class Engine:
             previous = strategy
         if previous != self.instantiation:
             self._run_switch("grads_final", previous, self.instantiation, times)
+            self._release(self.states[previous])
         started = time.perf_counter()
         dist.all_reduce(loss)
         self._clip_and_update()
@@ -211,6 +244,13 @@ class Engine:
         master.grads.flat.mul_(coefficient)
         self.optimizer.step()
         self.grad_norm = norm
+
+    def free_memory(self) -> float:
+        """Bytes per device for a strategy's own parameters, gradients and activations: the
+        device's memory less what the instantiation strategy always holds (master weights,
+        gradients, AdamW's two moments)."""
+        master = self.states[self.instantiation].params.flat
+        return self.cluster.memory - 4 * master.numel() * master.element_size()
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """Full parameters gathered on every rank (tests and small models only)."""

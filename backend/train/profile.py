@@ -45,13 +45,14 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     link = measure_link(engine.device)
     out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
     for s in strategies:
-        seconds, memory = measure_strategy(engine, s, lengths)
-        out["strategies"][str(s)] = {
-            "seconds": seconds,
-            "memory_bytes": memory,
-            "sync_s": measure_sync(engine, s),
-            "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
-        }
+        with engine.holding(s):
+            seconds, memory = measure_strategy(engine, s, lengths)
+            out["strategies"][str(s)] = {
+                "seconds": seconds,
+                "memory_bytes": memory,
+                "sync_s": measure_sync(engine, s),
+                "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
+            }
     master = engine.states[engine.instantiation]
     scratch = [torch.nn.Parameter(master.params.views[n].clone()) for n in master.params.views]
     for p in scratch:

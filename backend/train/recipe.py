@@ -12,7 +12,8 @@
 ``tokenizer`` "bpe:<size>" trains a byte-level BPE of that many tokens on the documents
 (once per corpus, cached); the model's vocabulary must hold it.
 ``device`` None takes $HOTSWITCH_DEVICE (what ``%%train --device`` sets), else cpu; cuda
-trains each rank on GPU LOCAL_RANK with NCCL, and the memory budget defaults to the GPU's.
+trains each rank on GPU LOCAL_RANK with NCCL, and the memory budget defaults to the GPU's
+memory less what the instantiation strategy always holds (master weights, gradients, moments).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class Trainer:
         self.engine = Engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget, device=device)
         self.cost = None
         if self.auto or memory_budget is not None:
-            budget = memory_budget if memory_budget is not None else self.engine.cluster.memory
+            budget = memory_budget if memory_budget is not None else self.engine.free_memory()
             self._use_cost(profile(self.engine, strategies, profile_lengths(data.max_len), budget))
         if self.auto:
             plan, _ = auto_plan([data.max_len], self.cost, chosen, data.max_len)  # raises if nothing fits
@@ -187,7 +187,7 @@ class Trainer:
         if self.cost is None:  # every rank gets here at the same boundary: profiling is collective
             self.resident = candidate_strategies(self.config, dist.get_world_size())
             self.engine.set_strategies(self.resident)
-            budget = self.engine.cluster.memory
+            budget = self.engine.free_memory()
             self._use_cost(profile(self.engine, self.resident, profile_lengths(self.data.max_len), budget))
         self.resident = list(self.cost.strategies)
         self.auto = True

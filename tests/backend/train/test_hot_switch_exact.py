@@ -24,9 +24,10 @@ def assert_matches(losses, params, reference, first_step=0, what="the run"):
 def test_every_step_and_the_final_parameters_match_one_device(reference):
     ref_losses, _ = reference
     results = spawn_ranks(hot_switch_run, 4, STEPS, PLAN)
-    losses, params, used, order = results[0]
+    losses, params, used, order, allocated = results[0]
     assert used == ["dp1tp4pp1", "dp2tp2pp1", "dp4tp1pp1"], "every strategy must have trained some sequences"
     assert order[-1] == "dp1tp4pp1"  # the instantiation strategy runs last and updates in place
+    assert allocated == ["dp1tp4pp1"], "between steps only the instantiation strategy holds model states"
     assert all(r[0] == losses for r in results), "ranks disagree on the loss"
     assert_matches(losses, params, reference)
     assert ref_losses[-1] < ref_losses[0]  # it does learn
@@ -63,7 +64,7 @@ def test_pipeline_and_sequence_parallel_strategies_train_like_one_device(short_r
 
 def test_hot_switching_in_the_papers_order_tp2pp2_dp4_dp2tp2(short_reference):
     plan = [("tp2pp2", 200), ("dp2tp2", 100), ("dp4", 0)]
-    losses, params, used, order = spawn_ranks(hot_switch_run, 4, SHORT_STEPS, plan)[0]
+    losses, params, used, order, _ = spawn_ranks(hot_switch_run, 4, SHORT_STEPS, plan)[0]
     assert used == ["dp1tp2pp2", "dp2tp2pp1", "dp4tp1pp1"]
     # tp2pp2 holds the master weights: switched to dp4, then dp2tp2, and back for the update
     assert order == ["dp4tp1pp1", "dp2tp2pp1", "dp1tp2pp2"]

@@ -33,7 +33,8 @@ def hot_switch_run(rank: int, world: int, steps: int, spec, schedule: str = "1f1
         used |= {str(s) for s, seqs in groups.items() if seqs}
         losses.append(engine.step(groups, order)[0])
     params = engine.global_params()
-    return losses, (params if rank == 0 else None), sorted(used), [str(s) for s in order]
+    allocated = sorted(str(s) for s, state in engine.states.items() if state.params.allocated or state.grads.allocated)
+    return losses, (params if rank == 0 else None), sorted(used), [str(s) for s in order], allocated
 
 
 def static_runs(rank: int, world: int, steps: int, runs: list[tuple[str, str]]):
