@@ -117,11 +117,15 @@ class LinkProfile:
 
 @dataclass
 class StrategyCost:
-    time: Quadratic  # seconds per sequence of length L, packed with others, on one replica
+    time: Quadratic  # seconds per sequence of length L in a micro-batch, on one replica
     memory: Quadratic  # bytes per device for one sequence of length L
     static_bytes: float  # model states per device
     sync_s: float  # reducing gradients over dp
     increment: float = 1.0  # of a micro-batch's latency, that each further one adds (pipelines overlap)
+    overhead: float = 0.0  # seconds a micro-batch costs whatever it holds (collectives' latency, launches)
+
+    def micro_batch_s(self, rows: int, length: int) -> float:
+        return self.overhead + rows * self.time(length)
 
 
 @dataclass
@@ -151,15 +155,17 @@ class CostModel:
 
     def group_s(self, strategy: Strategy, lengths: list[int]) -> float:
         """Seconds for a group as the engine runs it: sequences balanced over the dp replicas,
-        each replica's packed into padded micro-batches; the slowest replica."""
+        each replica's packed into padded micro-batches (each paying the fixed overhead);
+        the slowest replica."""
         if not lengths:
             return 0.0
         cost = self.strategies[strategy]
         seqs = [Sequence(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
-        return max(
-            pipelined_s([len(m) * cost.time(m[0].length) for m in pack(part, self.token_budget)], cost.increment)
+        latencies = [
+            [cost.micro_batch_s(len(m), m[0].length) for m in pack(part, self.token_budget)]
             for part in balance(seqs, strategy.dp, cost.time)
-        )
+        ]
+        return max(pipelined_s(replica, cost.increment) for replica in latencies)
 
     def step_s(
         self,
@@ -256,21 +262,33 @@ def _filled_batch(engine, length: int) -> torch.Tensor:
     return torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(engine.device)
 
 
-def measure_strategy(engine, strategy: Strategy, lengths: list[int]) -> tuple[list[float], list[float] | None]:
-    """Per-sequence compute seconds at each length, micro-batches filled to the token budget;
-    on CUDA also the bytes one sequence adds at its peak (None elsewhere)."""
+def measure_strategy(engine, strategy: Strategy, lengths: list[int]) -> dict:
+    """Compute time of a micro-batch filled to the token budget at each length, and of a
+    single sequence of the shortest length, which is almost all fixed cost: what every
+    micro-batch pays whatever it holds (collectives' latency, launches). Seconds per
+    sequence are the filled micro-batches' time without that overhead, over their rows.
+    On CUDA also the bytes one sequence adds at its peak. Returns {"seconds": per sequence
+    at each length, "overhead": per micro-batch, "memory_bytes": per sequence at each
+    length, or None off CUDA}."""
     state, device = engine.states[strategy], engine.device
-    seconds, peak_bytes = [], []
+    filled, rows, peak_bytes = [], [], []
     for length in lengths:
         tokens = _filled_batch(engine, length)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)
-        seconds.append(timed(partial(state.graph.forward_backward, tokens, tokens, 0.0), device) / len(tokens))
+        filled.append(timed(partial(state.graph.forward_backward, tokens, tokens, 0.0), device))
         if device.type == "cuda":
             peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / len(tokens))
+        rows.append(len(tokens))
+    shortest = _filled_batch(engine, lengths[0])[:1]
+    one = timed(partial(state.graph.forward_backward, shortest, shortest, 0.0), device, repeats=5)
     state.grads.flat.zero_()
-    return seconds, peak_bytes or None
+    # one = overhead + t, filled[0] = overhead + rows * t; never more than half of any micro-batch
+    overhead = (one - filled[0] / rows[0]) * rows[0] / (rows[0] - 1) if rows[0] > 1 else 0.0
+    overhead = min(max(overhead, 0.0), min(filled) / 2)
+    seconds = [(f - overhead) / n for f, n in zip(filled, rows)]
+    return {"seconds": seconds, "overhead": overhead, "memory_bytes": peak_bytes or None}
 
 
 def measure_pipeline_increment(engine, strategy: Strategy, length: int) -> float:

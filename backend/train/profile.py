@@ -28,7 +28,7 @@ from hotswitch.backend.train.cost import (
 
 def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 4,  # what is stored: raw measurements per length, fitted when read
+        "profile": 5,  # what is stored: raw measurements per length (fitted when read), micro-batch overhead
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,
@@ -46,10 +46,8 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
     for s in strategies:
         with engine.holding(s):
-            seconds, memory = measure_strategy(engine, s, lengths)
             out["strategies"][str(s)] = {
-                "seconds": seconds,
-                "memory_bytes": memory,
+                **measure_strategy(engine, s, lengths),
                 "sync_s": measure_sync(engine, s),
                 "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
             }
@@ -82,9 +80,8 @@ def profile(engine, strategies: list[Strategy], lengths: list[int], budget: floa
         # memory measured on the GPU, estimated from the shapes elsewhere
         memory = m["memory_bytes"] or [activation_bytes(engine.config, s, n) for n in lengths]
         static = model_state_bytes(engine.config, s)
-        costs[s] = StrategyCost(
-            Quadratic.fit(lengths, m["seconds"]), Quadratic.fit(lengths, memory), static, m["sync_s"], m["increment"]
-        )
+        time, memory = Quadratic.fit(lengths, m["seconds"]), Quadratic.fit(lengths, memory)
+        costs[s] = StrategyCost(time, memory, static, m["sync_s"], m["increment"], m["overhead"])
     switch_s = {}
     for a in strategies:
         for b in strategies:

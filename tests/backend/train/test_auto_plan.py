@@ -114,6 +114,13 @@ def test_speed_in_the_search_is_the_whole_clusters_not_one_replicas():
     assert tp1pp4 in pareto(cost, [10, 100], 900) and TP4 not in pareto(cost, [10, 100], 900)
 
 
+def test_every_micro_batch_pays_the_measured_overhead_once():
+    cost = model()
+    cost.token_budget = 100  # [100] and [50, 50]: two micro-batches
+    cost.strategies[TP4] = StrategyCost(Quadratic(0, 1.0, 0), Quadratic(0, 1.0, 0), 0.0, 0.0, 1.0, 5.0)
+    assert cost.group_s(TP4, [50, 100, 50]) == pytest.approx((5 + 100) + (5 + 2 * 50))
+
+
 def test_a_pipeline_group_costs_its_longest_micro_batch_plus_the_measured_increment_of_the_rest():
     tp2pp2 = Strategy.parse("tp2pp2")
     cost = model()
