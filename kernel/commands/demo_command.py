@@ -28,7 +28,14 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, default=12, help="steps per run (default 12)")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per global batch")
     p.add_argument("--max-len", type=int, default=256, help="tokens per sequence at most")
-    p.add_argument("--memory-budget", type=float, default=8e6, help="bytes per device (default 8e6)")
+    p.add_argument("--tokenizer", default="bpe:512", help="'byte' or 'bpe:N' trained on the code (default bpe:512)")
+    p.add_argument(
+        "--memory-budget",
+        type=float,
+        default=None,
+        help="bytes per device (default: pure data parallelism holds a third of --max-len, so only tensor "
+        "parallelism over every rank holds the longest sequences)",
+    )
     p.add_argument("--warmup", type=int, default=1, help="first steps left out of the throughput (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=None, help="seconds before the job is stopped")
@@ -41,12 +48,24 @@ def spec_from(args) -> dict:
         raise ValueError(f"--steps {args.steps} leaves nothing to measure after --warmup {args.warmup}")
     return {
         "model": "tiny",
+        "tokenizer": args.tokenizer,
         "steps": args.steps,
         "batch_size": args.batch_size,
         "max_len": args.max_len,
-        "memory_budget": args.memory_budget,
+        "memory_budget": args.memory_budget or data_parallel_holds_a_third(args.nproc, args.max_len),
         "seed": args.seed,
     }
+
+
+def data_parallel_holds_a_third(world: int, max_len: int) -> float:
+    """The per-device budget at which pure data parallelism holds sequences of a third of
+    ``max_len``: the longest need the model split over every rank."""
+    from hotswitch.backend.models.config import get_config
+    from hotswitch.backend.strategy import Strategy
+    from hotswitch.backend.train.cost import activation_bytes, model_state_bytes
+
+    config, dp = get_config("tiny"), Strategy(dp=world)
+    return model_state_bytes(config, dp) + activation_bytes(config, dp, max_len // 3)
 
 
 def reference_losses(spec: dict, show_progress: bool = True) -> list[float]:
