@@ -11,7 +11,10 @@ from the same initial weights:
 - PyTorch-native static tensor parallelism: the eager model with ``parallelize_module``
   (Megatron column/row plan, vocab-parallel embedding, replicated logits).
 
-Throughput is tokens over the measured steps' wall time (after ``--warmup`` steps).
+Throughput is tokens over the measured steps' wall time, after ``--warmup`` steps for every
+contender alike: a strategy's first micro-batches allocate and warm up, and hot switching meets
+its strategies over its first two steps (one warm-up step left about 0.6 s of the second step's
+first runs in the measurement).
 ``predicted_step_s`` is the cost model's mean prediction for hot switching's measured steps;
 ``predicted_static_step_s`` its prediction for each feasible static strategy on the same
 batches, so ``predicted_speedup_vs_best_static`` is the gain the measured profiles allow here.
@@ -181,7 +184,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-len", type=int, default=1024)
     parser.add_argument("--tokenizer", default="bpe:4096", help="'byte' or 'bpe:N' (trained on the corpus)")
