@@ -37,7 +37,7 @@ from hotswitch.backend.models import build_model
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.auto import candidate_strategies
 from hotswitch.backend.train.batching import collate, pack
-from hotswitch.backend.train.cost import activation_bytes, model_state_bytes
+from hotswitch.backend.train.cost import budget_holding
 from hotswitch.backend.train.dispatch import HotSwitchPlan
 from hotswitch.backend.train.reference import OptimizerConfig
 from hotswitch.backend.train.trainer import Trainer
@@ -141,7 +141,7 @@ def bench_rank(rank: int, world: int, args) -> dict:
     candidates = candidate_strategies(config, world)
     dp_only = next(s for s in candidates if s.tp == 1 and s.pp == 1)
     # only tensor parallelism holds the longest sequences: pure dp fits up to a third of them
-    budget = model_state_bytes(config, dp_only) + activation_bytes(config, dp_only, args.max_len // 3)
+    budget = budget_holding(config, dp_only, args.max_len // 3)
     out = {"model_params": config.n_params, "ranks": world, "max_len": args.max_len, "memory_budget": budget}
     out["tokenizer"] = source.tokenizer.name
 
@@ -152,16 +152,14 @@ def bench_rank(rank: int, world: int, args) -> dict:
     out["predicted_step_s"] = sum(p for p, _, _ in extras) / len(extras)
     out["hotswitch_plans"] = sorted({plan for _, plan, _ in extras})
     out["hotswitch_strategies"] = sorted({b.split("(")[0] for _, plan, _ in extras for b in plan.split(" | ")})
-    cost, instantiation = trainer.cost, trainer.engine.instantiation
+    cost = trainer.cost
     feasible = [s for s in candidates if cost.fits(s, args.max_len)]
     out["infeasible_static"] = [str(s) for s in candidates if s not in feasible]
     # what the cost model expects of each static strategy on the same batches: the speedup it
     # deems possible here, whatever was measured
     out["predicted_static_step_s"] = {
-        str(s): sum(cost.step_s({s: lengths}, list(dict.fromkeys([s, instantiation])), instantiation)
-                    for _, _, lengths in extras) / len(extras)
-        for s in feasible
-    }  # fmt: skip
+        str(s): sum(cost.static_step_s(s, lengths) for _, _, lengths in extras) / len(extras) for s in feasible
+    }
     del trainer
 
     out["static"] = {}

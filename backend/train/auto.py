@@ -84,12 +84,12 @@ def auto_plan(
     picks = sorted(n for n in quantiles | capacities if ordered[0] <= n < ordered[-1])
 
     @functools.cache
-    def bucket(strategy: Strategy, above: int, upper: int) -> list[int] | None:
+    def bucket(strategy: Strategy, above: int, upper: int) -> tuple[int, ...] | None:
         """The sequences in (above, upper], if there are any and the strategy holds them all."""
         lengths = sorted_lengths[
             bisect.bisect_right(sorted_lengths, above) : bisect.bisect_right(sorted_lengths, upper)
         ]
-        return lengths if lengths and upper <= longest[strategy] else None
+        return tuple(lengths) if lengths and upper <= longest[strategy] else None
 
     @functools.cache
     def group_s(strategy: Strategy, lengths: tuple[int, ...]) -> float:
@@ -101,13 +101,13 @@ def auto_plan(
         ``upper``, every bucket holding sequences, and its buckets' lower bounds."""
         if len(chain) == 1:
             lengths = bucket(chain[0], 0, upper)
-            return None if lengths is None else (group_s(chain[0], tuple(lengths)), (0,))
+            return None if lengths is None else (group_s(chain[0], lengths), (0,))
         best = None
         for above in picks:
             lengths = bucket(chain[0], above, upper) if above < upper else None
             rest = cheapest(chain[1:], above) if lengths else None
-            if rest and (best is None or group_s(chain[0], tuple(lengths)) + rest[0] < best[0] - 1e-12):
-                best = (group_s(chain[0], tuple(lengths)) + rest[0], (above, *rest[1]))
+            if rest and (best is None or group_s(chain[0], lengths) + rest[0] < best[0] - 1e-12):
+                best = (group_s(chain[0], lengths) + rest[0], (above, *rest[1]))
         return best
 
     # with every bucket holding sequences, switches and syncs depend on the strategies alone:

@@ -82,6 +82,12 @@ def model_state_bytes(config: ModelConfig, strategy: Strategy) -> float:
     return 8.0 * config.n_params / (strategy.tp * strategy.pp)
 
 
+def budget_holding(config: ModelConfig, strategy: Strategy, length: int) -> float:
+    """The per-device memory budget at which ``strategy`` just holds sequences of ``length``
+    (benchmarks and the demo declare budgets this way on CPU)."""
+    return model_state_bytes(config, strategy) + activation_bytes(config, strategy, length)
+
+
 def pipelined_s(latencies: list[float], increment: float) -> float:
     """Micro-batches through a pipeline (1F1B or GPipe), given each one's latency through
     all its stages: the longest passes whole, every other adds ``increment`` of its own
@@ -166,6 +172,10 @@ class CostModel:
             for part in balance(seqs, strategy.dp, cost.time)
         ]
         return max(pipelined_s(replica, cost.increment) for replica in latencies)
+
+    def static_step_s(self, strategy: Strategy, lengths: list[int]) -> float:
+        """Predicted step time of static training with ``strategy`` (its own instantiation)."""
+        return self.step_s({strategy: lengths}, [strategy], strategy)
 
     def step_s(
         self,

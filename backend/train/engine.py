@@ -59,6 +59,18 @@ class StrategyState:
     grads: FlatBuffer
     graph: ExecGraph
 
+    @property
+    def allocated(self) -> bool:
+        return self.params.allocated
+
+    def allocate(self) -> None:
+        self.params.allocate()
+        self.grads.allocate()
+
+    def release(self) -> None:
+        self.params.release()
+        self.grads.release()
+
 
 class Engine:
     def __init__(
@@ -123,17 +135,15 @@ class Engine:
 
     def _release(self, state: StrategyState) -> None:
         if state.strategy != self.instantiation:
-            state.params.release()
-            state.grads.release()
+            state.release()
 
     @contextmanager
     def holding(self, *strategies: Strategy) -> Iterator[None]:
         """The strategies' buffers allocated for the block (undefined values where they were
         released), and released again after."""
-        released = [self.states[s] for s in strategies if not self.states[s].params.allocated]
+        released = [self.states[s] for s in strategies if not self.states[s].allocated]
         for state in released:
-            state.params.allocate()
-            state.grads.allocate()
+            state.allocate()
         try:
             yield
         finally:
@@ -191,8 +201,7 @@ class Engine:
             if not seqs and strategy != self.instantiation:
                 continue
             state = self.states[strategy]
-            state.params.allocate()  # released ones come back with undefined values: switches define them
-            state.grads.allocate()
+            state.allocate()  # a released one comes back with undefined values: the switches define them
             if previous is None:
                 state.grads.flat.zero_()
             else:

@@ -52,7 +52,9 @@ def spec_from(args) -> dict:
         "steps": args.steps,
         "batch_size": args.batch_size,
         "max_len": args.max_len,
-        "memory_budget": args.memory_budget or data_parallel_holds_a_third(args.nproc, args.max_len),
+        "memory_budget": data_parallel_holds_a_third(args.nproc, args.max_len)
+        if args.memory_budget is None
+        else args.memory_budget,
         "seed": args.seed,
     }
 
@@ -62,10 +64,9 @@ def data_parallel_holds_a_third(world: int, max_len: int) -> float:
     ``max_len``: the longest need the model split over every rank."""
     from hotswitch.backend.models.config import get_config
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.cost import activation_bytes, model_state_bytes
+    from hotswitch.backend.train.cost import budget_holding
 
-    config, dp = get_config("tiny"), Strategy(dp=world)
-    return model_state_bytes(config, dp) + activation_bytes(config, dp, max_len // 3)
+    return budget_holding(get_config("tiny"), Strategy(dp=world), max_len // 3)
 
 
 def reference_losses(spec: dict, show_progress: bool = True) -> list[float]:

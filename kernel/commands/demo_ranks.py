@@ -26,7 +26,7 @@ def compare(spec: dict, job) -> None:
     stream = batches(settings, get_config(settings["model"]))
     steps = [[s.length for s in stream.next_batch()] for _ in range(settings["steps"])]
     predicted = {
-        s: sum(cost.step_s({s: lengths}, [s], s) for lengths in steps) / len(steps)
+        s: sum(cost.static_step_s(s, lengths) for lengths in steps) / len(steps)
         for s in cost.strategies
         if cost.fits(s, longest)
     }
