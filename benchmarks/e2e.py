@@ -27,11 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 
 import torch
 import torch.distributed as dist
 
-from hotswitch.backend import get_config
+from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
 from hotswitch.backend.models import build_model
 from hotswitch.backend.runtime.spawn import spawn_ranks
@@ -99,7 +100,7 @@ def clip_mixed(model, max_norm: float) -> None:
         local.mul_(coefficient)
 
 
-def torch_tp_contender(config, source: DocumentSource, args):
+def torch_tp_contender(config, source: DocumentSource, args, max_rows):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -124,7 +125,7 @@ def torch_tp_contender(config, source: DocumentSource, args):
         batch = data.next_batch()
         total = sum(s.length for s in batch)
         optimizer.zero_grad(set_to_none=False)
-        for group in pack(batch, args.token_budget):
+        for group in pack(batch, args.token_budget, max_rows):
             micro = collate(group)
             (model(micro.tokens, micro.targets) * (1.0 / total)).backward()
         clip_mixed(model, optim.max_grad_norm)
@@ -168,7 +169,10 @@ def bench_rank(rank: int, world: int, args) -> dict:
         seconds, tokens, _ = measure(args.steps, args.warmup, step)
         out["static"][str(strategy)] = tokens / seconds
 
-    seconds, tokens, _ = measure(args.steps, args.warmup, torch_tp_contender(config, source, args))
+    # micro-batches as the engine packs its own static tensor parallelism under the budget
+    tp_only = Strategy(tp=world)
+    step = torch_tp_contender(config, source, args, partial(cost.max_rows, tp_only))
+    seconds, tokens, _ = measure(args.steps, args.warmup, step)
     out["torch_tp_tokens_per_s"] = tokens / seconds
     best_static = max([*out["static"].values(), out["torch_tp_tokens_per_s"]])
     out["speedup_vs_best_static"] = out["hotswitch_tokens_per_s"] / best_static

@@ -48,11 +48,11 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
 def pareto(cost: CostModel, lengths: Sequence[int], max_len: int) -> list[Strategy]:
     """The strategies no other one beats: another that is no slower at every length of
     the batch and holds sequences at least as long makes a strategy redundant (ties keep
-    the first in the cost model's order). Speed is the whole cluster's, in steady state:
-    a sequence's time on one replica, shared by the dp replicas that work at once and
-    shortened by the overlap of a pipeline's micro-batches."""
+    the first in the cost model's order). Speed is the whole cluster's, in steady state
+    (``CostModel.sequence_s``): full micro-batches' fixed overhead counts, so a strategy whose
+    memory holds few rows pays it more often."""
     names = list(cost.strategies)
-    times = {s: [cost.strategies[s].time(n) * cost.strategies[s].increment / s.dp for n in lengths] for s in names}
+    times = {s: [cost.sequence_s(s, n) for n in lengths] for s in names}
     longest = {s: cost.longest(s, max_len) for s in names}
 
     def beats(a: Strategy, b: Strategy) -> bool:

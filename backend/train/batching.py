@@ -1,5 +1,6 @@
 """Sequences into micro-batches: one padded row per sequence, so attention never crosses
-sequences, under a token budget; and a group's sequences spread over data-parallel replicas."""
+sequences, under a token budget and the rows the memory budget allows; and a group's
+sequences spread over data-parallel replicas."""
 
 from __future__ import annotations
 
@@ -36,16 +37,22 @@ def collate(seqs: list[Sequence]) -> MicroBatch:
     return MicroBatch(tokens, targets)
 
 
-def pack(seqs: list[Sequence], token_budget: int) -> list[list[Sequence]]:
-    """Longest first; a micro-batch grows while rows x longest length stays within the budget
-    (a sequence longer than the budget travels alone)."""
+def pack(seqs: list[Sequence], token_budget: int, max_rows: Callable[[int], int] | None = None) -> list[list[Sequence]]:
+    """Longest first; a micro-batch grows while rows x longest length stays within the token
+    budget and its rows within ``max_rows(longest length)`` (what the memory budget allows;
+    a sequence longer than either limit travels alone)."""
     out: list[list[Sequence]] = []
     for s in sorted(seqs, key=lambda s: (-s.length, s.doc)):
-        if out and (len(out[-1]) + 1) * out[-1][0].length <= token_budget:
+        if out and _takes_another(out[-1], token_budget, max_rows):
             out[-1].append(s)
         else:
             out.append([s])
     return out
+
+
+def _takes_another(group: list[Sequence], token_budget: int, max_rows: Callable[[int], int] | None) -> bool:
+    rows, longest = len(group) + 1, group[0].length
+    return rows * longest <= token_budget and (max_rows is None or rows <= max_rows(longest))
 
 
 def balance(seqs: list[Sequence], parts: int, cost: Callable[[int], float]) -> list[list[Sequence]]:

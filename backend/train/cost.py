@@ -151,6 +151,24 @@ class CostModel:
         cost = self.strategies[strategy]
         return cost.static_bytes + cost.memory(length) <= self.budget
 
+    def max_rows(self, strategy: Strategy, length: int) -> int:
+        """The most sequences of ``length`` one micro-batch may hold within the memory budget
+        (at least one: a sequence that fits at all travels alone)."""
+        cost = self.strategies[strategy]
+        return max(1, int((self.budget - cost.static_bytes) // max(cost.memory(length), 1.0)))
+
+    def sequence_s(self, strategy: Strategy, length: int) -> float:
+        """Steady-state seconds a sequence of ``length`` costs the whole cluster: its share of
+        a full micro-batch (token and memory budgets), fixed overhead included, shared by the
+        dp replicas working at once and shortened by a pipeline's overlap."""
+        cost = self.strategies[strategy]
+        rows = min(max(1, self.token_budget // length), self.max_rows(strategy, length))
+        return cost.micro_batch_s(rows, length) / rows * cost.increment / strategy.dp
+
+    def packed(self, strategy: Strategy, seqs: list[Sequence]) -> list[list[Sequence]]:
+        """``seqs`` (one replica's) in micro-batches, within the token and memory budgets."""
+        return pack(seqs, self.token_budget, partial(self.max_rows, strategy))
+
     def longest(self, strategy: Strategy, limit: int) -> int:
         """The longest sequence (up to ``limit``) the strategy can hold."""
         lo, hi = 0, limit
@@ -161,14 +179,14 @@ class CostModel:
 
     def group_s(self, strategy: Strategy, lengths: list[int]) -> float:
         """Seconds for a group as the engine runs it: sequences balanced over the dp replicas,
-        each replica's packed into padded micro-batches (each paying the fixed overhead);
-        the slowest replica."""
+        each replica's packed into padded micro-batches (each paying the fixed overhead) as
+        ``packed`` does; the slowest replica."""
         if not lengths:
             return 0.0
         cost = self.strategies[strategy]
         seqs = [Sequence(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
         latencies = [
-            [cost.micro_batch_s(len(m), m[0].length) for m in pack(part, self.token_budget)]
+            [cost.micro_batch_s(len(m), m[0].length) for m in self.packed(strategy, part)]
             for part in balance(seqs, strategy.dp, cost.time)
         ]
         return max(pipelined_s(replica, cost.increment) for replica in latencies)

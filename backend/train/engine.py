@@ -16,7 +16,7 @@ them and the next reduction is exact.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -38,6 +38,7 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.executor import BoundSwitch
 from hotswitch.backend.switch.planner import plan_switch
 from hotswitch.backend.train.batching import balance, collate, pack
+from hotswitch.backend.train.cost import CostModel
 from hotswitch.backend.train.reference import OptimizerConfig
 
 
@@ -89,7 +90,7 @@ class Engine:
         self.device = torch.device(device)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
-        self.time_of: dict[Strategy, Callable[[int], float]] = {}  # balancing costs, from the cost model
+        self.cost: CostModel | None = None  # set by the trainer: groups are balanced and packed as it predicts
         self._switches: dict[tuple, BoundSwitch] = {}
         self.first_runs: list[dict] = []  # statistics of each switch the first time it runs; drained by the trainer
         self.groups = ProcessGroups()
@@ -234,8 +235,10 @@ class Engine:
     def _run_group(self, state: StrategyState, seqs: list[Seq], scale: float) -> float:
         strategy = state.strategy
         _, replica, _ = strategy.coords(self.rank)
-        mine = balance(seqs, strategy.dp, self.time_of.get(strategy, float))[replica]
-        micro_batches = [collate(group) for group in pack(mine, self.token_budget)]
+        cost = self.cost if self.cost and strategy in self.cost.strategies else None
+        mine = balance(seqs, strategy.dp, cost.strategies[strategy].time if cost else float)[replica]
+        packed = cost.packed(strategy, mine) if cost else pack(mine, self.token_budget)
+        micro_batches = [collate(group) for group in packed]
         inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
         return state.graph.run(inputs, scale, self.schedule).item()
 

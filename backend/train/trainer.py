@@ -24,6 +24,7 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train import checkpoint
 from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.cost import CostModel
 from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 from hotswitch.backend.train.engine import Engine
 from hotswitch.backend.train.events import Sink, discard, event
@@ -82,7 +83,7 @@ class Trainer:
         self.cost = None
         if self.auto or memory_budget is not None:
             budget = memory_budget if memory_budget is not None else self.engine.free_memory()
-            self._use_cost(profile(self.engine, strategies, profile_lengths(data.max_len), budget))
+            self.use_cost(profile(self.engine, strategies, profile_lengths(data.max_len), budget))
         if self.auto:
             plan, _ = auto_plan([data.max_len], self.cost, chosen, data.max_len)  # raises if nothing fits
         elif self.cost:
@@ -179,16 +180,18 @@ class Trainer:
             time.sleep(PAUSE_POLL_S)
             commands = self._commands()
 
-    def _use_cost(self, cost) -> None:
+    def use_cost(self, cost: CostModel) -> None:
+        """Predict, balance and pack micro-batches by ``cost`` (measured on this cluster for
+        these strategies, e.g. by another trainer: a comparison run needs no second profile)."""
         self.cost = cost
-        self.engine.time_of = {s: c.time for s, c in cost.strategies.items()}
+        self.engine.cost = cost
 
     def _enable_auto(self) -> None:
         if self.cost is None:  # every rank gets here at the same boundary: profiling is collective
             self.resident = candidate_strategies(self.config, dist.get_world_size())
             self.engine.set_strategies(self.resident)
             budget = self.engine.free_memory()
-            self._use_cost(profile(self.engine, self.resident, profile_lengths(self.data.max_len), budget))
+            self.use_cost(profile(self.engine, self.resident, profile_lengths(self.data.max_len), budget))
         self.resident = list(self.cost.strategies)
         self.auto = True
 

@@ -35,8 +35,9 @@ def compare(spec: dict, job) -> None:
         infeasible = {str(s): cost.longest(s, longest) for s in cost.strategies if s not in predicted}
         statics = {str(s): t for s, t in predicted.items()}
         job.emit(event("statics", predicted_step_s=statics, infeasible=infeasible, chosen=str(chosen)))
-    # fits() was checked with the same cost model: no second profile
+    # fits() was checked with the same cost model: no second profile; micro-batches packed by it
     static, _ = build({**spec, "plan": str(chosen), "memory_budget": None}, _tagged(job, str(chosen)), job.control)
+    static.use_cost(cost)
     static.train(settings["steps"])
 
 

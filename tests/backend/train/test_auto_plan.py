@@ -3,11 +3,16 @@
 import pytest
 
 from hotswitch.backend import Strategy, get_config
+from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible, pareto
 from hotswitch.backend.train.cost import CostModel, LinkProfile, Quadratic, StrategyCost
 from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 
 DP4, DP2TP2, TP4 = (Strategy.parse(s) for s in ("dp4", "dp2tp2", "tp4"))
+
+
+def seqs(lengths):
+    return [Sequence(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
 
 
 def model(budget=1000.0, switch=0.01):
@@ -102,6 +107,16 @@ def test_strategies_another_one_beats_are_left_out_of_the_search():
     assert pareto(cost, [10, 100, 900], 2000) == [DP4, DP2TP2, TP4, slow]  # holds longer sequences
 
 
+def test_a_micro_batch_overhead_paid_by_few_rows_counts_against_a_strategy():
+    cost = model(budget=1000.0)
+    cost.token_budget = 1000
+    sp = Strategy.parse("tp4sp")  # faster per sequence than tp4 (2.5 L), but every micro-batch pays 475
+    cost.strategies[sp] = StrategyCost(Quadratic(0, 2.0, 0), Quadratic(0, 1.0, 0), 0.0, 0.0, 1.0, 475.0)
+    assert cost.sequence_s(sp, 500) == pytest.approx((475 + 2 * 2.0 * 500) / 2)  # two rows of 500 fit
+    assert sp not in pareto(cost, [900], 900)  # one row of 900 per micro-batch: 2275 against 2250
+    assert sp in pareto(cost, [10], 900)  # a hundred rows of 10 share it: 24.75 against 25
+
+
 def test_speed_in_the_search_is_the_whole_clusters_not_one_replicas():
     cost = model()
     # dp4: slower than tp4 on one replica, but its four replicas work at once
@@ -119,6 +134,16 @@ def test_every_micro_batch_pays_the_measured_overhead_once():
     cost.token_budget = 100  # [100] and [50, 50]: two micro-batches
     cost.strategies[TP4] = StrategyCost(Quadratic(0, 1.0, 0), Quadratic(0, 1.0, 0), 0.0, 0.0, 1.0, 5.0)
     assert cost.group_s(TP4, [50, 100, 50]) == pytest.approx((5 + 100) + (5 + 2 * 50))
+
+
+def test_a_micro_batch_holds_what_fits_in_memory_and_the_engine_packs_as_predicted():
+    cost = model(budget=1000.0)
+    cost.token_budget = 10_000
+    cost.strategies[TP4] = StrategyCost(Quadratic(0, 1.0, 0), Quadratic(0, 1.0, 0), 100.0, 0.0, 1.0, 5.0)
+    assert cost.max_rows(TP4, 300) == 3 and cost.max_rows(TP4, 900) == 1 and cost.max_rows(TP4, 950) == 1
+    lengths = [300, 300, 300, 300, 100]  # [300 x 3] within 900 bytes, then [300, 100]
+    assert [[s.length for s in m] for m in cost.packed(TP4, seqs(lengths))] == [[300] * 3, [300, 100]]
+    assert cost.group_s(TP4, lengths) == pytest.approx((5 + 3 * 300) + (5 + 2 * 300))
 
 
 def test_a_pipeline_group_costs_its_longest_micro_batch_plus_the_measured_increment_of_the_rest():

@@ -67,6 +67,13 @@ def test_pack_respects_the_token_budget():
     assert all(len(g) * g[0].length <= 200 or len(g) == 1 for g in groups)
 
 
+def test_pack_holds_no_more_rows_than_memory_allows():
+    at_most_two = pack(seqs(40, 30, 30, 20, 10), 200, max_rows=lambda length: 2)
+    assert [[s.length for s in g] for g in at_most_two] == [[40, 30], [30, 20], [10]]
+    by_length = pack(seqs(50, 50, 20, 20, 20, 20), 1000, max_rows=lambda length: 100 // length)
+    assert [[s.length for s in g] for g in by_length] == [[50, 50], [20, 20, 20, 20]]
+
+
 def test_balance_spreads_cost_evenly():
     parts = balance(seqs(8, 7, 6, 5, 4, 3, 2, 1), 2, float)
     loads = [sum(s.length for s in p) for p in parts]
