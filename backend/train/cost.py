@@ -270,17 +270,19 @@ def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) 
 
 
 def timed(run, device: torch.device, repeats: int = 2) -> float:
-    """The slowest rank's best time of ``run()`` over ``repeats`` (collective), the device's
-    queued work counted."""
-    best = float("inf")
+    """The slowest rank's mean time of ``run()`` over ``repeats`` runs after an unmeasured
+    warm-up (collective), the device's queued work counted: what training meets in steady
+    state, not the luckiest run (on shared cores the best of a few is 5-10% optimistic)."""
+    run()
+    synchronize(device)
+    total = 0.0
     for _ in range(repeats):
         dist.barrier()
-        synchronize(device)
         started = time.perf_counter()
         run()
         synchronize(device)
-        best = min(best, time.perf_counter() - started)
-    return slowest(best)
+        total += time.perf_counter() - started
+    return slowest(total / repeats)
 
 
 def _filled_batch(engine, length: int) -> torch.Tensor:

@@ -28,7 +28,7 @@ from hotswitch.backend.train.cost import (
 
 def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 5,  # what is stored: raw measurements per length (fitted when read), micro-batch overhead
+        "profile": 6,  # raw measurements per length (fitted when read), micro-batch overhead; steady-state means
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,
