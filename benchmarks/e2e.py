@@ -140,9 +140,8 @@ def bench_rank(rank: int, world: int, args) -> dict:
     vocab = source.tokenizer.vocab_size
     config = get_config("tiny").with_(**MODEL, vocab_size=vocab, max_seq_len=max(args.max_len, 1024))
     candidates = candidate_strategies(config, world)
-    dp_only = next(s for s in candidates if s.tp == 1 and s.pp == 1)
     # only tensor parallelism holds the longest sequences: pure dp fits up to a third of them
-    budget = budget_holding(config, dp_only, args.max_len // 3)
+    budget = budget_holding(config, Strategy(dp=world), args.max_len // 3)
     out = {"model_params": config.n_params, "ranks": world, "max_len": args.max_len, "memory_budget": budget}
     out["tokenizer"] = source.tokenizer.name
 
@@ -170,8 +169,7 @@ def bench_rank(rank: int, world: int, args) -> dict:
         out["static"][str(strategy)] = tokens / seconds
 
     # micro-batches as the engine packs its own static tensor parallelism under the budget
-    tp_only = Strategy(tp=world)
-    step = torch_tp_contender(config, source, args, partial(cost.max_rows, tp_only))
+    step = torch_tp_contender(config, source, args, partial(cost.max_rows, Strategy(tp=world)))
     seconds, tokens, _ = measure(args.steps, args.warmup, step)
     out["torch_tp_tokens_per_s"] = tokens / seconds
     best_static = max([*out["static"].values(), out["torch_tp_tokens_per_s"]])

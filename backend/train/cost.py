@@ -152,17 +152,17 @@ class CostModel:
         return cost.static_bytes + cost.memory(length) <= self.budget
 
     def max_rows(self, strategy: Strategy, length: int) -> int:
-        """The most sequences of ``length`` one micro-batch may hold within the memory budget
-        (at least one: a sequence that fits at all travels alone)."""
+        """The most sequences of ``length`` one micro-batch holds, within the token budget and
+        the memory budget (at least one: a sequence that fits at all travels alone)."""
         cost = self.strategies[strategy]
-        return max(1, int((self.budget - cost.static_bytes) // max(cost.memory(length), 1.0)))
+        by_memory = int((self.budget - cost.static_bytes) // max(cost.memory(length), 1.0))
+        return max(1, min(self.token_budget // length, by_memory))
 
     def sequence_s(self, strategy: Strategy, length: int) -> float:
         """Steady-state seconds a sequence of ``length`` costs the whole cluster: its share of
-        a full micro-batch (token and memory budgets), fixed overhead included, shared by the
-        dp replicas working at once and shortened by a pipeline's overlap."""
-        cost = self.strategies[strategy]
-        rows = min(max(1, self.token_budget // length), self.max_rows(strategy, length))
+        a full micro-batch, fixed overhead included, shared by the dp replicas working at once
+        and shortened by a pipeline's overlap."""
+        cost, rows = self.strategies[strategy], self.max_rows(strategy, length)
         return cost.micro_batch_s(rows, length) / rows * cost.increment / strategy.dp
 
     def packed(self, strategy: Strategy, seqs: list[Sequence]) -> list[list[Sequence]]:
@@ -272,7 +272,7 @@ def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) 
 def timed(run, device: torch.device, repeats: int = 2) -> float:
     """The slowest rank's mean time of ``run()`` over ``repeats`` runs after an unmeasured
     warm-up (collective), the device's queued work counted: what training meets in steady
-    state, not the luckiest run (on shared cores the best of a few is 5-10% optimistic)."""
+    state, not the luckiest run (on shared cores the best of a few ran 5-13% fast)."""
     run()
     synchronize(device)
     total = 0.0

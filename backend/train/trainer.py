@@ -80,7 +80,6 @@ class Trainer:
         strategies = self.resident or list(plan.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
         self.engine = Engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget, device=device)
-        self.cost = None
         if self.auto or memory_budget is not None:
             budget = memory_budget if memory_budget is not None else self.engine.free_memory()
             self.use_cost(profile(self.engine, strategies, profile_lengths(data.max_len), budget))
@@ -180,10 +179,14 @@ class Trainer:
             time.sleep(PAUSE_POLL_S)
             commands = self._commands()
 
+    @property
+    def cost(self) -> CostModel | None:
+        """The cost model that plans, predicts, balances and packs (None: none measured)."""
+        return self.engine.cost
+
     def use_cost(self, cost: CostModel) -> None:
         """Predict, balance and pack micro-batches by ``cost`` (measured on this cluster for
         these strategies, e.g. by another trainer: a comparison run needs no second profile)."""
-        self.cost = cost
         self.engine.cost = cost
 
     def _enable_auto(self) -> None:
