@@ -1,27 +1,66 @@
 """Where every weight of a LLaMA-style model lives under a strategy.
 
-Megatron's layout: attention q/k/v and the FFN gate/up projections are
-column-parallel (output dim sharded over tp), attention output and FFN down
-projections are row-parallel (input dim sharded), the embedding and the output
-head are vocab-parallel, norms are replicated. Layers are split into ``pp``
-contiguous stages; the embedding sits on the first stage, the final norm and
-head on the last. Every weight is replicated over dp.
+``TP_PLAN`` is the tensor-parallel layout, written once and keyed by parameter name
+pattern (as torchtitan's ``parallelize`` plan): Megatron's layout, where attention
+q/k/v and the FFN gate/up projections are column-parallel (output dim sharded over
+tp), attention output and FFN down projections are row-parallel (input dim sharded),
+the embedding and the output head are vocab-parallel, norms are replicated. Layers are
+split into ``pp`` contiguous stages; the embedding sits on the first stage, the final
+norm and head on the last. Every weight is replicated over dp. Names and shapes come
+from ``ModelConfig.param_shapes`` (which the tests hold equal to the model's own).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
+from types import MappingProxyType
+from typing import Literal, Protocol
 
 from hotswitch.backend.dist_state import DistState, Partial, Replicate, Shard
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 
-_COLUMN = ("attention.wq.", "attention.wk.", "attention.wv.", "feed_forward.w1.", "feed_forward.w3.")
-_ROW = ("attention.wo.", "feed_forward.w2.")
+TPStyle = Literal["column", "row", "vocab", "replicate"]
+
+# parameter name pattern (fnmatch: ``*`` matches any run of characters) -> how tp splits it;
+# every parameter of the model matches exactly one entry
+TP_PLAN: Mapping[str, TPStyle] = MappingProxyType(
+    {
+        "tok_embeddings.weight": "vocab",
+        "layers.*.attention_norm.weight": "replicate",
+        "layers.*.attention.wq.weight": "column",
+        "layers.*.attention.wk.weight": "column",
+        "layers.*.attention.wv.weight": "column",
+        "layers.*.attention.wo.weight": "row",
+        "layers.*.ffn_norm.weight": "replicate",
+        "layers.*.feed_forward.w1.weight": "column",
+        "layers.*.feed_forward.w2.weight": "row",
+        "layers.*.feed_forward.w3.weight": "column",
+        "norm.weight": "replicate",
+        "output.weight": "vocab",
+    }
+)
+
+# weights are [out, in] (nn.Linear) or [vocab, dim] (nn.Embedding, the head)
+TP_PLACEMENTS: Mapping[TPStyle, Shard | Replicate] = MappingProxyType(
+    {"column": Shard(0), "row": Shard(1), "vocab": Shard(0), "replicate": Replicate()}
+)
+
+
+class TensorLayout(Protocol):
+    """Anything with a global shape and a DistState (e.g. ``ParamLayout``): what the switch
+    planner and the flat buffers read of a layout."""
+
+    shape: tuple[int, ...]
+    state: DistState
 
 
 @dataclass(frozen=True)
 class ParamLayout:
+    """One parameter's ``TensorLayout`` under a strategy, with the pipeline stage holding it."""
+
     name: str
     shape: tuple[int, ...]
     state: DistState
@@ -58,12 +97,14 @@ def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
     stage_layers(config.n_layers, strategy.pp)
 
 
-def _tp_placement(name: str) -> Shard | Replicate:
-    if name in ("tok_embeddings.weight", "output.weight") or any(k in name for k in _COLUMN):
-        return Shard(0)
-    if any(k in name for k in _ROW):
-        return Shard(1)
-    return Replicate()
+def tp_style(name: str) -> TPStyle:
+    """How tensor parallelism splits parameter ``name``: its one ``TP_PLAN`` entry."""
+    matches = [pattern for pattern in TP_PLAN if fnmatchcase(name, pattern)]
+    if not matches:
+        raise ValueError(f"parameter {name!r} matches no entry of TP_PLAN in layout.py; add one for it")
+    if len(matches) > 1:
+        raise ValueError(f"parameter {name!r} matches several TP_PLAN entries {matches}; make them disjoint")
+    return TP_PLAN[matches[0]]
 
 
 def _stage_of(name: str, stages: list[range]) -> int:
@@ -83,7 +124,7 @@ def param_layout(config: ModelConfig, strategy: Strategy) -> dict[str, ParamLayo
         state = DistState(
             strategy.stage_ranks[stage],
             (strategy.dp, strategy.tp),
-            (Replicate(), _tp_placement(name)),
+            (Replicate(), TP_PLACEMENTS[tp_style(name)]),
         )
         layout[name] = ParamLayout(name, shape, state, stage)
     return layout

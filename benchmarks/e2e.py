@@ -38,8 +38,8 @@ from hotswitch.backend.models import build_model
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.auto import candidate_strategies
 from hotswitch.backend.train.batching import collate, pack
-from hotswitch.backend.train.cost import budget_holding
 from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.memory import budget_holding
 from hotswitch.backend.train.reference import OptimizerConfig
 from hotswitch.backend.train.trainer import Trainer
 
@@ -73,9 +73,8 @@ def engine_contender(config, source: DocumentSource, plan, args, budget):
 
     def step():
         batch = trainer.data.next_batch()
-        predicted = trainer._plan_batch(batch)
-        trainer.engine.step(trainer.plan.assign(batch), trainer.order)
-        return sum(s.length for s in batch), (predicted, str(trainer.plan), [s.length for s in batch])
+        report = trainer.step(batch)
+        return report["tokens"], (report["predicted_step_s"], str(trainer.plan), [s.length for s in batch])
 
     return trainer, step
 

@@ -1,4 +1,6 @@
-"""The notebook side: kernel, magics, jobs, launchers, channel and the command line.
+"""The notebook side, grouped by the process each part runs in: ``notebook`` (the kernel process:
+kernel, magics, ``Job``, ``jobs``), ``launch`` (starting ranks: the launcher interface, torchrun),
+``channel`` (the signed channel, both ends), ``worker`` (every rank) and ``cli`` (``hotswitch ...``).
 
 ``%load_ext hotswitch.kernel`` loads the ``%%train`` magics into any IPython. IPython is imported
 only inside the two hooks below: worker processes import this package and must stay free of
@@ -11,7 +13,7 @@ def load_ipython_extension(ipython) -> None:
     import atexit
     import threading
 
-    from hotswitch.kernel.magics import TrainMagics
+    from hotswitch.kernel.notebook.magics import TrainMagics
 
     if getattr(ipython, "hotswitch_magics", None) is not None:
         return

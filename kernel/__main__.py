@@ -2,7 +2,7 @@
 
 from ipykernel.kernelapp import IPKernelApp
 
-from hotswitch.kernel.kernel import HotSwitchKernel
+from hotswitch.kernel.notebook.kernel import HotSwitchKernel
 
 if __name__ == "__main__":
     IPKernelApp.launch_instance(kernel_class=HotSwitchKernel)

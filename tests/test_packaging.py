@@ -34,7 +34,7 @@ def test_wheel_installs_and_imports(tmp_path):
     )
     wheel = next(tmp_path.glob("hotswitch-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert "hotswitch/backend/switch/planner.py" in names and "hotswitch/kernel/cli.py" in names
+    assert "hotswitch/backend/switch/planner.py" in names and "hotswitch/kernel/cli/main.py" in names
     shipped = {Path(n).name for n in names if ".data/data/share/hotswitch/notebooks/" in n}
     assert shipped == {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}, "`hotswitch lab` copies these"
     target = tmp_path / "site"

@@ -24,13 +24,14 @@ AUTO = "auto"
 
 
 class Dashboard(widgets.VBox):
-    """The dashboard of ``job`` (a ``hotswitch.kernel.job.Job`` or anything with ``events``,
-    ``done``, ``switch``, ``pause``, ``resume``, ``stop``, ``checkpoint`` and ``logs``).
+    """The dashboard of ``job`` (a ``hotswitch.kernel.notebook.job.Job`` or anything with
+    ``on_event``, ``add_done_callback``, ``switch``, ``pause``, ``resume``, ``stop``,
+    ``checkpoint`` and ``logs``).
 
-    A background thread follows ``job.events``; redraws are batched and throttled to one per
-    ``interval`` s whatever thread the events arrive on, and the thread ends once the job is
-    done and its events are drawn. ``state`` is what is shown, as plain data. Control buttons
-    call the job; what they answer (or raise) appears in ``status``.
+    It subscribes to the job's events (those already received first); redraws are batched and
+    throttled to one per ``interval`` s whatever thread the events arrive on, and one last
+    redraw follows the job's end (logs, final status). ``state`` is what is shown, as plain
+    data. Control buttons call the job; what they answer (or raise) appears in ``status``.
     """
 
     def __init__(
@@ -49,17 +50,16 @@ class Dashboard(widgets.VBox):
         self.renders = 0
         self._pending: list[dict] = []
         self._lock = threading.Lock()
-        self._stopped = threading.Event()
         self._throttle = Throttle(self._flush, interval)
         self._build()
         self._render()
         self.live = FigureWidget(self.live)  # made with its data: a view rendered later never misses the first draw
         self.breakdown = FigureWidget(self.breakdown)
         super().__init__(self._children())
-        self._follower = None
+        self._unsubscribe = None
         if job is not None and follow:
-            self._follower = threading.Thread(target=self._follow, name="hotswitch-dashboard", daemon=True)
-            self._follower.start()
+            self._unsubscribe = job.on_event(lambda event: self.push([event]))
+            job.add_done_callback(lambda _: self._throttle.request())
 
     @classmethod
     def replay(cls, events: Iterable[dict], job=None) -> Dashboard:
@@ -74,10 +74,8 @@ class Dashboard(widgets.VBox):
         self._throttle.request()
 
     def wait_idle(self, timeout: float = 5.0) -> bool:
-        """Block until the follower (if any) has ended and every queued event is drawn."""
+        """Block until every queued event is drawn (False if ``timeout`` seconds pass first)."""
         deadline = time.monotonic() + timeout
-        if self._follower is not None:
-            self._follower.join(timeout)
         while time.monotonic() < deadline:
             with self._lock:
                 queued = bool(self._pending)
@@ -87,22 +85,10 @@ class Dashboard(widgets.VBox):
         return False
 
     def close(self) -> None:
-        self._stopped.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         self._throttle.cancel()
         super().close()
-
-    def _follow(self) -> None:
-        seen = 0
-        while not self._stopped.is_set():
-            finished = bool(getattr(self.job, "done", False))  # read before the events: none are missed
-            count = len(self.job.events)
-            if count > seen:
-                self.push(self.job.events[seen:count])
-                seen = count
-            elif finished:
-                self._throttle.request()  # a last redraw for the logs and the final status
-                return
-            self._stopped.wait(self._throttle.interval)
 
     def _flush(self) -> None:
         with self._lock:

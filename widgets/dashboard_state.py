@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import deque
 
+from hotswitch.backend.train.events import PHASES, RunTotals
 from hotswitch.widgets.series import BoundedSeries
 
-PHASES = ("compute", "switch", "grad_sync", "update")
 STEP_COLUMNS = ("step", "tokens_per_s", "loss", *PHASES)
 MAX_MARKS = 200
 ETA_WINDOW = 20
@@ -36,12 +36,12 @@ class DashboardState:
         self.strategies: list[str] = []
         self.last_step: dict | None = None
         self.done: dict | None = None
-        self.tokens = 0
-        self.switches = 0
+        self.totals = RunTotals()  # the run's figures, as the command line and the reports compute them
         self.events = 0
 
     def ingest(self, event: dict) -> None:
         self.events += 1
+        self.totals.add(event)
         kind = event.get("type")
         if kind == "step":
             self._step(event)
@@ -68,8 +68,6 @@ class DashboardState:
             }
         )
         self.recent_seconds.append(seconds.get("total", sum(seconds.get(p, 0.0) for p in PHASES)))
-        self.tokens += event.get("tokens", 0)
-        self.switches += event.get("switches", 0)
         self.last_step = event
         if self.bands:
             self.bands[-1][1] = event["step"]
@@ -106,20 +104,22 @@ class DashboardState:
         return max(0, planned - done) * sum(self.recent_seconds) / len(self.recent_seconds)
 
     def summary(self) -> dict | None:
-        """The final figures once a "done" event has arrived, else None."""
+        """The final figures once a "done" event has arrived, else None: ``tokens_per_s`` is
+        ``backend.train.events.summarize``'s (tokens over step seconds); ``seconds`` the wall
+        time of the whole loop (planning, control and profiling included)."""
         if self.done is None:
             return None
-        seconds = self.done.get("seconds") or 0.0
-        tokens = self.done.get("tokens", self.tokens)
+        totals = self.totals.summary()
         return {
             "reason": self.done.get("reason"),
             "steps": self.done.get("step"),
-            "tokens": tokens,
-            "seconds": seconds,
-            "tokens_per_s": tokens / seconds if seconds else 0.0,
-            "hot_switches": self.switches,
+            "tokens": totals["tokens"],
+            "tokens_per_s": totals["tokens_per_s"],
+            "step_seconds": totals["seconds"],
+            "seconds": self.done.get("seconds") or 0.0,
+            "hot_switches": totals["switches"],
             "plan_changes": len(self.marks),
-            "final_loss": self.last_step.get("loss") if self.last_step else None,
+            "final_loss": totals["last_loss"],
         }
 
     def snapshot(self) -> dict:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.dispatch import HotSwitchPlan, instantiation_strategy
 
 CURVE_POINTS = 64
 LONGEST_DRAWN = 1 << 17  # the length axis ends here at most when nothing else bounds it
@@ -73,7 +73,7 @@ def predict_plan(
         plan=plan,
         buckets=[[str(b.strategy), b.above] for b in plan.buckets],
         batch=sorted((q.length, str(s)) for s, seqs in groups.items() for q in seqs),
-        predicted_step_s=_step_s(cost, plan, instantiation, groups) if lengths else None,
+        predicted_step_s=cost.step_s(plan, lengths, instantiation) if lengths else None,
     )
 
 
@@ -84,10 +84,3 @@ def _curve(cost, strategy: Strategy, grid: list[int]) -> dict[str, list[float]]:
         "time_s": [c.time(n) / strategy.dp for n in grid],
         "memory_bytes": [c.static_bytes + c.memory(n) for n in grid],
     }
-
-
-def _step_s(cost, plan: HotSwitchPlan, instantiation: Strategy, groups: dict) -> float:
-    """As the trainer predicts it: the strategies in its execution order, switches included."""
-    order = execution_order(plan.strategies, instantiation, cost.switch_cost)
-    lengths = {s: [q.length for q in seqs] for s, seqs in groups.items()}
-    return cost.step_s(lengths, list(order), instantiation)

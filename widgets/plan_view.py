@@ -58,6 +58,16 @@ class PlanView(widgets.VBox):
                 "batch lengths",
             ),
         )
+        self._draw_curves(fig)
+        self._draw_batch(fig)
+        self._draw_limits(fig)
+        fig.update_layout(barmode="stack", height=720, margin={"t": 70 if title else 40}, title=title or None)
+        fig.update_xaxes(title_text="sequence length", row=3, col=1)
+        self.fig = FigureWidget(fig)
+        super().__init__([self.fig])
+
+    def _draw_curves(self, fig) -> None:
+        """Rows 1 and 2: each strategy's predicted time and memory over length."""
         for row, key, scale in ((1, "time_s", 1.0), (2, "memory_bytes", self.memory_scale)):
             for i, (strategy, c) in enumerate(self.curves.items()):
                 fig.add_trace(
@@ -72,6 +82,9 @@ class PlanView(widgets.VBox):
                     row=row,
                     col=1,
                 )
+
+    def _draw_batch(self, fig) -> None:
+        """Row 3: the batch's lengths, stacked by the strategy the plan sends them to."""
         longest = max([n for n, _ in self.batch] + [max(c["lengths"], default=1) for c in self.curves.values()])
         bins = {"start": 0.5, "size": max(1, math.ceil(longest / HISTOGRAM_BINS))}  # whole lengths per bin
         for i, strategy in enumerate(self.curves):
@@ -89,8 +102,11 @@ class PlanView(widgets.VBox):
                 row=3,
                 col=1,
             )
+
+    def _draw_limits(self, fig) -> None:
+        """The memory limit and the buckets' boundaries."""
         fig.add_hline(
-            y=memory_limit * self.memory_scale,
+            y=self.memory_limit * self.memory_scale,
             line_dash="dash",
             line_color="#c00",
             annotation_text="memory limit",
@@ -101,10 +117,6 @@ class PlanView(widgets.VBox):
             for row in (1, 2, 3) if above > 0 else ():
                 label = {"annotation_text": f"{strategy} above {above}"} if row == 1 else {}
                 fig.add_vline(x=above, line_dash="dot", line_color="#555", row=row, col=1, **label)
-        fig.update_layout(barmode="stack", height=720, margin={"t": 70 if title else 40}, title=title or None)
-        fig.update_xaxes(title_text="sequence length", row=3, col=1)
-        self.fig = FigureWidget(fig)
-        super().__init__([self.fig])
 
     @classmethod
     def of(

@@ -10,7 +10,7 @@ buffers. Compiling needs no process group; ``bind`` supplies them.
 
 A stage's graph takes ``(tokens, targets, *received)`` and returns the loss on the
 last stage, else the tuple of tensors it sends on; ``runtime.pipeline`` moves them
-between stages under a schedule.
+between stages under a schedule (an ``ExecGraph`` is its ``PipelineStage``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from hotswitch.backend.dist_state import Shard
-from hotswitch.backend.graph.logical import FREE, MESH_DIMS, LogicalGraph, LogicalNode
+from hotswitch.backend.graph.logical import LogicalGraph
+from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, MeshDim
 from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import IGNORE, rotary_tables, token_loss
@@ -39,7 +40,7 @@ def _attr(name: str) -> str:
     return name.replace(".", "__")
 
 
-def _group_ranks(strategy: Strategy, rank: int, mesh_dim: str) -> tuple[int, ...]:
+def _group_ranks(strategy: Strategy, rank: int, mesh_dim: MeshDim) -> tuple[int, ...]:
     return strategy.tp_group(rank) if mesh_dim == "tp" else strategy.dp_group(rank)
 
 
@@ -60,6 +61,11 @@ class ExecGraph:
     @property
     def stage(self) -> int:
         return self.strategy.coords(self.rank)[0]
+
+    @property
+    def device(self) -> torch.device:
+        """Where ``attach`` put the parameters."""
+        return self.module.rope_cos.device
 
     def rank_sets(self) -> set[tuple[int, ...]]:
         return {getattr(self.module, name).ranks for name in self.bindable}
@@ -118,66 +124,126 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
         )
     if not 0 <= rank < strategy.world_size:
         raise ValueError(f"rank {rank} is outside {strategy} ({strategy.world_size} ranks)")
-    layout = param_layout(graph.config, strategy)
-    stage = strategy.coords(rank)[0]
-    root = nn.Module()
-    out = torch.fx.Graph()
-    env: dict[str, torch.fx.Node] = {}
-    merged: dict[tuple, torch.fx.Node] = {}  # (input, steps) -> the converted value
-    params, bindable, receives, sends = [], [], [], []
-    links = [n for n in graph.nodes.values() if n.op == "p2p"]
+    return _StageCompiler(graph, strategy, rank).compile()
 
-    def module_node(name: str, module: nn.Module, args) -> torch.fx.Node:
-        root.add_module(name, module)
-        bindable.append(name)
-        return out.call_module(name, tuple(args))
 
-    def crossing(node: LogicalNode) -> bool:
-        return node.op == "p2p" and bool(node.comm[strategy])
+class _StageCompiler:
+    """Builds one rank's fx graph from the logical graph, node by node."""
 
-    for node in graph.nodes.values():  # placeholders first: the micro-batch, then what arrives
-        if node.kind == "input":
-            env[node.name] = out.placeholder(node.name)
-    for tag, node in enumerate(links):
-        if crossing(node) and node.stages[strategy] == stage:
-            env[node.name] = out.placeholder(node.name)
-            receives.append(Link(graph.nodes[node.inputs[0]].stages[strategy], tag))
-    for node in graph.nodes.values():
-        if node.name in env:
-            continue
-        if crossing(node):
-            if graph.nodes[node.inputs[0]].stages[strategy] == stage:
-                sends.append((env[node.inputs[0]], Link(node.stages[strategy], links.index(node))))
-            continue
-        if node.kind not in FREE and node.stages[strategy] != stage:
-            continue
-        ins = [env[i] for i in node.inputs]
+    def __init__(self, graph: LogicalGraph, strategy: Strategy, rank: int):
+        self.graph, self.strategy, self.rank = graph, strategy, rank
+        self.layout = param_layout(graph.config, strategy)
+        self.stage = strategy.coords(rank)[0]
+        self.root = nn.Module()
+        self.out = torch.fx.Graph()
+        self.env: dict[str, torch.fx.Node] = {}
+        self.merged: dict[tuple, torch.fx.Node] = {}  # (input, steps) -> the converted value
+        self.params: list[str] = []
+        self.bindable: list[str] = []
+        self.receives: list[Link] = []
+        self.sends: list[tuple[torch.fx.Node, Link]] = []
+        self.links = [n for n in graph.nodes.values() if n.op == P2P]
+
+    def compile(self) -> ExecGraph:
+        graph, strategy = self.graph, self.strategy
+        self._placeholders()
+        for node in graph.nodes.values():
+            if node.name in self.env:
+                continue
+            if self._crossing(node):
+                if graph.nodes[node.inputs[0]].stages[strategy] == self.stage:
+                    self.sends.append((self.env[node.inputs[0]], Link(node.stages[strategy], self.links.index(node))))
+                continue
+            if node.kind not in FREE and node.stages[strategy] != self.stage:
+                continue
+            self._add(node, [self.env[i] for i in node.inputs])
+        if self.stage < strategy.pp - 1:
+            self.out.output(tuple(value for value, _ in self.sends))
+        module = torch.fx.GraphModule(self.root, self.out)
+        links_out = [link for _, link in self.sends]
+        return ExecGraph(
+            graph.config,
+            strategy,
+            self.rank,
+            module,
+            self.params,
+            self.bindable,
+            self.receives,
+            links_out,
+            len(self.links),
+        )
+
+    def _crossing(self, node: LogicalNode) -> bool:
+        return node.op == P2P and bool(node.comm[self.strategy])
+
+    def _placeholders(self) -> None:
+        """The micro-batch first, then what arrives from earlier stages."""
+        for node in self.graph.nodes.values():
+            if node.kind == "input":
+                self.env[node.name] = self.out.placeholder(node.name)
+        for tag, node in enumerate(self.links):
+            if self._crossing(node) and node.stages[self.strategy] == self.stage:
+                self.env[node.name] = self.out.placeholder(node.name)
+                self.receives.append(Link(self.graph.nodes[node.inputs[0]].stages[self.strategy], tag))
+
+    def _module_node(self, name: str, module: nn.Module, args) -> torch.fx.Node:
+        self.root.add_module(name, module)
+        self.bindable.append(name)
+        return self.out.call_module(name, tuple(args))
+
+    def _add(self, node: LogicalNode, ins: list[torch.fx.Node]) -> None:
         if node.kind == "param":
-            box = layout[node.name].state.local_box(rank, layout[node.name].shape)
-            root.register_parameter(_attr(node.name), nn.Parameter(torch.empty(box.shape, device="meta")))
-            params.append(node.name)
-            env[node.name] = out.get_attr(_attr(node.name))
+            param = self.layout[node.name]
+            box = param.state.local_box(self.rank, param.shape)
+            self.root.register_parameter(_attr(node.name), nn.Parameter(torch.empty(box.shape, device="meta")))
+            self.params.append(node.name)
+            self.env[node.name] = self.out.get_attr(_attr(node.name))
         elif node.kind == "buffer":
-            root.register_buffer(node.name, torch.empty(node.shape, device="meta"))
-            env[node.name] = out.get_attr(node.name)
+            self.root.register_buffer(node.name, torch.empty(node.shape, device="meta"))
+            self.env[node.name] = self.out.get_attr(node.name)
         elif node.kind == "comm":
-            key = (ins[0], node.comm[strategy])
-            if key not in merged:
-                value = ins[0]
-                for i, step in enumerate(node.comm[strategy]):
-                    ranks = _group_ranks(strategy, rank, step.mesh_dim)
-                    value = module_node(f"{node.name}_{i}", Collective(step.kind, ranks, step.dim), [value])
-                merged[key] = value
-            env[node.name] = merged[key]  # a dummy passes its input through
+            self.env[node.name] = self._comm(node, ins[0])  # a dummy passes its input through
         elif node.kind == "output":
-            out.output(ins[0])
+            self.out.output(ins[0])
         else:
-            env[node.name] = _local_op(node, ins, strategy, rank, layout, graph, out, module_node)
-    if stage < strategy.pp - 1:
-        out.output(tuple(value for value, _ in sends))
-    module = torch.fx.GraphModule(root, out)
-    links_out = [link for _, link in sends]
-    return ExecGraph(graph.config, strategy, rank, module, params, bindable, receives, links_out, len(links))
+            self.env[node.name] = self._local_op(node, ins)
+
+    def _comm(self, node: LogicalNode, value: torch.fx.Node) -> torch.fx.Node:
+        """The node's collectives in this strategy, run once per (input, steps)."""
+        key = (value, node.comm[self.strategy])
+        if key not in self.merged:
+            for i, step in enumerate(node.comm[self.strategy]):
+                ranks = _group_ranks(self.strategy, self.rank, step.mesh_dim)
+                value = self._module_node(f"{node.name}_{i}", Collective(step.kind, ranks, step.dim), [value])
+            self.merged[key] = value
+        return self.merged[key]
+
+    def _local_op(self, node: LogicalNode, ins: list[torch.fx.Node]) -> torch.fx.Node:
+        graph, strategy, rank, out = self.graph, self.strategy, self.rank, self.out
+
+        def first_row(param: str) -> int:  # where this rank's vocabulary rows begin
+            return self.layout[param].state.local_box(rank, self.layout[param].shape).offset[0]
+
+        weight_split = strategy.tp > 1 and node.op in ("embedding", "loss") and _vocab_split(node, graph, strategy)
+        if node.op == "linear":
+            return out.call_function(F.linear, (ins[0], ins[1]))
+        if node.op == "embedding":
+            if weight_split:
+                start = first_row(node.inputs[1])
+                return out.call_function(vocab_parallel_embedding, (ins[0], ins[1], start))
+            return out.call_function(F.embedding, (ins[0], ins[1]))
+        if node.op == "loss" and weight_split:
+            head = graph.nodes[node.inputs[0]]
+            start = first_row(head.inputs[1] if head.op == "linear" else "output.weight")
+            loss = VocabParallelLoss(strategy.tp_group(rank), start)
+            return self._module_node(f"{node.name}_vocab_parallel", loss, ins)
+        if node.op == "loss":
+            return out.call_function(token_loss, tuple(ins))
+        fx = node.fx_node  # every other op runs as traced, on local shapes
+        mapping = dict(zip(fx.all_input_nodes, ins))
+        args = torch.fx.map_arg(fx.args, lambda a: mapping[a])
+        kwargs = torch.fx.map_arg(fx.kwargs, lambda a: mapping[a])
+        return out.create_node(fx.op, fx.target, args, kwargs)
 
 
 def _pad_length(tokens: torch.Tensor, targets: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,31 +253,6 @@ def _pad_length(tokens: torch.Tensor, targets: torch.Tensor, multiple: int) -> t
     if not extra:
         return tokens, targets
     return F.pad(tokens, (0, extra), value=0), F.pad(targets, (0, extra), value=IGNORE)
-
-
-def _local_op(node: LogicalNode, ins, strategy, rank, layout, graph, out, module_node) -> torch.fx.Node:
-    def first_row(param: str) -> int:  # where this rank's vocabulary rows begin
-        return layout[param].state.local_box(rank, layout[param].shape).offset[0]
-
-    weight_split = strategy.tp > 1 and node.op in ("embedding", "loss") and _vocab_split(node, graph, strategy)
-    if node.op == "linear":
-        return out.call_function(F.linear, (ins[0], ins[1]))
-    if node.op == "embedding":
-        if weight_split:
-            start = first_row(node.inputs[1])
-            return out.call_function(vocab_parallel_embedding, (ins[0], ins[1], start))
-        return out.call_function(F.embedding, (ins[0], ins[1]))
-    if node.op == "loss" and weight_split:
-        head = graph.nodes[node.inputs[0]]
-        start = first_row(head.inputs[1] if head.op == "linear" else "output.weight")
-        return module_node(f"{node.name}_vocab_parallel", VocabParallelLoss(strategy.tp_group(rank), start), ins)
-    if node.op == "loss":
-        return out.call_function(token_loss, tuple(ins))
-    fx = node.fx_node  # every other op runs as traced, on local shapes
-    mapping = dict(zip(fx.all_input_nodes, ins))
-    args = torch.fx.map_arg(fx.args, lambda a: mapping[a])
-    kwargs = torch.fx.map_arg(fx.kwargs, lambda a: mapping[a])
-    return out.create_node(fx.op, fx.target, args, kwargs)
 
 
 def _vocab_split(node: LogicalNode, graph: LogicalGraph, strategy: Strategy) -> bool:

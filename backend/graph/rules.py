@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hotswitch.backend.dist_state import Partial, Placement, Replicate, Shard
+from hotswitch.backend.runtime.collectives import CommKind
 
 R, P = Replicate(), Partial()
 
@@ -232,7 +233,7 @@ RULES = {
 SEQUENCE_PARALLEL_RULES = {**RULES, "rms_norm": sequence_parallel_rms_norm, "add": sequence_parallel_add}
 
 
-def conversion(actual: Placement, required: Placement, grad_partial: bool) -> tuple[str, int | None] | None:
+def conversion(actual: Placement, required: Placement, grad_partial: bool) -> tuple[CommKind, int | None] | None:
     """The collective turning ``actual`` into ``required`` (with the gradient conjugate the
     consumer needs), as (kind, tensor dim), or None when nothing is needed."""
     if actual == required:

@@ -32,7 +32,9 @@ class ModelConfig:
         return replace(self, **changes)
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Every parameter's global shape, in module order (torchtitan's names)."""
+        """Every parameter's global shape, in module order (torchtitan's names): the model's
+        ``named_parameters`` without building it, so that planning needs no torch
+        (tests/backend/models/test_shapes.py holds the two equal)."""
         kv = self.n_kv_heads * self.head_dim
         shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (self.vocab_size, self.dim)}
         for i in range(self.n_layers):

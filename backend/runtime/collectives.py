@@ -1,25 +1,36 @@
-"""Communication as autograd Functions: each backward is visibly its forward's conjugate.
+"""Communication as autograd Functions named after their math (Megatron's ``mappings.py``):
+each backward is visibly its forward's conjugate.
 
-=================  ===========================  ===========================
-name               forward                      backward
-=================  ===========================  ===========================
-``all_reduce``     sum partial values           identity
-``copy``           identity                     sum partial gradients
-``all_gather``     concatenate shards           keep own shard
-``all_gather_rs``  concatenate shards           reduce-scatter gradients
-``split``          keep own shard               concatenate gradient shards
-``reduce_scatter`` sum, keep own shard          concatenate gradient shards
-=================  ===========================  ===========================
+==================  ==========================================  ===================  ==========================
+kind                Function                                    forward              backward
+==================  ==========================================  ===================  ==========================
+``copy``            ``CopyToParallelRegion``                    identity             sum partial gradients
+``all_reduce``      ``ReduceFromParallelRegion``                sum partial values   identity
+``split``           ``ScatterToParallelRegion``                 keep own shard       concatenate grad shards
+``all_gather``      ``GatherFromParallelRegion``                concatenate shards   keep own shard
+``all_gather_rs``   ``GatherFromSequenceParallelRegion``        concatenate shards   reduce-scatter gradients
+``reduce_scatter``  ``ReduceScatterToSequenceParallelRegion``   sum, keep own shard  concatenate grad shards
+==================  ==========================================  ===================  ==========================
 
-A ``Collective`` module is created unbound (compiling needs no process group)
-and gets its group from ``bind``.
+The kinds are what the graph's deduction rules ask for and what graph summaries show;
+``COLLECTIVES`` maps each to its Function. They run along any mesh dim (a "parallel
+region" is the group of ranks along it), every Function as ``apply(x, dim, group)``.
+A ``Collective`` module is created unbound (compiling needs no process group) and gets
+its group from ``bind``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal, get_args
+
 import torch
 import torch.distributed as dist
 from torch import nn
+
+CommKind = Literal["all_reduce", "copy", "all_gather", "all_gather_rs", "split", "reduce_scatter"]
+KINDS: tuple[CommKind, ...] = get_args(CommKind)
 
 
 def _all_reduce(x: torch.Tensor, group) -> torch.Tensor:
@@ -46,40 +57,34 @@ def _reduce_scatter(x: torch.Tensor, dim: int, group) -> torch.Tensor:
     return _chunk(_all_reduce(x.clone(), group), dim, group)
 
 
-class AllReduce(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, group):
-        return _all_reduce(x.clone(), group)
+class CopyToParallelRegion(torch.autograd.Function):
+    """forward: identity; backward: all-reduce (sum) the partial gradients."""
 
     @staticmethod
-    def backward(ctx, grad):
-        return grad, None
-
-
-class Copy(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, group):
+    def forward(ctx, x, dim, group):
         ctx.group = group
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):
-        return _all_reduce(grad.clone(), ctx.group), None
+        return _all_reduce(grad.clone(), ctx.group), None, None
 
 
-class AllGather(torch.autograd.Function):
+class ReduceFromParallelRegion(torch.autograd.Function):
+    """forward: all-reduce (sum) the partial values; backward: identity."""
+
     @staticmethod
-    def forward(ctx, x, dim, group, reduce_grad):
-        ctx.dim, ctx.group, ctx.reduce_grad = dim, group, reduce_grad
-        return _all_gather(x, dim, group)
+    def forward(ctx, x, dim, group):
+        return _all_reduce(x.clone(), group)
 
     @staticmethod
     def backward(ctx, grad):
-        local = _reduce_scatter(grad, ctx.dim, ctx.group) if ctx.reduce_grad else _chunk(grad, ctx.dim, ctx.group)
-        return local, None, None, None
+        return grad, None, None
 
 
-class Split(torch.autograd.Function):
+class ScatterToParallelRegion(torch.autograd.Function):
+    """forward: keep this rank's chunk of ``dim``; backward: all-gather the gradient chunks."""
+
     @staticmethod
     def forward(ctx, x, dim, group):
         ctx.dim, ctx.group = dim, group
@@ -90,7 +95,35 @@ class Split(torch.autograd.Function):
         return _all_gather(grad, ctx.dim, ctx.group), None, None
 
 
-class ReduceScatter(torch.autograd.Function):
+class GatherFromParallelRegion(torch.autograd.Function):
+    """forward: all-gather the chunks along ``dim``; backward: keep this rank's gradient chunk."""
+
+    @staticmethod
+    def forward(ctx, x, dim, group):
+        ctx.dim, ctx.group = dim, group
+        return _all_gather(x, dim, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _chunk(grad, ctx.dim, ctx.group), None, None
+
+
+class GatherFromSequenceParallelRegion(torch.autograd.Function):
+    """forward: all-gather the chunks along ``dim``; backward: reduce-scatter the partial gradients."""
+
+    @staticmethod
+    def forward(ctx, x, dim, group):
+        ctx.dim, ctx.group = dim, group
+        return _all_gather(x, dim, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _reduce_scatter(grad, ctx.dim, ctx.group), None, None
+
+
+class ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
+    """forward: reduce-scatter (sum, keep this rank's chunk of ``dim``); backward: all-gather the gradient."""
+
     @staticmethod
     def forward(ctx, x, dim, group):
         ctx.dim, ctx.group = dim, group
@@ -101,15 +134,24 @@ class ReduceScatter(torch.autograd.Function):
         return _all_gather(grad, ctx.dim, ctx.group), None, None
 
 
-KINDS = ("all_reduce", "copy", "all_gather", "all_gather_rs", "split", "reduce_scatter")
+COLLECTIVES: Mapping[CommKind, type[torch.autograd.Function]] = MappingProxyType(
+    {
+        "copy": CopyToParallelRegion,
+        "all_reduce": ReduceFromParallelRegion,
+        "split": ScatterToParallelRegion,
+        "all_gather": GatherFromParallelRegion,
+        "all_gather_rs": GatherFromSequenceParallelRegion,
+        "reduce_scatter": ReduceScatterToSequenceParallelRegion,
+    }
+)
 
 
 class Collective(nn.Module):
-    """One collective over the ranks ``ranks`` (global ranks, in group order)."""
+    """One collective of kind ``kind`` over the ranks ``ranks`` (global ranks, in group order)."""
 
-    def __init__(self, kind: str, ranks: tuple[int, ...], dim: int | None = None):
+    def __init__(self, kind: CommKind, ranks: tuple[int, ...], dim: int | None = None):
         super().__init__()
-        if kind not in KINDS:
+        if kind not in COLLECTIVES:
             raise ValueError(f"unknown collective {kind!r}; one of {', '.join(KINDS)}")
         self.kind, self.ranks, self.dim = kind, tuple(ranks), dim
         self.group = None
@@ -120,15 +162,7 @@ class Collective(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.group is None:
             raise RuntimeError(f"{self.kind} over ranks {list(self.ranks)} has no process group; call bind() first")
-        if self.kind == "all_reduce":
-            return AllReduce.apply(x, self.group)
-        if self.kind == "copy":
-            return Copy.apply(x, self.group)
-        if self.kind in ("all_gather", "all_gather_rs"):
-            return AllGather.apply(x, self.dim, self.group, self.kind == "all_gather_rs")
-        if self.kind == "split":
-            return Split.apply(x, self.dim, self.group)
-        return ReduceScatter.apply(x, self.dim, self.group)
+        return COLLECTIVES[self.kind].apply(x, self.dim, self.group)
 
     def extra_repr(self) -> str:
         dim = "" if self.dim is None else f", dim={self.dim}"

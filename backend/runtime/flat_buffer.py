@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import torch
 
 from hotswitch.backend.dist_state import Box
-from hotswitch.backend.switch.needs import TensorLayout
+from hotswitch.backend.layout import TensorLayout
 
 
 def flat_offsets(layout: Mapping[str, TensorLayout], rank: int) -> dict[str, tuple[int, Box]]:

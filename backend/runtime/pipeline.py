@@ -13,10 +13,15 @@ forward and backward of the micro-batch.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
 import torch.distributed as dist
+from torch import nn
+
+from hotswitch.backend.strategy import Strategy
 
 _MAX_DIMS = 7
 
@@ -28,6 +33,37 @@ class Link:
 
     peer_stage: int
     index: int
+
+
+@runtime_checkable
+class PipelineStage(Protocol):
+    """What ``run_stage`` needs of one rank's part of a pipeline (``graph.compile.ExecGraph``
+    is one). ``module(tokens, targets, *received)``, one tensor per ``receives`` link,
+    returns the loss sum on the last stage, else the tuple of tensors for ``sends``."""
+
+    @property
+    def strategy(self) -> Strategy: ...
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def stage(self) -> int: ...
+
+    @property
+    def module(self) -> nn.Module: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def receives(self) -> Sequence[Link]: ...  # from earlier stages
+
+    @property
+    def sends(self) -> Sequence[Link]: ...  # to later stages
+
+    @property
+    def crossings(self) -> int: ...  # links in the whole pipeline, numbered alike on every stage
 
 
 @dataclass(frozen=True)
@@ -60,7 +96,7 @@ class _Wire:
     """Point-to-point transfers of one rank's stage; tags keep micro-batches and
     crossings apart (gloo matches on them)."""
 
-    def __init__(self, graph):
+    def __init__(self, graph: PipelineStage):
         strategy = graph.strategy
         self.rank, self.stage, self.width = graph.rank, graph.stage, strategy.dp * strategy.tp
         self.crossings = max(graph.crossings, 1)  # the same on every stage
@@ -108,7 +144,7 @@ class StageClock:
 
 
 def run_stage(
-    graph,
+    graph: PipelineStage,
     micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
     scale: float,
     schedule: str,
@@ -122,7 +158,7 @@ def run_stage(
         raise ValueError(f"unknown pipeline schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
     stages, stage = graph.strategy.pp, graph.stage
     last = stage == stages - 1
-    device = graph.module.rope_cos.device
+    device = graph.device
     wire = _Wire(graph)
     alive: dict[int, tuple[list[torch.Tensor], object]] = {}
     loss = torch.zeros((), device=device)

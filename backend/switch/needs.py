@@ -12,17 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.dist_state import Box, DistState
-
-
-class TensorLayout(Protocol):
-    """Anything with a global shape and a DistState (e.g. ``ParamLayout``)."""
-
-    shape: tuple[int, ...]
-    state: DistState
+from hotswitch.backend.layout import TensorLayout
 
 
 @dataclass(frozen=True)

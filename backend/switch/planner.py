@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from hotswitch.backend.cluster import Cluster
-from hotswitch.backend.layout import param_layout
+from hotswitch.backend.layout import TensorLayout, param_layout
 from hotswitch.backend.models.config import ModelConfig, get_config
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.balanced import balanced_transfers, group_demands
 from hotswitch.backend.switch.greedy import greedy_transfers, naive_transfers
 from hotswitch.backend.switch.lp import min_max_assignment
-from hotswitch.backend.switch.needs import SwitchNeeds, TensorLayout, switch_needs
+from hotswitch.backend.switch.needs import SwitchNeeds, switch_needs
 from hotswitch.backend.switch.plan import SwitchPlan, Transfer
 
 ALGORITHMS = ("balanced", "greedy", "naive")

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from hotswitch.backend.layout import TensorLayout
 from hotswitch.backend.runtime.flat_buffer import flat_offsets, span_in
-from hotswitch.backend.switch.needs import TensorLayout
 from hotswitch.backend.switch.plan import Message, Transfer
 
 # Runs smaller than this go into the packed wire: copying them costs less than a message.

@@ -11,7 +11,7 @@ from hotswitch.backend.layout import check_strategy
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.cost import CostModel
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order
+from hotswitch.backend.train.dispatch import HotSwitchPlan
 
 
 def candidate_strategies(config: ModelConfig, world: int) -> list[Strategy]:
@@ -63,6 +63,43 @@ def pareto(cost: CostModel, lengths: Sequence[int], max_len: int) -> list[Strate
     return [b for b in names if not any(beats(a, b) for a in names if a != b)]
 
 
+class _BoundarySearch:
+    """The cheapest bucket boundaries for chains of strategies over one batch, by dynamic
+    programming; every partial result cached for the life of one search."""
+
+    def __init__(self, lengths: Sequence[int], cost: CostModel, longest: dict[Strategy, int], picks: list[int]):
+        self.sorted_lengths = sorted(lengths)  # a bucket's sequences: a slice
+        self.cost, self.longest, self.picks = cost, longest, picks
+        self.bucket = functools.cache(self._bucket)
+        self.cheapest = functools.cache(self._cheapest)
+        self._group_s = functools.cache(lambda strategy, lengths: cost.group_s(strategy, list(lengths)))
+
+    def group_s(self, strategy: Strategy, lengths: Sequence[int]) -> float:
+        """``CostModel.group_s``, cached."""
+        return self._group_s(strategy, tuple(lengths))
+
+    def _bucket(self, strategy: Strategy, above: int, upper: int) -> tuple[int, ...] | None:
+        """The sequences in (above, upper], if there are any and the strategy holds them all."""
+        found = self.sorted_lengths[
+            bisect.bisect_right(self.sorted_lengths, above) : bisect.bisect_right(self.sorted_lengths, upper)
+        ]
+        return tuple(found) if found and upper <= self.longest[strategy] else None
+
+    def _cheapest(self, chain: tuple[Strategy, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
+        """The least compute for ``chain`` (longest sequences first) over lengths up to
+        ``upper``, every bucket holding sequences, and its buckets' lower bounds."""
+        if len(chain) == 1:
+            lengths = self.bucket(chain[0], 0, upper)
+            return None if lengths is None else (self.group_s(chain[0], lengths), (0,))
+        best = None
+        for above in self.picks:
+            lengths = self.bucket(chain[0], above, upper) if above < upper else None
+            rest = self.cheapest(chain[1:], above) if lengths else None
+            if rest and (best is None or self.group_s(chain[0], lengths) + rest[0] < best[0] - 1e-12):
+                best = (self.group_s(chain[0], lengths) + rest[0], (above, *rest[1]))
+        return best
+
+
 def auto_plan(
     lengths: Sequence[int],
     cost: CostModel,
@@ -76,59 +113,31 @@ def auto_plan(
     quantiles and the longest sequence each strategy holds; keep plans whose every bucket
     fits in memory up to its upper bound (``max_len`` for the longest); return the fastest
     with its predicted step time."""
-    ordered, sorted_lengths = sorted(set(lengths)), sorted(lengths)  # a bucket's sequences: a slice
+    ordered = sorted(set(lengths))
     strategies = sorted(pareto(cost, ordered, max_len), key=lambda s: (s.tp * s.pp, s.tp, s.sp))
     longest = {s: cost.longest(s, max_len) for s in strategies}
     quantiles = {ordered[int(i * (len(ordered) - 1) / splits)] for i in range(1, splits)}
     capacities = set(longest.values())  # a strategy taking every sequence it can hold
     picks = sorted(n for n in quantiles | capacities if ordered[0] <= n < ordered[-1])
-
-    @functools.cache
-    def bucket(strategy: Strategy, above: int, upper: int) -> tuple[int, ...] | None:
-        """The sequences in (above, upper], if there are any and the strategy holds them all."""
-        lengths = sorted_lengths[
-            bisect.bisect_right(sorted_lengths, above) : bisect.bisect_right(sorted_lengths, upper)
-        ]
-        return tuple(lengths) if lengths and upper <= longest[strategy] else None
-
-    @functools.cache
-    def group_s(strategy: Strategy, lengths: tuple[int, ...]) -> float:
-        return cost.group_s(strategy, list(lengths))
-
-    @functools.cache
-    def cheapest(chain: tuple[Strategy, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
-        """The least compute for ``chain`` (longest sequences first) over lengths up to
-        ``upper``, every bucket holding sequences, and its buckets' lower bounds."""
-        if len(chain) == 1:
-            lengths = bucket(chain[0], 0, upper)
-            return None if lengths is None else (group_s(chain[0], lengths), (0,))
-        best = None
-        for above in picks:
-            lengths = bucket(chain[0], above, upper) if above < upper else None
-            rest = cheapest(chain[1:], above) if lengths else None
-            if rest and (best is None or group_s(chain[0], lengths) + rest[0] < best[0] - 1e-12):
-                best = (group_s(chain[0], lengths) + rest[0], (above, *rest[1]))
-        return best
+    search = _BoundarySearch(lengths, cost, longest, picks)
 
     # with every bucket holding sequences, switches and syncs depend on the strategies alone:
     # the least compute per set of strategies makes the least step time
-    best: tuple[float, list[tuple[Strategy, int]]] | None = None
+    best: tuple[float, HotSwitchPlan] | None = None
     for count in range(1, max_strategies + 1):
         for subset in itertools.combinations(strategies, count):
             chain = subset[::-1]
-            found = cheapest(chain, max_len)
+            found = search.cheapest(chain, max_len)
             if found is None:
                 continue
-            uppers = (max_len, *found[1][:-1])
-            groups = {s: bucket(s, above, upper) for s, above, upper in zip(chain, found[1], uppers, strict=True)}
-            order = list(execution_order(chain, instantiation, cost.switch_cost))
-            predicted = cost.step_s(groups, order, instantiation, lambda s, lengths: group_s(s, tuple(lengths)))
+            plan = HotSwitchPlan.of(list(zip(chain, found[1], strict=True)))
+            predicted = cost.step_s(plan, search.sorted_lengths, instantiation, search.group_s)
             if best is None or predicted < best[0] - 1e-12:
-                best = (predicted, list(zip(chain, found[1], strict=True)))
+                best = (predicted, plan)
     if best is None:
         holds = {str(s): cost.longest(s, max_len) for s in strategies}
         raise ValueError(
             f"no strategy holds sequences of {max_len} tokens within {cost.budget / 2**30:.2f} GiB per device "
             f"(longest each can hold: {holds}); shorten the sequences or raise the memory budget"
         )
-    return HotSwitchPlan.of(best[1]), best[0]
+    return best[1], best[0]

@@ -1,17 +1,23 @@
 """Sequences into micro-batches: one padded row per sequence, so attention never crosses
 sequences, under a token budget and the rows the memory budget allows; and a group's
-sequences spread over data-parallel replicas."""
+sequences spread over data-parallel replicas.
+
+``MicroBatching`` is the one rule for cutting a strategy's group into the micro-batches
+each replica runs: the engine runs it and the cost model predicts it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.data.tokenizer import PAD
 from hotswitch.backend.models.llama import IGNORE
+from hotswitch.backend.strategy import Strategy
 
 
 @dataclass(frozen=True)
@@ -65,3 +71,21 @@ def balance(seqs: list[Sequence], parts: int, cost: Callable[[int], float]) -> l
         out[target].append(s)
         loads[target] += cost(s.length)
     return out
+
+
+@dataclass(frozen=True)
+class MicroBatching:
+    """How a strategy's group of sequences is cut on the ranks: dealt to its dp replicas by
+    ``weight(strategy, length)`` (``balance``; by length when None), then each replica's share
+    packed within ``token_budget`` and ``max_rows(strategy, length)`` rows (``pack``; the token
+    budget alone when None). Deterministic: every rank computes the same split."""
+
+    token_budget: int
+    weight: Callable[[Strategy, int], float] | None = None
+    max_rows: Callable[[Strategy, int], int] | None = None
+
+    def split(self, strategy: Strategy, seqs: list[Sequence]) -> list[list[list[Sequence]]]:
+        """Per dp replica, its micro-batches (each a list of sequences, longest first)."""
+        weight = partial(self.weight, strategy) if self.weight else float
+        rows = partial(self.max_rows, strategy) if self.max_rows else None
+        return [pack(part, self.token_budget, rows) for part in balance(seqs, strategy.dp, weight)]

@@ -24,6 +24,8 @@ from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.train.engine import Engine
+from hotswitch.backend.train.master import ADAM_MOMENTS, OptimizerState
 
 META = "hotswitch.json"
 
@@ -47,36 +49,29 @@ def as_dtensor(local: torch.Tensor, mesh: DeviceMesh, layout) -> DTensor:
     return DTensor.from_local(local, mesh, placements, run_check=False, shape=torch.Size(shape), stride=_strides(shape))
 
 
-def _dtensor_state(engine, meshes: list[DeviceMesh]) -> dict:
-    master = engine.states[engine.instantiation]
-    moments = {id(p): engine.optimizer.state.get(p, {}) for p in engine._master}
+def _dtensor_state(engine: Engine, meshes: list[DeviceMesh]) -> dict:
+    """Parameters and AdamW moments as DTensors sharing the engine's storage."""
+    master = engine.master.state
+    optimizer = engine.master.optimizer_state()
     out = {}
-    for param, name in zip(engine._master, master.params.views):
+    for name, view in master.params.views.items():
         layout = master.layout[name]
         mesh = meshes[layout.stage]
-        out[f"model/{name}"] = as_dtensor(master.params.views[name], mesh, layout)
-        state = moments[id(param)]
-        for key in ("exp_avg", "exp_avg_sq"):
-            moment = state[key] if key in state else torch.zeros_like(param)
+        out[f"model/{name}"] = as_dtensor(view, mesh, layout)
+        for key, moment in optimizer.moments[name].items():
             out[f"optim/{name}/{key}"] = as_dtensor(moment, mesh, layout)
-    out["optim/step"] = torch.tensor(float(_adam_step(engine)))
+    out["optim/step"] = torch.tensor(optimizer.step)
     return out
 
 
-def _adam_step(engine) -> float:
-    state = engine.optimizer.state.get(engine._master[0], {})
-    return float(state["step"]) if "step" in state else 0.0
-
-
-def _meshes(engine) -> list[DeviceMesh]:
+def _meshes(engine: Engine) -> list[DeviceMesh]:
     """One (dp, tp) device mesh per pipeline stage of the instantiation strategy (collective:
     every rank creates every mesh)."""
     s = engine.instantiation
-    device = "cpu" if engine.states[s].params.flat.device.type == "cpu" else "cuda"
-    return [DeviceMesh(device, torch.tensor(ranks).view(s.dp, s.tp)) for ranks in s.stage_ranks]
+    return [DeviceMesh(engine.device.type, torch.tensor(ranks).view(s.dp, s.tp)) for ranks in s.stage_ranks]
 
 
-def save(engine, path: str | Path, extra: dict) -> Path:
+def save(engine: Engine, path: str | Path, extra: dict) -> Path:
     """Write the checkpoint (collective). Raises before writing if ``path`` exists."""
     path = Path(path)
     exists = torch.tensor([int(path.exists())])
@@ -108,15 +103,12 @@ def read_meta(path: str | Path, config: ModelConfig) -> dict:
     return meta
 
 
-def load(engine, path: str | Path) -> None:
+def load(engine: Engine, path: str | Path) -> None:
     """Load model and optimizer into the engine's instantiation layout (collective)."""
     state = _dtensor_state(engine, _meshes(engine))
     dcp.load(state, checkpoint_id=str(path))
-    master = engine.states[engine.instantiation]
-    step = state["optim/step"]
-    for param, name in zip(engine._master, master.params.views):
-        engine.optimizer.state[param] = {
-            "step": step.clone(),
-            "exp_avg": state[f"optim/{name}/exp_avg"].to_local().clone(),
-            "exp_avg_sq": state[f"optim/{name}/exp_avg_sq"].to_local().clone(),
-        }
+    moments = {
+        name: {key: state[f"optim/{name}/{key}"].to_local() for key in ADAM_MOMENTS}
+        for name in engine.master.state.params.views
+    }
+    engine.master.load_optimizer_state(OptimizerState(float(state["optim/step"]), moments))

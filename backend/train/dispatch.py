@@ -52,11 +52,22 @@ class HotSwitchPlan:
     def strategies(self) -> tuple[Strategy, ...]:
         return tuple(b.strategy for b in self.buckets)
 
+    def strategy_for(self, length: int) -> Strategy:
+        """The strategy of the first bucket whose lower bound is below ``length``."""
+        return next(b.strategy for b in self.buckets if length > b.above)
+
     def assign(self, batch: list[Seq]) -> dict[Strategy, list[Seq]]:
+        """The batch's sequences per strategy, in batch order (every strategy present)."""
         groups: dict[Strategy, list[Seq]] = {b.strategy: [] for b in self.buckets}
         for s in batch:
-            bucket = next(b for b in self.buckets if s.length > b.above)
-            groups[bucket.strategy].append(s)
+            groups[self.strategy_for(s.length)].append(s)
+        return groups
+
+    def assign_lengths(self, lengths: Sequence[int]) -> dict[Strategy, list[int]]:
+        """``assign`` for bare lengths (planning and prediction)."""
+        groups: dict[Strategy, list[int]] = {b.strategy: [] for b in self.buckets}
+        for n in lengths:
+            groups[self.strategy_for(n)].append(n)
         return groups
 
     def __str__(self) -> str:

@@ -19,27 +19,31 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.data.stream import Sequence as Seq
-from hotswitch.backend.dist_state import Replicate
-from hotswitch.backend.graph.compile import ExecGraph, compile_graph
+from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout, partial_over_dp
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.executor import BoundSwitch
+from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.switch.planner import plan_switch
-from hotswitch.backend.train.batching import balance, collate, pack
-from hotswitch.backend.train.cost import CostModel
+from hotswitch.backend.train.batching import MicroBatching, collate
+from hotswitch.backend.train.master import Master
 from hotswitch.backend.train.reference import OptimizerConfig
+from hotswitch.backend.train.strategy_state import StrategyState
+
+SwitchKind = Literal["params", "grads", "grads_final"]
+"""What a switch moves: parameters; reduced gradients into the next strategy as a dp-partial
+sum; or the last strategy's gradients into the master layout as they are."""
 
 
 @dataclass
@@ -52,28 +56,16 @@ class StepTimes:
     per_strategy: dict[str, dict] = field(default_factory=dict)  # tokens and compute seconds per strategy
 
 
-@dataclass
-class StrategyState:
-    strategy: Strategy
-    layout: dict
-    params: FlatBuffer
-    grads: FlatBuffer
-    graph: ExecGraph
-
-    @property
-    def allocated(self) -> bool:
-        return self.params.allocated
-
-    def allocate(self) -> None:
-        self.params.allocate()
-        self.grads.allocate()
-
-    def release(self) -> None:
-        self.params.release()
-        self.grads.release()
+class StepResult(NamedTuple):
+    loss: float  # mean token loss over the global batch
+    grad_norm: float  # before clipping
+    times: StepTimes
 
 
 class Engine:
+    """This rank's part of training ``config`` under ``strategies`` (collective: every rank
+    builds its engine with the same arguments), the master weights on ``instantiation``."""
+
     def __init__(
         self,
         config: ModelConfig,
@@ -85,26 +77,25 @@ class Engine:
         cluster: Cluster | None = None,
         schedule: str = "1f1b",
         device: torch.device | str = "cpu",
+        batching: MicroBatching | None = None,
     ):
         self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
         self.device = torch.device(device)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
-        self.cost: CostModel | None = None  # set by the trainer: groups are balanced and packed as it predicts
-        self._switches: dict[tuple, BoundSwitch] = {}
-        self.first_runs: list[dict] = []  # statistics of each switch the first time it runs; drained by the trainer
+        self.batching = batching or MicroBatching(token_budget)
+        self._switches: dict[tuple[SwitchKind, Strategy, Strategy], BoundSwitch] = {}
+        self._first_runs: list[dict] = []  # each switch's statistics the first time it runs
         self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
-        master = self.states[instantiation]
-        with torch.no_grad():
-            for name, box in master.params.boxes.items():
-                master.params.views[name].copy_(init_param(name, master.layout[name].shape, seed)[box.slices()])
-        self._master = [nn.Parameter(master.params.views[n]) for n in master.params.views]
-        for p, n in zip(self._master, master.grads.views):
-            p.grad = master.grads.views[n]
-        self.optimizer = optim.adamw(self._master)
+        self.master = Master(self.states[instantiation], optim, seed, self.rank)
+
+    def use_batching(self, batching: MicroBatching) -> None:
+        """Cut groups into micro-batches by ``batching`` from the next step on (e.g. the cost
+        model's ``micro_batching()``, so that the engine runs what it predicts)."""
+        self.batching = batching
 
     # -- strategies --------------------------------------------------------------------------
     def set_strategies(self, strategies: Sequence[Strategy]) -> None:
@@ -151,7 +142,18 @@ class Engine:
             for state in released:
                 self._release(state)
 
-    def _run_switch(self, what: str, src: Strategy, dst: Strategy, times: StepTimes) -> None:
+    # -- switches ------------------------------------------------------------------------------
+    def switch_plan(self, what: SwitchKind, src: Strategy, dst: Strategy) -> SwitchPlan:
+        """The plan of a switch between two resident strategies (planned once, then cached)."""
+        return self._switch(what, src, dst).plan
+
+    def take_switch_stats(self) -> list[dict]:
+        """Statistics of each switch that ran for the first time since the last call (src,
+        dst, what, bytes, predicted_s, seconds), oldest first; the list is then emptied."""
+        stats, self._first_runs = self._first_runs, []
+        return stats
+
+    def _run_switch(self, what: SwitchKind, src: Strategy, dst: Strategy, times: StepTimes) -> None:
         first = (what, src, dst) not in self._switches
         bound = self._switch(what, src, dst)
         started = time.perf_counter()
@@ -160,7 +162,7 @@ class Engine:
         times.switch += elapsed
         times.switches += 1
         if first:
-            self.first_runs.append(
+            self._first_runs.append(
                 {
                     "src": str(src),
                     "dst": str(dst),
@@ -171,14 +173,14 @@ class Engine:
                 }
             )
 
-    def _switch(self, what: str, src: Strategy, dst: Strategy) -> BoundSwitch:
+    def _switch(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
         key = (what, src, dst)
         if key not in self._switches:
             with self.holding(src, dst):  # views are taken of allocated memory only
                 self._switches[key] = self._bind_switch(what, src, dst)
         return self._switches[key]
 
-    def _bind_switch(self, what: str, src: Strategy, dst: Strategy) -> BoundSwitch:
+    def _bind_switch(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
         a, b = self.states[src], self.states[dst]
         if what == "params":
             return BoundSwitch(plan_switch(a.layout, b.layout, self.cluster), self.rank, a.params, b.params)
@@ -187,9 +189,9 @@ class Engine:
         return BoundSwitch(plan_switch(a.layout, target, self.cluster), self.rank, a.grads, b.grads)
 
     # -- one step --------------------------------------------------------------------------------
-    def step(self, groups: dict[Strategy, list[Seq]], order: Sequence[Strategy]) -> tuple[float, StepTimes]:
+    def step(self, groups: dict[Strategy, list[Seq]], order: Sequence[Strategy]) -> StepResult:
         """Train one global batch (the union of ``groups``), strategies in ``order`` (the
-        instantiation strategy last). Returns the mean token loss and the time split."""
+        instantiation strategy last): the mean token loss, the gradient norm, the time split."""
         total = sum(s.length for seqs in groups.values() for s in seqs)
         if total == 0:
             raise ValueError("the global batch holds no tokens")
@@ -228,55 +230,22 @@ class Engine:
             self._release(self.states[previous])
         started = time.perf_counter()
         dist.all_reduce(loss)
-        self._clip_and_update()
+        grad_norm = self.master.clip_and_update()
         times.update = time.perf_counter() - started
-        return loss.item() / total, times
+        return StepResult(loss.item() / total, grad_norm, times)
 
     def _run_group(self, state: StrategyState, seqs: list[Seq], scale: float) -> float:
-        strategy = state.strategy
-        _, replica, _ = strategy.coords(self.rank)
-        cost = self.cost if self.cost and strategy in self.cost.strategies else None
-        mine = balance(seqs, strategy.dp, cost.strategies[strategy].time if cost else float)[replica]
-        packed = cost.packed(strategy, mine) if cost else pack(mine, self.token_budget)
-        micro_batches = [collate(group) for group in packed]
+        _, replica, _ = state.strategy.coords(self.rank)
+        micro_batches = [collate(group) for group in self.batching.split(state.strategy, seqs)[replica]]
         inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
         return state.graph.run(inputs, scale, self.schedule).item()
-
-    def _clip_and_update(self) -> None:
-        master = self.states[self.instantiation]
-        _, replica, tp = self.instantiation.coords(self.rank)
-        squares = torch.zeros((), dtype=torch.float64, device=self.device)
-        if replica == 0:  # every element once: dp replicas hold copies, tp replicas of norms too
-            for name, grad in master.grads.views.items():
-                if tp == 0 or master.layout[name].state.placements[1] != Replicate():
-                    squares += grad.double().pow(2).sum()
-        dist.all_reduce(squares)
-        norm = squares.sqrt().item()
-        coefficient = min(self.optim.max_grad_norm / (norm + 1e-6), 1.0)
-        master.grads.flat.mul_(coefficient)
-        self.optimizer.step()
-        self.grad_norm = norm
 
     def free_memory(self) -> float:
         """Bytes per device for a strategy's own parameters, gradients and activations: the
         device's memory less what the instantiation strategy always holds (master weights,
         gradients, AdamW's two moments)."""
-        master = self.states[self.instantiation].params.flat
+        master = self.master.state.params.flat
         return self.cluster.memory - 4 * master.numel() * master.element_size()
-
-    def global_params(self) -> dict[str, torch.Tensor]:
-        """Full parameters gathered on every rank (tests and small models only)."""
-        master = self.states[self.instantiation]
-        _, replica, tp = self.instantiation.coords(self.rank)
-        out = {}
-        for name, p in master.layout.items():
-            full = torch.zeros(p.shape, device=self.device)
-            owner = name in master.params.views and replica == 0  # one copy of every element
-            if owner and (tp == 0 or p.state.placements[1] != Replicate()):
-                full[master.params.boxes[name].slices()] = master.params.views[name]
-            dist.all_reduce(full)
-            out[name] = full.cpu()
-        return out
 
 
 def device_memory(device: torch.device) -> int:

@@ -1,36 +1,243 @@
-"""Training events: plain, JSON-ready dicts handed to a sink callable (rank 0 only).
+"""Training events: the contract between the ranks and everything that shows or records a run.
 
-Every event has ``type`` and ``time`` (seconds since the epoch). The types:
+Events are plain, JSON-ready dicts handed to a sink callable (rank 0 only). Each type is
+declared once below as a ``TypedDict``; ``event(kind, **fields)`` builds one and refuses a
+field its declaration lacks or a missing required one, so the declarations cannot drift from
+what the trainer emits. Every event has ``type`` and ``time`` (seconds since the epoch); the
+kernel adds ``rank`` on arrival, and a comparison run tags its events with ``run``.
 
-``plan``        ``step``, ``buckets`` ([[strategy, above], ...], longest first), ``order``
-                (execution order), ``instantiation``, ``predicted_step_s`` (or None),
-                ``source`` ("auto", "fixed" or "buckets").
-``graphs``      ``logical`` (``graph.logical.summarize``), ``exec`` ({strategy: ExecGraph.summary()}
-                of rank 0).
-``step``        ``step``, ``steps`` (planned total), ``tokens``, ``sequences``, ``loss`` (mean token loss),
-                ``grad_norm``, ``seconds`` ({compute, switch, grad_sync, update, total}),
-                ``tokens_per_s``, ``strategies`` ({strategy: {tokens, seconds, tokens_per_s}}),
-                ``switches`` (how many hot switches ran), ``predicted_step_s``.
-``switch``      ``step``, ``src``, ``dst``, ``what`` ("params", "grads" into a dp-partial sum,
-                "grads_final" into the master layout), ``bytes``, ``predicted_s``, ``seconds``
-                (the first time each switch runs; before that step's ``step`` event).
-``control``     ``step``, ``command``, and the command's fields: what was applied.
-``checkpoint``  ``step``, ``path``.
-``warning``     ``message``.
-``done``        ``step``, ``reason`` ("finished", "stopped"), ``seconds``, ``tokens``.
+The figures a run is judged by (tokens/s, time split, per-strategy throughput) have one
+definition, ``summarize``: the command line's table, the dashboard and the demo report call it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Literal, TypedDict
+
+PHASES = ("compute", "switch", "grad_sync", "update")
+
+
+class Tags(TypedDict, total=False):
+    rank: int  # added by the kernel: the rank that sent the event
+    run: str  # added by a comparison: which of its runs emitted the event
+
+
+class Event(Tags):
+    type: str
+    time: float
+
+
+class PlanEvent(Event):
+    step: int
+    buckets: list[list]  # [[strategy, above], ...], longest first
+    order: list[str]  # execution order, the instantiation strategy last
+    instantiation: str
+    predicted_step_s: float | None
+    source: Literal["auto", "fixed", "buckets"]
+
+
+class GraphsEvent(Event):
+    logical: dict  # graph.logical.summarize
+    exec: dict[str, dict]  # {strategy: ExecGraph.summary()} of rank 0
+
+
+class StepSeconds(TypedDict):
+    compute: float
+    switch: float
+    grad_sync: float
+    update: float
+    total: float
+
+
+class StrategyShare(TypedDict):
+    tokens: int
+    seconds: float
+    tokens_per_s: float
+
+
+class StepEvent(Event):
+    step: int
+    steps: int  # planned total
+    tokens: int
+    sequences: int
+    loss: float  # mean token loss
+    grad_norm: float  # before clipping
+    seconds: StepSeconds
+    tokens_per_s: float  # this step's tokens over its total seconds
+    strategies: dict[str, StrategyShare]
+    switches: int  # hot switches that ran
+    predicted_step_s: float | None
+
+
+class SwitchEvent(Event):
+    """The first time each switch runs, before that step's ``step`` event."""
+
+    step: int
+    src: str
+    dst: str
+    what: Literal["params", "grads", "grads_final"]
+    bytes: int
+    predicted_s: float
+    seconds: float
+
+
+class _ControlFields(TypedDict, total=False):
+    strategy: str | list  # of a switch command
+    path: str | None  # of a checkpoint command
+
+
+class ControlEvent(Event, _ControlFields):
+    """A control command that was applied."""
+
+    step: int
+    command: Literal["switch", "pause", "resume", "stop", "checkpoint"]
+
+
+class CheckpointEvent(Event):
+    step: int
+    path: str
+
+
+class WarningEvent(Event):
+    message: str
+
+
+class DoneEvent(Event):
+    step: int
+    reason: Literal["finished", "stopped"]
+    seconds: float  # wall time of the whole loop
+    tokens: int
+
+
+class StaticsEvent(Event):
+    """A comparison's choice of static strategy (``backend.train.compare``)."""
+
+    predicted_step_s: dict[str, float]
+    infeasible: dict[str, int]  # strategy -> the longest sequence it holds
+    chosen: str
+
+
+EVENTS: dict[str, type] = {
+    "plan": PlanEvent,
+    "graphs": GraphsEvent,
+    "step": StepEvent,
+    "switch": SwitchEvent,
+    "control": ControlEvent,
+    "checkpoint": CheckpointEvent,
+    "warning": WarningEvent,
+    "done": DoneEvent,
+    "statics": StaticsEvent,
+}
 
 Sink = Callable[[dict], None]
 
 
 def event(kind: str, **fields) -> dict:
+    """An event of type ``kind`` stamped now; raises TypeError if ``fields`` do not match its
+    declaration (a field not declared, or a required one missing)."""
+    declared = EVENTS.get(kind)
+    if declared is None:
+        raise TypeError(f"unknown event type {kind!r}; declared: {', '.join(EVENTS)}")
+    allowed = set(declared.__annotations__) - {"type", "time"}
+    required = set(declared.__required_keys__) - {"type", "time"}
+    unknown, missing = set(fields) - allowed, required - set(fields)
+    if unknown or missing:
+        raise TypeError(f"{kind} event: undeclared fields {sorted(unknown)}, missing fields {sorted(missing)}")
     return {"type": kind, "time": time.time(), **fields}
 
 
 def discard(_: dict) -> None:
     """A sink that keeps nothing."""
+
+
+class RunTotals:
+    """Figures of a run folded from its events, one at a time (live) or all at once (replay):
+    the same events give the same ``summary()``. The first ``warmup`` steps count for the
+    progress and the losses but not for throughput, unless no other step exists. Memory stays
+    constant however long the run."""
+
+    def __init__(self, warmup: int = 0):
+        self.warmup = warmup
+        self.steps = 0
+        self.first_loss: float | None = None
+        self.last_loss: float | None = None
+        self.plans = 0
+        self._all, self._measured = _Window(), _Window()
+
+    def add(self, e: dict) -> None:
+        if e.get("type") == "plan":
+            self.plans += 1
+        if e.get("type") != "step":
+            return
+        self.steps += 1
+        self.first_loss = e["loss"] if self.first_loss is None else self.first_loss
+        self.last_loss = e["loss"]
+        self._all.add(e)
+        if self.steps > self.warmup:
+            self._measured.add(e)
+
+    def summary(self) -> dict:
+        """``steps`` (all), ``first_loss``, ``last_loss``, ``plans``; and over the measured
+        steps: ``measured_steps``, ``tokens``, ``seconds`` (step time), ``tokens_per_s``,
+        ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
+        tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
+        window = self._measured if self._measured.steps else self._all
+        return {
+            "steps": self.steps,
+            "first_loss": self.first_loss,
+            "last_loss": self.last_loss,
+            "plans": self.plans,
+            **window.summary(),
+        }
+
+
+class _Window:
+    """Sums over a run of step events."""
+
+    def __init__(self):
+        self.steps = self.tokens = self.switches = 0
+        self.seconds = 0.0
+        self.split = dict.fromkeys(PHASES, 0.0)
+        self.per_strategy: dict[str, list] = {}
+        self.predicted: list[float] = []
+
+    def add(self, e: dict) -> None:
+        self.steps += 1
+        self.tokens += e["tokens"]
+        self.switches += e["switches"]
+        self.seconds += e["seconds"]["total"]
+        for phase in PHASES:
+            self.split[phase] += e["seconds"][phase]
+        for name, share in e["strategies"].items():
+            totals = self.per_strategy.setdefault(name, [0, 0.0])
+            totals[0] += share["tokens"]
+            totals[1] += share["seconds"]
+        if e.get("predicted_step_s") is not None:
+            self.predicted.append(e["predicted_step_s"])
+
+    def summary(self) -> dict:
+        return {
+            "measured_steps": self.steps,
+            "tokens": self.tokens,
+            "seconds": self.seconds,
+            "tokens_per_s": self.tokens / self.seconds if self.seconds else 0.0,
+            "split": dict(self.split),
+            "switches": self.switches,
+            "strategies": {
+                name: {"tokens": t, "tokens_per_s": t / s if s else 0.0}
+                for name, (t, s) in sorted(self.per_strategy.items())
+            },
+            "measured_step_s": self.seconds / self.steps if self.steps else None,
+            "predicted_step_s": sum(self.predicted) / len(self.predicted) if self.predicted else None,
+        }
+
+
+def summarize(events: Iterable[dict], warmup: int = 0) -> dict:
+    """``RunTotals(warmup)`` over ``events``: tokens/s is the measured steps' tokens over their
+    step seconds, wherever it is shown."""
+    totals = RunTotals(warmup)
+    for e in events:
+        totals.add(e)
+    return totals.summary()

@@ -1,4 +1,5 @@
-"""Building the cost model on the ranks (collective), cached on disk by rank 0."""
+"""Building the cost model on the ranks (collective): ``measure`` the engine's strategies, or
+read the measurements back from the disk cache (rank 0 reads and writes it), then fit them."""
 
 from __future__ import annotations
 
@@ -11,22 +12,19 @@ import torch.distributed as dist
 
 from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.cost import (
-    CostModel,
-    LinkProfile,
-    Quadratic,
-    StrategyCost,
-    activation_bytes,
+from hotswitch.backend.train.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.engine import Engine
+from hotswitch.backend.train.measure import (
     measure_link,
     measure_pipeline_increment,
     measure_strategy,
     measure_sync,
-    model_state_bytes,
     timed,
 )
+from hotswitch.backend.train.memory import activation_bytes, model_state_bytes
 
 
-def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
+def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
         "profile": 6,  # raw measurements per length (fitted when read), micro-batch overhead; steady-state means
         "config": asdict(engine.config),
@@ -41,7 +39,7 @@ def _key(engine, strategies: list[Strategy], lengths: list[int], device: str) ->
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
+def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     link = measure_link(engine.device)
     out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
     for s in strategies:
@@ -51,8 +49,7 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
                 "sync_s": measure_sync(engine, s),
                 "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
             }
-    master = engine.states[engine.instantiation]
-    scratch = [torch.nn.Parameter(master.params.views[n].clone()) for n in master.params.views]
+    scratch = [torch.nn.Parameter(view.clone()) for view in engine.master.state.params.views.values()]
     for p in scratch:
         p.grad = torch.zeros_like(p)
     optimizer = engine.optim.adamw(scratch)
@@ -61,10 +58,11 @@ def _measure(engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     return out
 
 
-def profile(engine, strategies: list[Strategy], lengths: list[int], budget: float, use_cache: bool = True) -> CostModel:
+def profile(
+    engine: Engine, strategies: list[Strategy], lengths: list[int], budget: float, use_cache: bool = True
+) -> CostModel:
     """Measure (or read back) compute, sync, update and link profiles and assemble the model."""
-    device = engine.states[engine.instantiation].params.flat.device.type
-    path = cache_dir("profiles") / f"{_key(engine, strategies, lengths, device)}.json"
+    path = cache_dir("profiles") / f"{_key(engine, strategies, lengths, engine.device.type)}.json"
     box = [json.loads(path.read_text()) if use_cache and engine.rank == 0 and path.is_file() else None]
     dist.broadcast_object_list(box, src=0)
     measured = box[0]
@@ -86,6 +84,6 @@ def profile(engine, strategies: list[Strategy], lengths: list[int], budget: floa
     for a in strategies:
         for b in strategies:
             if a != b:
-                switch_s["params", a, b] = link.switch_seconds(engine._switch("params", a, b).plan)
-                switch_s["grads", a, b] = link.switch_seconds(engine._switch("grads", a, b).plan)
+                switch_s["params", a, b] = link.switch_seconds(engine.switch_plan("params", a, b))
+                switch_s["grads", a, b] = link.switch_seconds(engine.switch_plan("grads", a, b))
     return CostModel(costs, budget, link, measured["update_s"], switch_s, engine.token_budget)

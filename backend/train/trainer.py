@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from hotswitch.backend.data.stream import BatchStream
+from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.graph.logical import summarize
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
@@ -80,6 +80,7 @@ class Trainer:
         strategies = self.resident or list(plan.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
         self.engine = Engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget, device=device)
+        self._cost: CostModel | None = None
         if self.auto or memory_budget is not None:
             budget = memory_budget if memory_budget is not None else self.engine.free_memory()
             self.use_cost(profile(self.engine, strategies, profile_lengths(data.max_len), budget))
@@ -121,21 +122,17 @@ class Trainer:
             return 0.0
         if self.cost:
             return self.cost.switch_cost(a, b)
-        return self.engine._switch("params", a, b).predicted_s
+        return self.engine.switch_plan("params", a, b).time_s
 
-    def _plan_batch(self, batch) -> float | None:
+    def _plan_batch(self, lengths: list[int]) -> float | None:
         """Re-plan for this batch under ``auto``; the predicted step time when there is a cost model."""
-        lengths = [s.length for s in batch]
         if self.auto:  # rank 0 searches (ranks may share cores), every rank follows its plan
             box = [None if self.rank else auto_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)]
             dist.broadcast_object_list(box, src=0)
             plan, predicted = box[0]
             self._set_plan(plan, "auto", predicted)
             return predicted
-        if self.cost is None:
-            return None
-        groups = {s: [q.length for q in seqs] for s, seqs in self.plan.assign(batch).items()}
-        return self.cost.step_s(groups, list(self.order), self.engine.instantiation)
+        return self.cost.step_s(self.plan, lengths, self.engine.instantiation) if self.cost else None
 
     def _exec_summaries(self) -> dict:
         return {str(s): state.graph.summary() for s, state in self.engine.states.items()}
@@ -173,7 +170,8 @@ class Trainer:
                 except (ValueError, KeyError) as error:
                     self.sink(event("warning", message=f"control {c!r} not applied: {error}"))
                     continue
-                self.sink(event("control", step=self.step_index, **c))
+                applied = {k: c[k] for k in ("strategy", "path") if k in c}
+                self.sink(event("control", step=self.step_index, command=kind, **applied))
             if not paused:
                 return
             time.sleep(PAUSE_POLL_S)
@@ -182,12 +180,13 @@ class Trainer:
     @property
     def cost(self) -> CostModel | None:
         """The cost model that plans, predicts, balances and packs (None: none measured)."""
-        return self.engine.cost
+        return self._cost
 
     def use_cost(self, cost: CostModel) -> None:
         """Predict, balance and pack micro-batches by ``cost`` (measured on this cluster for
         these strategies, e.g. by another trainer: a comparison run needs no second profile)."""
-        self.engine.cost = cost
+        self._cost = cost
+        self.engine.use_batching(cost.micro_batching())
 
     def _enable_auto(self) -> None:
         if self.cost is None:  # every rank gets here at the same boundary: profiling is collective
@@ -215,51 +214,56 @@ class Trainer:
         return saved
 
     # -- the loop ----------------------------------------------------------------------------------
+    def step(self, batch: list[Sequence], steps: int | None = None) -> dict:
+        """Train one global batch (re-planned first under ``auto``) and report it: the ``switch``
+        events of switches that ran for the first time, then the ``step`` event, which is
+        returned. ``steps`` is the planned total the event reports (default: this step)."""
+        predicted = self._plan_batch([s.length for s in batch])
+        groups = self.plan.assign(batch)
+        began = time.perf_counter()
+        result = self.engine.step(groups, self.order)
+        total = time.perf_counter() - began
+        self.step_index += 1
+        times, count = result.times, sum(s.length for s in batch)
+        for stats in self.engine.take_switch_stats():
+            self.sink(event("switch", step=self.step_index, **stats))
+        report = event(
+            "step",
+            step=self.step_index,
+            steps=steps or self.step_index,
+            tokens=count,
+            sequences=len(batch),
+            loss=result.loss,
+            grad_norm=result.grad_norm,
+            seconds={
+                "compute": times.compute,
+                "switch": times.switch,
+                "grad_sync": times.grad_sync,
+                "update": times.update,
+                "total": total,
+            },
+            tokens_per_s=count / total,
+            strategies={
+                s: {**v, "tokens_per_s": v["tokens"] / v["seconds"] if v["seconds"] else 0.0}
+                for s, v in times.per_strategy.items()
+            },
+            switches=times.switches,
+            predicted_step_s=predicted,
+        )
+        self.sink(report)
+        return report
+
     def train(self, steps: int, on_step: Callable[[dict], None] | None = None) -> dict:
         """Train until ``steps`` steps in total (counting resumed ones) or a stop command."""
-        started, tokens, last = time.perf_counter(), 0, None
+        started, tokens = time.perf_counter(), 0
         while self.step_index < steps and not self.stopping:
             self._obey(self._commands())
             if self.stopping:
                 break
-            batch = self.data.next_batch()
-            predicted = self._plan_batch(batch)
-            groups = self.plan.assign(batch)
-            began = time.perf_counter()
-            loss, times = self.engine.step(groups, self.order)
-            total = time.perf_counter() - began
-            self.step_index += 1
-            count = sum(s.length for s in batch)
-            tokens += count
-            last = event(
-                "step",
-                step=self.step_index,
-                steps=steps,
-                tokens=count,
-                sequences=len(batch),
-                loss=loss,
-                grad_norm=self.engine.grad_norm,
-                seconds={
-                    "compute": times.compute,
-                    "switch": times.switch,
-                    "grad_sync": times.grad_sync,
-                    "update": times.update,
-                    "total": total,
-                },
-                tokens_per_s=count / total,
-                strategies={
-                    s: {**v, "tokens_per_s": v["tokens"] / v["seconds"] if v["seconds"] else 0.0}
-                    for s, v in times.per_strategy.items()
-                },
-                switches=times.switches,
-                predicted_step_s=predicted,
-            )
-            for stats in self.engine.first_runs:
-                self.sink(event("switch", step=self.step_index, **stats))
-            self.engine.first_runs.clear()
-            self.sink(last)
+            report = self.step(self.data.next_batch(), steps)
+            tokens += report["tokens"]
             if on_step:
-                on_step(last)
+                on_step(report)
         reason = "stopped" if self.stopping else "finished"
         done = event("done", step=self.step_index, reason=reason, seconds=time.perf_counter() - started, tokens=tokens)
         self.sink(done)

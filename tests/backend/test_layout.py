@@ -1,7 +1,10 @@
+from fnmatch import fnmatchcase
+
 import pytest
 
 from hotswitch.backend import Replicate, Shard, Strategy, get_config, param_layout
-from hotswitch.backend.layout import stage_layers
+from hotswitch.backend.layout import TP_PLAN, stage_layers, tp_style
+from hotswitch.backend.models import build_model
 
 
 def test_megatron_placements_and_stages():
@@ -40,3 +43,16 @@ def test_stage_layers_are_contiguous_and_balanced():
 def test_strategy_that_does_not_fit_the_model(strategy, message):
     with pytest.raises(ValueError, match=message):
         param_layout(get_config("tiny"), Strategy.parse(strategy))
+
+
+@pytest.mark.parametrize("model", ["tiny", "125m", "1b", "32b"])
+def test_every_parameter_matches_exactly_one_tp_plan_entry(model):
+    names = [name for name, _ in build_model(get_config(model), device="meta").named_parameters()]
+    matches = {name: [p for p in TP_PLAN if fnmatchcase(name, p)] for name in names}
+    assert {name: found for name, found in matches.items() if len(found) != 1} == {}
+    assert {found[0] for found in matches.values()} == set(TP_PLAN)  # and no entry is dead
+
+
+def test_a_parameter_missing_from_the_tp_plan_is_named():
+    with pytest.raises(ValueError, match=r"'layers.0.attention.bias' matches no entry of TP_PLAN"):
+        tp_style("layers.0.attention.bias")

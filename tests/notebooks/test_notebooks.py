@@ -10,7 +10,7 @@ import psutil
 import pytest
 from nbclient import NotebookClient
 
-from hotswitch.kernel.kernelspec import KERNEL_NAME, install_kernelspec
+from hotswitch.kernel.notebook.kernelspec import KERNEL_NAME, install_kernelspec
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

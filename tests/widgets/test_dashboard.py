@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from hotswitch.kernel.notebook.event_log import EventLog
 from hotswitch.widgets import Dashboard, show
 from hotswitch.widgets.series import BoundedSeries
 from hotswitch.widgets.throttle import Throttle
@@ -15,21 +16,38 @@ from tests.widgets.recorded_events import recorded_events
 
 
 class FakeJob:
-    """What the dashboard needs of a Job; events arrive on a thread like the channel's."""
+    """What the dashboard needs of a Job; events arrive on a thread like the channel's, through
+    the event log a Job keeps."""
 
     def __init__(self):
-        self.events: list[dict] = []
+        self.log = EventLog()
         self.calls: list[tuple] = []
         self.done = False
+        self.done_callbacks = []
         self.spec = SimpleNamespace(nproc=2, nodes=1)
+
+    @property
+    def events(self):
+        return self.log.events
+
+    def on_event(self, callback, replay=True):
+        return self.log.subscribe(callback, replay)
+
+    def add_done_callback(self, callback):
+        if self.done:
+            callback(self)
+        else:
+            self.done_callbacks.append(callback)
 
     def feed(self, events, every_s=0.0):
         def run():
             for e in events:
-                self.events.append(e)
+                self.log.append(e)
                 if every_s:
                     time.sleep(every_s)
             self.done = True
+            for callback in self.done_callbacks:
+                callback(self)
 
         thread = threading.Thread(target=run)
         thread.start()

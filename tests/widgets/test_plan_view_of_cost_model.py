@@ -69,7 +69,7 @@ def test_auto_shows_the_plan_auto_plan_picks_with_its_predicted_step(cost):
 def test_a_fixed_plan_predicts_its_step_like_the_cost_model(cost):
     view = PlanView.of(cost, [("tp4", 100), ("dp4", 0)], BATCH)
     groups = {TP4: [n for n in BATCH if n > 100], DP4: [n for n in BATCH if n <= 100]}
-    assert view.prediction.predicted_step_s == pytest.approx(cost.step_s(groups, [DP4, TP4], TP4))
+    assert view.prediction.predicted_step_s == pytest.approx(cost.ordered_step_s(groups, [DP4, TP4], TP4))
 
 
 def test_without_a_batch_the_curves_reach_the_longest_sequence_any_strategy_holds(cost):

@@ -47,7 +47,7 @@ def test_auto_sends_long_sequences_to_tensor_parallelism_and_short_ones_to_data_
     assigned = {b.strategy: b.above for b in plan.buckets}
     assert plan.buckets[0].strategy == TP4 and plan.buckets[-1].strategy == DP4
     assert 100 <= assigned[TP4] < 900 and assigned[DP4] == 0
-    static_tp4 = model().step_s({TP4: lengths}, [TP4], TP4)
+    static_tp4 = model().static_step_s(TP4, lengths)
     assert predicted < static_tp4
 
 
@@ -142,7 +142,10 @@ def test_a_micro_batch_holds_what_fits_in_memory_and_the_engine_packs_as_predict
     cost.strategies[TP4] = StrategyCost(Quadratic(0, 1.0, 0), Quadratic(0, 1.0, 0), 100.0, 0.0, 1.0, 5.0)
     assert cost.max_rows(TP4, 300) == 3 and cost.max_rows(TP4, 900) == 1 and cost.max_rows(TP4, 950) == 1
     lengths = [300, 300, 300, 300, 100]  # [300 x 3] within 900 bytes, then [300, 100]
-    assert [[s.length for s in m] for m in cost.packed(TP4, seqs(lengths))] == [[300] * 3, [300, 100]]
+    assert [[s.length for s in m] for m in cost.micro_batching().split(TP4, seqs(lengths))[0]] == [
+        [300] * 3,
+        [300, 100],
+    ]
     assert cost.group_s(TP4, lengths) == pytest.approx((5 + 3 * 300) + (5 + 2 * 300))
 
 

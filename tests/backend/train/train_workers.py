@@ -31,8 +31,8 @@ def hot_switch_run(rank: int, world: int, steps: int, spec, schedule: str = "1f1
     for _ in range(steps):
         groups = plan.assign(batches.next_batch())
         used |= {str(s) for s, seqs in groups.items() if seqs}
-        losses.append(engine.step(groups, order)[0])
-    params = engine.global_params()
+        losses.append(engine.step(groups, order).loss)
+    params = engine.master.global_params()
     allocated = sorted(str(s) for s, state in engine.states.items() if state.params.allocated or state.grads.allocated)
     return losses, (params if rank == 0 else None), sorted(used), [str(s) for s in order], allocated
 
@@ -69,7 +69,7 @@ def controlled_run(rank: int, world: int, steps: int, spec, switch_at: int, new_
 
     trainer = _trainer(spec, control, sink=events.append)
     trainer.train(steps)
-    params = trainer.engine.global_params()
+    params = trainer.engine.master.global_params()
     losses = [e["loss"] for e in events if e["type"] == "step"]
     plans = [e["buckets"] for e in events if e["type"] == "plan"]
     return losses, (params if rank == 0 else None), plans, [e["type"] for e in events]
@@ -88,7 +88,7 @@ def resumed_run(rank: int, world: int, steps: int, spec, path: str):
     trainer = _trainer(spec, resume_from=path, sink=events.append)
     first = trainer.step_index
     trainer.train(steps)
-    params = trainer.engine.global_params()
+    params = trainer.engine.master.global_params()
     return first, [e["loss"] for e in events if e["type"] == "step"], (params if rank == 0 else None)
 
 

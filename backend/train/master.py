@@ -1,0 +1,91 @@
+"""The master weights: the instantiation strategy's parameters, AdamW over them, and the
+update that ends every step. Other strategies only ever hold copies and accumulate gradients;
+this is the one place weights change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hotswitch.backend.dist_state import Replicate
+from hotswitch.backend.models.llama import init_param
+from hotswitch.backend.train.reference import OptimizerConfig
+from hotswitch.backend.train.strategy_state import StrategyState
+
+ADAM_MOMENTS = ("exp_avg", "exp_avg_sq")
+
+
+@dataclass(frozen=True)
+class OptimizerState:
+    """AdamW's state on one rank: the step count and, per parameter of the master layout, this
+    rank's box of ``exp_avg`` and ``exp_avg_sq`` (zeros before the first update)."""
+
+    step: float
+    moments: dict[str, dict[str, torch.Tensor]]
+
+
+class Master:
+    """``state``'s parameters initialised from ``seed`` (the same values as one device's model),
+    as AdamW parameters whose gradients are ``state``'s gradient buffer."""
+
+    def __init__(self, state: StrategyState, optim: OptimizerConfig, seed: int, rank: int):
+        self.state, self.optim, self.rank = state, optim, rank
+        with torch.no_grad():
+            for name, box in state.params.boxes.items():
+                state.params.views[name].copy_(init_param(name, state.layout[name].shape, seed)[box.slices()])
+        self.params = {n: nn.Parameter(view) for n, view in state.params.views.items()}
+        for name, param in self.params.items():
+            param.grad = state.grads.views[name]
+        self.optimizer = optim.adamw(list(self.params.values()))
+
+    def _counts_once(self, name: str) -> bool:
+        """Whether this rank's box of ``name`` is the one counted in a global sum: dp replicas
+        hold copies, and tp replicas of replicated weights (norms) too."""
+        _, replica, tp = self.state.strategy.coords(self.rank)
+        replicated = self.state.layout[name].state.placements[1] == Replicate()
+        return replica == 0 and (tp == 0 or not replicated)
+
+    def clip_and_update(self) -> float:
+        """Clip the gradients to ``max_grad_norm`` over every rank and step AdamW (collective);
+        the norm before clipping."""
+        grads = self.state.grads
+        squares = torch.zeros((), dtype=torch.float64, device=grads.flat.device)
+        for name, grad in grads.views.items():
+            if self._counts_once(name):
+                squares += grad.double().pow(2).sum()
+        dist.all_reduce(squares)
+        norm = squares.sqrt().item()
+        grads.flat.mul_(min(self.optim.max_grad_norm / (norm + 1e-6), 1.0))
+        self.optimizer.step()
+        return norm
+
+    def optimizer_state(self) -> OptimizerState:
+        """AdamW's state on this rank; its tensors are the optimizer's own where they exist."""
+        step, moments = 0.0, {}
+        for name, param in self.params.items():
+            state = self.optimizer.state.get(param, {})
+            step = float(state["step"]) if "step" in state else step
+            moments[name] = {k: state[k] if k in state else torch.zeros_like(param) for k in ADAM_MOMENTS}
+        return OptimizerState(step, moments)
+
+    def load_optimizer_state(self, state: OptimizerState) -> None:
+        """Take ``state`` (copied) as AdamW's, as if its steps had run here."""
+        for name, param in self.params.items():
+            self.optimizer.state[param] = {
+                "step": torch.tensor(state.step),
+                **{k: state.moments[name][k].detach().clone() for k in ADAM_MOMENTS},
+            }
+
+    def global_params(self) -> dict[str, torch.Tensor]:
+        """Full parameters gathered on every rank (collective; tests and small models only)."""
+        out = {}
+        for name, p in self.state.layout.items():
+            full = torch.zeros(p.shape, device=self.state.params.flat.device)
+            if name in self.state.params.views and self._counts_once(name):  # one copy of every element
+                full[self.state.params.boxes[name].slices()] = self.state.params.views[name]
+            dist.all_reduce(full)
+            out[name] = full.cpu()
+        return out

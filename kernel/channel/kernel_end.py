@@ -1,0 +1,102 @@
+"""The kernel's end of a job's channel: a ROUTER socket read on a background thread.
+
+Workers connect DEALER sockets named ``rank-N``. Every frame set is checked by a
+``MessageVerifier``; valid bodies go to ``on_message(sender, body)`` on the channel's own thread,
+so the notebook's execution never waits on training. Control messages for rank 0 are queued
+from any thread and sent by the channel thread (ZMQ sockets are not thread-safe); a message for
+a rank that has not connected yet waits in the queue until it does.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+import zmq
+
+from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES, ChannelStats, MessageSigner, MessageVerifier
+
+POLL_MS = 20
+# ZMQ disconnects a peer sending more than this, before Python sees it: a memory guard only.
+# Messages between max_bytes and this are received, dropped and counted as oversized.
+TRANSPORT_LIMIT_FACTOR = 4
+
+
+class KernelChannel:
+    """Binds on ``host`` (loopback by default) at a free port; ``address`` is what workers connect to."""
+
+    def __init__(
+        self,
+        key: bytes,
+        on_message: Callable[[str, dict], None],
+        host: str = "127.0.0.1",
+        max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ):
+        self._verifier = MessageVerifier(key, max_bytes)
+        self._signer = MessageSigner(key, "kernel")
+        self._on_message = on_message
+        self._outbox: collections.deque[tuple[bytes, list[bytes]]] = collections.deque()
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.ROUTER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self._socket.setsockopt(zmq.MAXMSGSIZE, max_bytes * TRANSPORT_LIMIT_FACTOR)
+        port = self._socket.bind_to_random_port(f"tcp://{host}")
+        self.address = f"tcp://{host}:{port}"
+        self._last_arrival = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"hotswitch-channel-{port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def stats(self) -> ChannelStats:
+        """Accepted and dropped message counts (updated live)."""
+        return self._verifier.stats
+
+    def send(self, rank: int, body: dict) -> None:
+        """Queue a signed message for ``rank``; delivered once that rank has connected."""
+        self._outbox.append((f"rank-{rank}".encode(), self._signer.seal(body)))
+
+    def quiet_for(self) -> float:
+        """Seconds since the last message (valid or not) arrived."""
+        return time.monotonic() - self._last_arrival
+
+    def close(self) -> None:
+        """Stop the thread and release the socket and its port; safe to call twice."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        if not self._socket.closed:
+            self._socket.close(linger=0)
+            self._context.term()
+
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        while not self._stop.is_set():
+            if poller.poll(POLL_MS):
+                self._receive_all()
+            self._flush_outbox()
+
+    def _receive_all(self) -> None:
+        while True:
+            try:
+                frames = self._socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._last_arrival = time.monotonic()
+            opened = self._verifier.open(frames[1:])
+            if opened is not None:
+                self._on_message(*opened)
+
+    def _flush_outbox(self) -> None:
+        waiting = []
+        while self._outbox:
+            identity, frames = self._outbox.popleft()
+            try:
+                self._socket.send_multipart([identity, *frames], zmq.NOBLOCK)
+            except zmq.ZMQError:  # that rank is not connected (yet): keep it for the next round
+                waiting.append((identity, frames))
+        self._outbox.extend(waiting)

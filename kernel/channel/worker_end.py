@@ -1,0 +1,70 @@
+"""A worker's end of the job channel: signed sends to the kernel, control from the kernel.
+
+Thread-safe (one lock around the socket), because a rank's stdout may be written from any
+thread. Imports only zmq and the standard library: workers never load Jupyter machinery.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import zmq
+
+from hotswitch.kernel.channel.signing import ChannelStats, MessageSigner, MessageVerifier
+
+# Delivery of the last messages (a traceback, "finished") when the worker exits.
+CLOSE_LINGER_MS = 3000
+
+
+class WorkerChannel:
+    """Connects rank ``rank`` to the kernel at ``address``."""
+
+    def __init__(self, address: str, key: bytes, rank: int, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._signer = MessageSigner(key, f"rank-{rank}")
+        self._verifier = MessageVerifier(key, max_bytes)
+        self._lock = threading.Lock()
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.IDENTITY, f"rank-{rank}".encode())
+        self._socket.setsockopt(zmq.LINGER, CLOSE_LINGER_MS)
+        self._socket.connect(address)
+
+    @property
+    def stats(self) -> ChannelStats:
+        """Accepted and dropped counts of the messages this rank received from the kernel."""
+        return self._verifier.stats
+
+    def send(self, body: dict) -> None:
+        """Send one JSON-able dict; raises ValueError if it is over the channel's size limit."""
+        frames = self._signer.seal(body)
+        size = sum(len(f) for f in frames)
+        if size > self.max_bytes:
+            raise ValueError(
+                f"message of {size} bytes is over the channel limit of {self.max_bytes} bytes; "
+                "send less (summaries, not tensors) or raise HOTSWITCH_MAX_MESSAGE_BYTES"
+            )
+        with self._lock:
+            if not self._socket.closed:
+                self._socket.send_multipart(frames)
+
+    def receive_all(self) -> list[dict]:
+        """Every valid message the kernel sent since the last call, oldest first; never blocks."""
+        bodies = []
+        with self._lock:
+            while not self._socket.closed:
+                try:
+                    frames = self._socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                opened = self._verifier.open(frames)
+                if opened is not None and opened[0] == "kernel":
+                    bodies.append(opened[1])
+        return bodies
+
+    def close(self) -> None:
+        """Flush pending messages (up to CLOSE_LINGER_MS) and release the socket."""
+        with self._lock:
+            if not self._socket.closed:
+                self._socket.close()
+                self._context.term()

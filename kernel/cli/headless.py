@@ -1,0 +1,46 @@
+"""One job run from the command line: a body on local torchrun ranks, followed to its end."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from hotswitch.kernel.launch.launcher import LaunchSpec
+from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.notebook.cell_output import ConsoleOutput
+from hotswitch.kernel.notebook.job import Job
+
+POLL_S = 0.2
+
+
+def follow(name: str, body: str, nproc: int, on_events: Callable[[list[dict]], None], timeout: float | None) -> Job:
+    """Run ``body`` on ``nproc`` ranks; hand every batch of new events to ``on_events`` as they
+    arrive; return the ended job. Ctrl-C stops every rank before it propagates; rank output
+    goes to stderr, so stdout stays free for the command's own result."""
+    job_dir = Path(tempfile.mkdtemp(prefix=f"hotswitch-{name}-"))
+    body_path = job_dir / "body.py"
+    body_path.write_text(body)
+    job = None
+    try:
+        output = ConsoleOutput(all_to_stderr=True)
+        job = Job(name, LaunchSpec(job_dir, body_path, nproc=nproc), TorchrunLauncher(), output, timeout)
+        seen = 0
+        while not job.done:
+            seen = _hand_over(job, seen, on_events)
+            time.sleep(POLL_S)
+        _hand_over(job, seen, on_events)
+        return job
+    finally:
+        if job is not None and not job.done:
+            job.stop()
+        shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def _hand_over(job: Job, seen: int, on_events: Callable[[list[dict]], None]) -> int:
+    new = job.events[seen:]
+    if new:
+        on_events(new)
+    return seen + len(new)

@@ -1,0 +1,42 @@
+"""Training progress on a terminal: a one-line bar while it runs, a table at the end (of
+``hotswitch.backend.train.events.summarize``'s figures, the dashboard's and the demo's too)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def bar(event: dict, width: int = 30) -> str:
+    done = event["step"] / max(event["steps"], 1)
+    filled = int(width * done)
+    return (
+        f"\r[{'#' * filled}{'.' * (width - filled)}] step {event['step']}/{event['steps']}  "
+        f"loss {event['loss']:.4f}  {event['tokens_per_s']:,.0f} tok/s  {event['seconds']['total']:.2f} s/step"
+    )
+
+
+def table(result: dict) -> str:
+    """``result``: ``summarize(events)``."""
+    if not result.get("steps"):
+        return "no training step completed"
+    lines = [
+        f"steps            {result['steps']}",
+        f"tokens           {result['tokens']:,}",
+        f"throughput       {result['tokens_per_s']:,.0f} tokens/s",
+        f"loss             {result['first_loss']:.4f} -> {result['last_loss']:.4f}",
+        f"hot switches     {result['switches']}  (plans: {result['plans']})",
+        "time split       " + "  ".join(f"{k} {v / result['seconds']:.0%}" for k, v in result["split"].items()),
+    ]
+    if result["predicted_step_s"] is not None:
+        lines.append(
+            f"step time        measured {result['measured_step_s']:.3f} s, predicted {result['predicted_step_s']:.3f} s"
+        )
+    lines.append("strategy         tokens      tokens/s")
+    for name, v in result["strategies"].items():
+        lines.append(f"  {name:<14} {v['tokens']:>8,}  {v['tokens_per_s']:>10,.0f}")
+    return "\n".join(lines)
+
+
+def write(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()

@@ -1,0 +1,1 @@
+"""Starting a job's ranks, kernel side: the ``Launcher`` interface and local torchrun."""

@@ -1,0 +1,123 @@
+"""Local torchrun: one agent per node in its own session, every descendant tracked by pid."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+
+from hotswitch.kernel.launch.launcher import Launch, Launcher, LaunchSpec
+
+
+def torchrun_argv(spec: LaunchSpec) -> list[str]:
+    """The command line: ``--standalone`` for one node, c10d rendezvous for several."""
+    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={spec.nproc}", "--max-restarts=0"]
+    if spec.nodes == 1 and not spec.rdzv_endpoint:
+        argv += ["--standalone"]
+    else:
+        host = spec.rdzv_endpoint.rsplit(":", 1)[0]
+        argv += [
+            f"--nnodes={spec.nodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={spec.rdzv_endpoint}",
+            f"--rdzv-id={spec.rdzv_id or 'hotswitch'}",
+            # Node 0 hosts the rendezvous store, so two agents on one machine never race for it.
+            f"--rdzv-conf=is_host={int(spec.node_rank == 0)}",
+        ]
+        if host in ("127.0.0.1", "localhost"):
+            argv += ["--local-addr=127.0.0.1"]
+    return [*argv, "-m", "hotswitch.kernel.worker", str(spec.body_path)]
+
+
+class TorchrunLaunch(Launch):
+    """Tracks the agent and every process it starts (torchrun puts each rank in a new session,
+    so signalling the agent's process group alone would miss the ranks)."""
+
+    def __init__(self, process: subprocess.Popen, output_path: Path):
+        self._process = process
+        self._output_path = output_path
+        self._known: dict[int, psutil.Process] = {}
+        self._lock = threading.Lock()  # the watcher and the notebook thread both look
+        self._refresh()
+
+    def _refresh(self) -> None:
+        with self._lock:
+            self._refresh_locked()
+
+    def _refresh_locked(self) -> None:
+        try:
+            agent = psutil.Process(self._process.pid)
+            for p in [agent, *agent.children(recursive=True)]:
+                self._known.setdefault(p.pid, p)
+        except psutil.NoSuchProcess:
+            pass
+
+    def _alive(self) -> list[psutil.Process]:
+        alive = []
+        with self._lock:
+            known = list(self._known.values())
+        for p in known:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def poll(self) -> int | None:
+        self._refresh()
+        code = self._process.poll()
+        if code is None or any(p.pid != self._process.pid for p in self._alive()):
+            return None
+        return code
+
+    def _signal_all(self, sig: int) -> None:
+        self._refresh()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, sig)
+        for p in self._alive():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(sig)  # psutil checks the pid was not reused
+
+    def terminate(self) -> None:
+        self._signal_all(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal_all(signal.SIGKILL)
+        self._process.poll()
+
+    def alive_pids(self) -> list[int]:
+        return [p.pid for p in self._alive()]
+
+    def agent_output(self) -> str:
+        try:
+            return self._output_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+class TorchrunLauncher(Launcher):
+    """``--launcher local``: torchrun on this machine (one node, or one node of a c10d job)."""
+
+    name = "local"
+
+    def start(self, spec: LaunchSpec) -> TorchrunLaunch:
+        output_path = spec.job_dir / f"agent-node{spec.node_rank}.log"
+        env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
+        with open(output_path, "wb") as output:
+            process = subprocess.Popen(
+                torchrun_argv(spec),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=spec.job_dir,
+                start_new_session=True,  # no terminal signal reaches it; we stop it ourselves
+            )
+        return TorchrunLaunch(process, output_path)

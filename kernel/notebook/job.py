@@ -1,0 +1,291 @@
+"""``Job``: one ``%%train`` launch seen from the notebook — status, events, logs and control.
+
+Messages arrive on the channel thread (folded by ``rank_reports``); a watcher thread follows the
+launch (``launch_watch``: exit, timeout, teardown after a rank fails). Neither blocks the kernel.
+Everything the job started is gone once ``status`` is final: the watcher only declares an end
+after every process has exited.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from hotswitch.kernel.channel.kernel_end import KernelChannel
+from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES, new_key
+from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
+from hotswitch.kernel.notebook.exit_reason import describe_exit
+from hotswitch.kernel.notebook.job_display import job_bundle, job_html
+from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, drain, wait_for_exit
+from hotswitch.kernel.notebook.rank_reports import RankReports
+from hotswitch.kernel.notebook.switch_request import switch_request
+from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_JOB_NAME, ENV_KERNEL_PID, ENV_KEY, ENV_MAX_BYTES
+
+FINAL = ("succeeded", "failed", "stopped", "timed out")
+STOP_MESSAGE_WAIT_S = 1.0
+
+
+class Job:
+    """A running or finished training job.
+
+    ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out'.
+    ``events`` holds every dict the ranks emitted (with "rank"), in arrival order (their types in
+    ``hotswitch.backend.train.events``); ``on_event`` subscribes to them, ``events_of`` selects
+    them and ``wait_until`` waits for one, like an ipyparallel ``AsyncResult``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        spec: LaunchSpec,
+        launcher: Launcher,
+        output,
+        timeout: float | None = None,
+        host: str = "127.0.0.1",
+        max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ):
+        self.name = name
+        self.spec = spec
+        self.job_dir: Path = spec.job_dir
+        self.timeout = timeout
+        self.exit_reason: str | None = None
+        self._output = output
+        self._status = "starting"
+        self._teardown = threading.Event()
+        self._done = threading.Condition()
+        self._done_callbacks: list[Callable[[Job], None]] = []
+        self._finished = False  # the watcher has seen every process exit and drained the channel
+        self._reports = RankReports(output, on_started=self._on_rank_started, on_failure=self._teardown.set)
+        key = new_key()
+        self._channel = KernelChannel(key, self._reports.receive, host, max_bytes)
+        env = {
+            ENV_ADDRESS: self._channel.address,
+            ENV_KEY: key.hex(),
+            ENV_KERNEL_PID: str(os.getpid()),
+            ENV_MAX_BYTES: str(max_bytes),
+            ENV_JOB_NAME: name,
+            **spec.env,
+        }
+        self.started_at = time.time()
+        self.ended_at: float | None = None
+        try:
+            self._launch = launcher.start(LaunchSpec(**{**spec.__dict__, "env": env}))
+        except BaseException:
+            self._channel.close()
+            raise
+        self._watcher = threading.Thread(target=self._watch, name=f"hotswitch-job-{name}", daemon=True)
+        self._watcher.start()
+
+    # ---- what the notebook reads -------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    @property
+    def done(self) -> bool:
+        return self._status in FINAL and (self._finished or not self._watcher.is_alive())
+
+    @property
+    def events(self) -> list[dict]:
+        """Every dict the ranks emitted (with "rank"), in arrival order; grows while the job runs."""
+        return self._reports.log.events
+
+    @property
+    def event_received_at(self) -> list[float]:
+        """The kernel's ``time.time()`` when each of ``events`` arrived."""
+        return self._reports.log.received_at
+
+    def on_event(self, callback: Callable[[dict], None], replay: bool = True) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event, in order: first those already received (with
+        ``replay``), then each as it arrives, on the channel thread (keep it quick). Returns a
+        function that unsubscribes."""
+        return self._reports.log.subscribe(callback, replay)
+
+    def events_of(self, kind: str, since: int = 0, **fields) -> list[dict]:
+        """The events of type ``kind`` from index ``since`` of ``events`` on, whose ``fields``
+        have the given values: ``job.events_of("control", mark, command="pause")``."""
+        return self._reports.log.of(kind, since, **fields)
+
+    def wait_until(self, predicate: Callable[[], object], timeout: float = 300.0) -> object:
+        """Block until ``predicate()`` is truthy (looked at whenever an event arrives) and return
+        its value: ``job.wait_until(lambda: job.events_of("step"))``. Raises ``JobEnded`` with the
+        job's status if it ends first, ``TimeoutError`` after ``timeout`` seconds."""
+        return self._reports.log.wait_until(predicate, timeout, self._ended_reason)
+
+    def add_done_callback(self, callback: Callable[[Job], None]) -> None:
+        """Call ``callback(job)`` once the job has ended and every process is gone (at once if
+        it already has), on the job's watcher thread."""
+        with self._done:
+            if not self._finished:
+                self._done_callbacks.append(callback)
+                return
+        callback(self)
+
+    @property
+    def failure(self) -> dict | None:
+        """The first rank error, ``{"rank", "error", "traceback"}``, or None."""
+        return self._reports.failure
+
+    @property
+    def channel_stats(self):
+        """Accepted and dropped (unsigned, forged, replayed, oversized, malformed) message counts."""
+        return self._channel.stats
+
+    @property
+    def plan(self) -> dict | None:
+        """The last event of type "plan", or None."""
+        return self._last_event("plan")
+
+    @property
+    def graphs(self) -> dict | None:
+        """The last event of type "graphs", or None."""
+        return self._last_event("graphs")
+
+    def logs(self, rank: int = 0) -> str:
+        """Everything rank ``rank`` wrote to stdout and stderr, as ``[stdout:N] line`` lines."""
+        return self._reports.logs(rank)
+
+    def pids(self) -> list[int]:
+        """Processes of this job still alive on this machine."""
+        return self._launch.alive_pids()
+
+    def _last_event(self, kind: str) -> dict | None:
+        return next((e for e in reversed(self.events) if e.get("type") == kind), None)
+
+    # ---- control -----------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the job ends (or ``timeout`` seconds pass); return ``status``.
+
+        Waits in short slices so a kernel interrupt (KeyboardInterrupt) gets through.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while not self.done:
+                left = WATCH_EVERY_S if deadline is None else min(WATCH_EVERY_S, deadline - time.monotonic())
+                if left <= 0:
+                    break
+                self._done.wait(left)
+        return self._status
+
+    def stop(self, grace: float = 5.0) -> str:
+        """Ask rank 0 to stop, then SIGTERM every process, then SIGKILL those left after ``grace`` s.
+
+        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to a second (or ``grace``)
+        to end by itself. Returns the final status ('stopped' unless the job had already ended).
+        """
+        if self.done:
+            return self._status
+        self._set_status("stopped")
+        if self.spec.node_rank == 0:
+            self._send_control("stop")
+        self.wait(min(STOP_MESSAGE_WAIT_S, grace))
+        if not self.done:
+            self._launch.terminate()
+            self.wait(grace)
+        if not self.done:
+            self._launch.kill()
+        return self.wait(5.0)
+
+    def switch(self, plan: str | Sequence = "auto") -> None:
+        """Ask the trainer to hot-switch at the next step boundary to ``plan``: "auto" (it picks
+        the buckets of every batch), one strategy ("dp2tp2") or buckets ([["tp4", 128], ["dp4",
+        0]], longest first). Raises ValueError before sending anything the job cannot run."""
+        self._send_control("switch", strategy=switch_request(plan, self.spec.nproc * self.spec.nodes))
+
+    def pause(self) -> None:
+        """Ask the trainer to pause at the next step boundary."""
+        self._send_control("pause")
+
+    def resume(self) -> None:
+        """Ask a paused trainer to go on."""
+        self._send_control("resume")
+
+    def checkpoint(self, path: str | None = None) -> None:
+        """Ask the trainer to write a checkpoint (to ``path``, or its default place)."""
+        self._send_control("checkpoint", path=path)
+
+    def _send_control(self, command: str, **fields) -> None:
+        if self.done:
+            raise RuntimeError(f"job {self.name!r} has already ended ({self._status}); start a new one with %%train")
+        if self.spec.node_rank != 0:
+            raise RuntimeError(
+                f"job {self.name!r} is node {self.spec.node_rank} of a multi-node job; rank 0 runs on node 0, "
+                "send control through the node-0 job"
+            )
+        self._channel.send(0, {"kind": "control", "control": {"type": "control", "command": command, **fields}})
+
+    # ---- threads -----------------------------------------------------------------------------
+
+    def _set_status(self, status: str) -> None:
+        with self._done:
+            if self._status not in FINAL:
+                self._status = status
+            self._done.notify_all()
+
+    def _ended_reason(self) -> str | None:
+        if not self.done:
+            return None
+        return f"{self._status}: {self.exit_reason}" if self.exit_reason else self._status
+
+    def _on_rank_started(self) -> None:
+        if self._status == "starting":
+            self._set_status("running")
+
+    def _watch(self) -> None:
+        deadline = None if self.timeout is None else self.started_at + self.timeout
+        code = wait_for_exit(self._launch, self._teardown, deadline, self._on_timeout)
+        drain(self._channel, self._reports, clean=code == 0)
+        self._finish(code)
+
+    def _on_timeout(self) -> None:
+        if self._status not in FINAL:
+            self._set_status("timed out")
+            self._output.write(
+                f"[hotswitch] job {self.name!r} timed out after {self.timeout:g} s; stopping every rank. "
+                "Raise --timeout if it needs longer.\n",
+                "stderr",
+            )
+
+    def _finish(self, code: int) -> None:
+        self.ended_at = time.time()
+        elapsed = self.ended_at - self.started_at
+        if self._status in FINAL:
+            pass
+        elif self.failure is not None:
+            self.exit_reason = f"rank {self.failure['rank']} raised {self.failure['error']}"
+            self._status = "failed"
+        elif code == 0:
+            self._status = "succeeded"
+        else:
+            self.exit_reason = describe_exit(code, self._launch.agent_output())
+            self._status = "failed"
+            tail = "\n".join(self._launch.agent_output().splitlines()[-20:])
+            self._output.write(f"[hotswitch] torchrun output:\n{tail}\n", "stderr")
+        reason = f": {self.exit_reason}" if self.exit_reason else ""
+        self._output.write(f"[hotswitch] job {self.name!r} {self._status} after {elapsed:.1f} s{reason}\n", "stdout")
+        with self._done:
+            self._finished = True
+            self._done.notify_all()
+            callbacks, self._done_callbacks = self._done_callbacks, []
+        self._reports.log.wake()
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception as error:  # the watcher must finish; the notebook hears of it
+                self._output.write(f"[hotswitch] a done callback of job {self.name!r} raised {error!r}\n", "stderr")
+
+    def __repr__(self) -> str:
+        return (
+            f"<Job {self.name!r} {self._status}, {self.spec.nproc}x{self.spec.nodes} ranks, {len(self.events)} events>"
+        )
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return job_bundle(self, include, exclude)
+
+    def _repr_html_(self) -> str:
+        return job_html(self)

@@ -1,0 +1,62 @@
+"""Following a job's launch to its end, on the job's watcher thread: teardown when asked or when
+the timeout passes, then the channel's last messages before it closes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from hotswitch.kernel.channel.kernel_end import KernelChannel
+from hotswitch.kernel.launch.launcher import Launch
+from hotswitch.kernel.notebook.rank_reports import RankReports
+
+WATCH_EVERY_S = 0.1
+KILL_AFTER_S = 5.0
+# After the processes exit, wait this long without messages before closing the channel;
+# after a clean exit, first wait (up to DRAIN_CLEAN_MAX_S) for every rank's "finished" marker,
+# so that a slow receiving thread on a busy machine loses no trailing event.
+DRAIN_QUIET_S = 0.2
+DRAIN_MAX_S = 2.0
+DRAIN_CLEAN_MAX_S = 10.0
+
+
+def wait_for_exit(
+    launch: Launch, teardown: threading.Event, deadline: float | None, on_timeout: Callable[[], None]
+) -> int:
+    """Poll ``launch`` until every process of it has exited; return its exit status.
+
+    Once ``teardown`` is set or ``deadline`` (a ``time.time()``) has passed, every process gets
+    SIGTERM, and SIGKILL ``KILL_AFTER_S`` later. ``on_timeout`` is called at every poll after
+    the deadline.
+    """
+    terminated_at = None
+    while True:
+        code = launch.poll()
+        if code is not None:
+            return code
+        timed_out = deadline is not None and time.time() > deadline
+        if timed_out:
+            on_timeout()
+        if (teardown.is_set() or timed_out) and terminated_at is None:
+            launch.terminate()
+            terminated_at = time.monotonic()
+        if terminated_at is not None and time.monotonic() - terminated_at > KILL_AFTER_S:
+            launch.kill()
+        time.sleep(WATCH_EVERY_S)
+
+
+def drain(channel: KernelChannel, reports: RankReports, clean: bool) -> None:
+    """Let the last messages in, then close ``channel``.
+
+    After a ``clean`` exit, first wait (up to ``DRAIN_CLEAN_MAX_S``) until every rank that
+    started has reported its end; then until the channel has been quiet for ``DRAIN_QUIET_S``
+    (``DRAIN_MAX_S`` at most).
+    """
+    began = time.monotonic()
+    while clean and not reports.every_started_rank_ended() and time.monotonic() - began < DRAIN_CLEAN_MAX_S:
+        time.sleep(DRAIN_QUIET_S / 4)
+    began = time.monotonic()
+    while channel.quiet_for() < DRAIN_QUIET_S and time.monotonic() - began < DRAIN_MAX_S:
+        time.sleep(DRAIN_QUIET_S / 4)
+    channel.close()

@@ -1,0 +1,130 @@
+"""``%%train``, ``%jobs`` and ``%train_stop``: launch, list and stop training jobs from a notebook."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
+from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
+from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
+from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.notebook.cell_output import output_for_current_cell
+from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.registry import JobRegistry
+
+
+def launcher_named(name: str) -> Launcher:
+    """The launcher for ``--launcher NAME``."""
+    if name == "local":
+        return TorchrunLauncher()
+    raise UsageError(f"--launcher {name!r} is not available; use --launcher local (torchrun on this machine)")
+
+
+def parse_env(pairs: list[str] | None) -> dict:
+    """``["A=1", "B=x=y"]`` -> ``{"A": "1", "B": "x=y"}``."""
+    env = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--env takes KEY=VALUE, got {pair!r}")
+        env[key] = value
+    return env
+
+
+@magics_class
+class TrainMagics(Magics):
+    """The magics and the ``jobs`` registry they share (also ``jobs`` in the user namespace)."""
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.jobs = JobRegistry()
+        shell.user_ns["jobs"] = self.jobs
+
+    @magic_arguments()
+    @argument("-n", "--nproc", type=int, default=2, help="processes (ranks) per node; default 2")
+    @argument("--nodes", type=int, default=1, help="nodes in the job; >1 needs --rdzv-endpoint")
+    @argument("--node-rank", type=int, default=0, help="this node's index, 0..nodes-1 (node 0 hosts rendezvous)")
+    @argument("--rdzv-endpoint", default=None, help="HOST:PORT of the c10d rendezvous, the same on every node")
+    @argument("--rdzv-id", default=None, help="rendezvous id, the same on every node of one job")
+    @argument("--device", choices=DEVICE_KINDS, default="cpu", help="cpu (gloo) or cuda (one GPU per rank)")
+    @argument("--name", default=None, help="job name in `jobs`; default job1, job2, ...")
+    @argument("--wait", action="store_true", help="block the cell until the job ends (interrupt stops it)")
+    @argument("--env", action="append", metavar="K=V", help="environment variable for every rank; repeatable")
+    @argument("--timeout", type=float, default=None, help="stop the job after SECONDS and mark it 'timed out'")
+    @argument("--launcher", default="local", help="how ranks start: local (torchrun on this machine)")
+    @argument("--channel-host", default="127.0.0.1", help="address the kernel listens on for the ranks")
+    @argument(
+        "--max-message-bytes",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        help="largest channel message accepted; bigger ones are dropped and counted",
+    )
+    @cell_magic
+    def train(self, line: str, cell: str):
+        """Run the cell body on every rank with torchrun; return a ``Job`` at once.
+
+        The body sees ``torch``, ``hotswitch`` and ``job`` (rank, world_size, local_rank, device,
+        emit(event), control()). Syntax errors are shown here and launch nothing.
+        """
+        args = parse_argstring(self.train, line)
+        try:
+            compile(cell, "<%%train cell>", "exec")
+        except SyntaxError:
+            self.shell.showsyntaxerror()
+            return None
+        name = args.name or self.jobs.next_name()
+        if name in self.jobs.names():
+            raise UsageError(f"a job named {name!r} exists already; pick another --name")
+        job_dir = self.jobs.new_job_dir(name)
+        body_path = job_dir / "body.py"
+        body_path.write_text(cell)
+        try:
+            spec = LaunchSpec(
+                job_dir=job_dir,
+                body_path=body_path,
+                nproc=args.nproc,
+                nodes=args.nodes,
+                node_rank=args.node_rank,
+                rdzv_endpoint=args.rdzv_endpoint,
+                rdzv_id=args.rdzv_id,
+                env={**parse_env(args.env), ENV_DEVICE: args.device},
+            )
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        job = Job(
+            name,
+            spec,
+            launcher_named(args.launcher),
+            output_for_current_cell(self.shell),
+            timeout=args.timeout,
+            host=args.channel_host,
+            max_bytes=args.max_message_bytes,
+        )
+        self.jobs.add(job)
+        if args.wait:
+            try:
+                job.wait()
+            except KeyboardInterrupt:
+                print(f"[hotswitch] interrupted: stopping job {name!r}")
+                job.stop(grace=2.0)
+                raise
+        return job
+
+    @line_magic
+    def jobs(self, line: str = ""):
+        """Print a table of this kernel's jobs."""
+        print(self.jobs.table())
+
+    @line_magic
+    def train_stop(self, line: str):
+        """``%train_stop NAME``: stop that job (stop message, SIGTERM, then SIGKILL)."""
+        name = line.strip()
+        if not name:
+            raise UsageError(f"%train_stop takes a job name; the jobs are {self.jobs.names()}")
+        try:
+            job = self.jobs[name]
+        except KeyError as error:
+            raise UsageError(str(error.args[0])) from None
+        print(f"job {name!r}: {job.stop()}")

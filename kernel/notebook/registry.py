@@ -1,0 +1,74 @@
+"""``jobs``: every job this kernel launched, in launch order, and their common cleanup."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from hotswitch.kernel.notebook.job import Job
+
+
+class JobRegistry:
+    """Indexable by position (``jobs[-1]``) or name (``jobs["run1"]``); ``close`` stops them all."""
+
+    def __init__(self):
+        self._jobs: list[Job] = []
+        self._root: Path | None = None
+
+    def new_job_dir(self, name: str) -> Path:
+        """A fresh directory for one job's body and logs, under this registry's temp root."""
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="hotswitch-jobs-"))
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._root))
+
+    def add(self, job: Job) -> None:
+        if job.name in self.names():
+            raise ValueError(f"a job named {job.name!r} exists already; pick another --name")
+        self._jobs.append(job)
+
+    def names(self) -> list[str]:
+        return [job.name for job in self._jobs]
+
+    def next_name(self) -> str:
+        """``job1``, ``job2``, ...: the first such name not taken."""
+        n = len(self._jobs) + 1
+        while f"job{n}" in self.names():
+            n += 1
+        return f"job{n}"
+
+    def __getitem__(self, key: int | str) -> Job:
+        if isinstance(key, str):
+            for job in self._jobs:
+                if job.name == key:
+                    return job
+            raise KeyError(f"no job named {key!r}; the jobs are {self.names()}")
+        return self._jobs[key]
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __iter__(self):
+        return iter(list(self._jobs))
+
+    def table(self) -> str:
+        """One line per job: name, status, ranks, events, seconds running."""
+        rows = [f"{'name':<12}{'status':<12}{'ranks':>6}{'events':>8}{'seconds':>9}"]
+        for job in self._jobs:
+            end = job.ended_at or time.time()
+            ranks = job.spec.nproc * job.spec.nodes
+            rows.append(f"{job.name:<12}{job.status:<12}{ranks:>6}{len(job.events):>8}{end - job.started_at:>9.1f}")
+        return "\n".join(rows)
+
+    def close(self, grace: float = 2.0) -> None:
+        """Stop every job still running and remove the job directories; safe to call twice."""
+        for job in self._jobs:
+            if not job.done:
+                job.stop(grace=grace)
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
+
+    def __repr__(self) -> str:
+        return self.table()

@@ -1,0 +1,54 @@
+"""A text stream that sends each complete line to the kernel, labelled with the rank.
+
+Why the worker reports its own output instead of torchrun's ``--redirects``/``--tee``: lines
+travel on the same ordered channel as events and tracebacks, carry the rank wherever the rank
+runs (another node, later a Ray actor) with no shared filesystem or log-file polling, and do not
+depend on torchrun's log layout, which changes between versions. Output written below Python
+(C extensions writing to fd 1/2) still goes to the original stream, which the launcher keeps in
+the job's agent log.
+"""
+
+from __future__ import annotations
+
+import io
+
+from hotswitch.kernel.channel.worker_end import WorkerChannel
+
+MAX_LINE_CHARS = 64 * 1024
+
+
+class RankStream(io.TextIOBase):
+    """Line-buffered; also writes everything through to ``original``."""
+
+    def __init__(self, channel: WorkerChannel, name: str, original):
+        self._channel = channel
+        self._name = name
+        self._original = original
+        self._partial = ""
+
+    @property
+    def name(self) -> str:
+        return f"<{self._name} of this rank>"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._original.write(text)
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            self._send(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self._original.flush()
+        if self._partial:
+            self._send(self._partial)
+            self._partial = ""
+
+    def fileno(self) -> int:
+        return self._original.fileno()
+
+    def _send(self, line: str) -> None:
+        self._channel.send({"kind": "log", "stream": self._name, "line": line[:MAX_LINE_CHARS]})

@@ -1,0 +1,36 @@
+"""Document sources: the stdlib corpus, the user's files, synthetic long-tailed lengths."""
+
+import json
+
+import pytest
+
+from hotswitch.backend.data import BYTES, FileDocuments, SyntheticDocuments, stdlib_documents
+
+
+def test_stdlib_corpus_has_a_long_tail_of_code_units():
+    source = stdlib_documents()
+    lengths = sorted(len(source.tokens(i)) for i in range(0, len(source), 7))
+    assert len(source) > 1000
+    assert lengths[len(lengths) // 2] < 1000 < lengths[-1] // 4  # most short, some much longer
+    assert BYTES.decode(source.tokens(0)).strip()
+
+
+def test_user_files(tmp_path):
+    (tmp_path / "a.txt").write_text("hello world")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "one"}) + "\n\n" + json.dumps({"text": "two"}) + "\n")
+    source = FileDocuments([tmp_path / "a.txt", tmp_path / "b.jsonl"])
+    assert sorted(BYTES.decode(source.tokens(i)) for i in range(len(source))) == ["hello world", "one", "two"]
+    assert source.tokens(0)[-1] == BYTES.eos  # every document ends with EOS
+    with pytest.raises(ValueError, match="is not a file"):
+        FileDocuments([tmp_path / "missing.txt"])
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match="the dataset is empty"):
+        FileDocuments([tmp_path / "empty.jsonl"])
+
+
+def test_synthetic_lengths_are_long_tailed():
+    source = SyntheticDocuments("commoncrawl", count=2000)
+    lengths = sorted(source.length(i) for i in range(len(source)))
+    assert lengths[1000] < 1000 and lengths[-1] > 10 * lengths[1000]
+    with pytest.raises(ValueError, match="choose one of commoncrawl, github"):
+        SyntheticDocuments("books")

@@ -1,0 +1,35 @@
+"""Micro-batches: padding, packing under token and memory budgets, balancing over ranks."""
+
+from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models import IGNORE
+from hotswitch.backend.train.batching import balance, collate, pack
+
+
+def seqs(*lengths):
+    return [Sequence(i, tuple(range(n + 1))) for i, n in enumerate(lengths)]
+
+
+def test_collate_pads_right_and_ignores_padding():
+    micro = collate(seqs(3, 5))
+    assert micro.shape == (2, 5)
+    assert micro.targets[0, 3:].tolist() == [IGNORE, IGNORE] and micro.targets[0, :3].tolist() == [1, 2, 3]
+    assert micro.tokens[1].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_pack_respects_the_token_budget():
+    groups = pack(seqs(100, 90, 40, 30, 30, 300), 200)
+    assert [[s.length for s in g] for g in groups] == [[300], [100, 90], [40, 30, 30]]
+    assert all(len(g) * g[0].length <= 200 or len(g) == 1 for g in groups)
+
+
+def test_pack_holds_no_more_rows_than_memory_allows():
+    at_most_two = pack(seqs(40, 30, 30, 20, 10), 200, max_rows=lambda length: 2)
+    assert [[s.length for s in g] for g in at_most_two] == [[40, 30], [30, 20], [10]]
+    by_length = pack(seqs(50, 50, 20, 20, 20, 20), 1000, max_rows=lambda length: 100 // length)
+    assert [[s.length for s in g] for g in by_length] == [[50, 50], [20, 20, 20, 20]]
+
+
+def test_balance_spreads_cost_evenly():
+    parts = balance(seqs(8, 7, 6, 5, 4, 3, 2, 1), 2, float)
+    loads = [sum(s.length for s in p) for p in parts]
+    assert sorted(loads) == [18, 18]

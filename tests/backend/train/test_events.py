@@ -1,0 +1,60 @@
+"""The event contract: declared once, enforced when built, and one definition of a run's figures."""
+
+import pytest
+
+from hotswitch.backend.train.events import EVENTS, RunTotals, event, summarize
+
+
+def step(n: int, tokens: int, total: float, switches: int = 0, predicted: float | None = None) -> dict:
+    seconds = {"compute": total / 2, "switch": total / 4, "grad_sync": total / 8, "update": total / 8, "total": total}
+    return event(
+        "step",
+        step=n,
+        steps=4,
+        tokens=tokens,
+        sequences=2,
+        loss=10.0 - n,
+        grad_norm=1.0,
+        seconds=seconds,
+        tokens_per_s=tokens / total,
+        strategies={"dp2": {"tokens": tokens, "seconds": total / 2, "tokens_per_s": 2 * tokens / total}},
+        switches=switches,
+        predicted_step_s=predicted,
+    )
+
+
+def test_an_event_with_an_undeclared_or_missing_field_is_refused_naming_it():
+    with pytest.raises(TypeError, match=r"undeclared fields \['colour'\]"):
+        event("warning", message="m", colour="red")
+    with pytest.raises(TypeError, match=r"missing fields \['path'\]"):
+        event("checkpoint", step=3)
+    with pytest.raises(TypeError, match="unknown event type 'stpe'"):
+        event("stpe", step=1)
+
+
+def test_optional_fields_and_tags_are_declared():
+    assert event("control", step=1, command="switch", strategy=[["tp2", 64], ["dp2", 0]])["strategy"][0] == ["tp2", 64]
+    assert event("warning", message="m", run="hot switching")["run"] == "hot switching"
+    assert {"plan", "graphs", "step", "switch", "control", "checkpoint", "warning", "done", "statics"} == set(EVENTS)
+
+
+def test_summarize_divides_the_measured_steps_tokens_by_their_step_seconds():
+    events = [step(1, 100, 1.0, 3), step(2, 300, 2.0, 1, 1.5), step(3, 500, 3.0, 0, 2.5), event("warning", message="x")]
+    every = summarize(events)
+    assert every["steps"] == 3 and every["tokens"] == 900 and every["tokens_per_s"] == pytest.approx(900 / 6.0)
+    assert every["switches"] == 4 and every["split"]["compute"] == pytest.approx(3.0)
+    assert every["predicted_step_s"] == pytest.approx(2.0) and every["measured_step_s"] == pytest.approx(2.0)
+    assert every["strategies"]["dp2"]["tokens_per_s"] == pytest.approx(900 / 3.0)
+    after = summarize(events, warmup=1)
+    assert after["steps"] == 3 and after["measured_steps"] == 2 and after["tokens_per_s"] == pytest.approx(800 / 5.0)
+    assert after["first_loss"] == 9.0 and after["last_loss"] == 7.0  # losses count every step
+
+
+def test_a_run_shorter_than_its_warmup_is_measured_whole_and_folding_live_equals_replay():
+    events = [step(1, 100, 1.0), step(2, 300, 2.0)]
+    assert summarize(events, warmup=5)["tokens_per_s"] == pytest.approx(400 / 3.0)
+    live = RunTotals(warmup=1)
+    for e in events:
+        live.add(e)
+    assert live.summary() == summarize(events, warmup=1)
+    assert summarize([])["tokens_per_s"] == 0.0 and summarize([])["steps"] == 0
