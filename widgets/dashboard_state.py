@@ -40,7 +40,14 @@ class DashboardState:
         self.events = 0
 
     def ingest(self, event: dict) -> None:
+        """Fold one event; one that cannot be shown (a body's own, malformed) becomes a notice."""
         self.events += 1
+        try:
+            self._ingest(event)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            self.notices.append(f"an event of type {event.get('type')!r} could not be shown: {error!r}")
+
+    def _ingest(self, event: dict) -> None:
         self.totals.add(event)
         kind = event.get("type")
         if kind == "step":

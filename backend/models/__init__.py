@@ -1,4 +1,5 @@
-"""Model definitions: configs (shapes, no torch needed) and the LLaMA-style decoder in plain torch."""
+"""Model definitions: configs (shapes, no torch needed), the LLaMA-style decoder in plain torch,
+and Hugging Face LLaMA checkpoints in and out of it (``hf``)."""
 
 from hotswitch.backend.exports import lazy_exports
 
@@ -10,6 +11,10 @@ _EXPORTS = {
     "Transformer": "hotswitch.backend.models.llama",
     "build_model": "hotswitch.backend.models.llama",
     "init_param": "hotswitch.backend.models.llama",
+    "config_from_hf": "hotswitch.backend.models.hf",
+    "hf_initializer": "hotswitch.backend.models.hf",
+    "load_pretrained": "hotswitch.backend.models.hf",
+    "save_pretrained": "hotswitch.backend.models.hf",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1,4 +1,5 @@
-"""Shapes of LLaMA-style decoders: the tests' tiny model up to the paper's 32B."""
+"""Shapes of LLaMA-style decoders: the tests' tiny model up to the paper's 32B, and the
+released LLaMA-2/3 shapes with their real vocabularies (for Hugging Face checkpoints)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ class ModelConfig:
     max_seq_len: int = 4096
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    # the output head is the input embedding (one tensor): models.hf loads such checkpoints
+    # for evaluation; the engine cannot lay them out (see ``param_shapes``)
+    tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         if self.dim % self.n_heads:
@@ -34,7 +38,19 @@ class ModelConfig:
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every parameter's global shape, in module order (torchtitan's names): the model's
         ``named_parameters`` without building it, so that planning needs no torch
-        (tests/backend/models/test_shapes.py holds the two equal)."""
+        (tests/backend/models/test_shapes.py holds the two equal). Raises for tied
+        embeddings: the engine keeps the embedding (first pipeline stage) and the head (last)
+        as two parameters, so every layout, graph and plan refuses a tied config here."""
+        if self.tie_embeddings:
+            raise ValueError(
+                f"{self.name}: tie_embeddings=True (one tensor for the input embedding and the output head) "
+                "cannot be trained by the engine, which keeps them as two parameters on different pipeline "
+                "stages; evaluate it with models.hf.load_pretrained, or train it untied with "
+                "config.with_(tie_embeddings=False) (models.hf.hf_initializer then starts both from the embedding)"
+            )
+        return self._shapes()
+
+    def _shapes(self) -> dict[str, tuple[int, ...]]:
         kv = self.n_kv_heads * self.head_dim
         shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (self.vocab_size, self.dim)}
         for i in range(self.n_layers):
@@ -54,8 +70,12 @@ class ModelConfig:
 
     @property
     def n_params(self) -> int:
+        """Distinct parameters: a tied head counts once."""
+        shapes = self._shapes()
+        if self.tie_embeddings:
+            del shapes["output.weight"]
         total = 0
-        for shape in self.param_shapes().values():
+        for shape in shapes.values():
             count = 1
             for n in shape:
                 count *= n
@@ -63,7 +83,10 @@ class ModelConfig:
         return total
 
 
-# The paper trains with GPT-2 BPE padded to 30592 tokens; LLaMA-2 shapes otherwise.
+# The paper trains with GPT-2 BPE padded to 30592 tokens; LLaMA-2 shapes otherwise. "7b",
+# "13b" and "32b" are those paper shapes; "llama2-7b", "llama2-13b" and "llama3-8b" are the
+# released models' shapes (real vocabularies, LLaMA-3's grouped-query heads and rope_theta),
+# which their Hugging Face checkpoints load into.
 PAPER_VOCAB = 30592
 
 CONFIGS: dict[str, ModelConfig] = {
@@ -75,6 +98,19 @@ CONFIGS: dict[str, ModelConfig] = {
         ModelConfig("7b", vocab_size=PAPER_VOCAB, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008),
         ModelConfig("13b", vocab_size=PAPER_VOCAB, dim=5120, n_layers=40, n_heads=40, n_kv_heads=40, ffn_dim=13824),
         ModelConfig("32b", vocab_size=PAPER_VOCAB, dim=6656, n_layers=60, n_heads=64, n_kv_heads=64, ffn_dim=17920),
+        ModelConfig("llama2-7b", vocab_size=32000, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008),
+        ModelConfig("llama2-13b", vocab_size=32000, dim=5120, n_layers=40, n_heads=40, n_kv_heads=40, ffn_dim=13824),
+        ModelConfig(
+            "llama3-8b",
+            vocab_size=128256,
+            dim=4096,
+            n_layers=32,
+            n_heads=32,
+            n_kv_heads=8,
+            ffn_dim=14336,
+            max_seq_len=8192,
+            rope_theta=500000.0,
+        ),
     )
 }
 

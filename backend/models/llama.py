@@ -2,7 +2,9 @@
 
 ``Transformer(config)(tokens, targets)`` returns the *sum* of the token losses
 (targets equal to ``IGNORE`` are skipped), so that the trainer can scale every
-micro-batch by the token count of the whole global batch. Rows are independent
+micro-batch by the token count of the whole global batch. Rotary embedding is the
+"rotate-half" form (the two halves of a head pair up), which is the form Hugging Face LLaMA
+checkpoints are stored for, so they load without permuting q/k rows. Rows are independent
 sequences padded on the right: with causal attention a real token never sees
 padding. Rotary embedding, attention and the loss are fx leaves (``torch.fx.wrap``)
 so the traced graph has one node for each, with one deduction rule each.
@@ -116,6 +118,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList(TransformerBlock(config) for _ in range(config.n_layers))
         self.norm = RMSNorm(config.dim, config.norm_eps)
         self.output = nn.Linear(config.dim, config.vocab_size, bias=False)
+        if config.tie_embeddings:  # one Parameter: ``named_parameters`` lists the embedding only
+            self.output.weight = self.tok_embeddings.weight
         cos, sin = rotary_tables(config, self.output.weight.device)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 import torch
@@ -24,6 +24,7 @@ from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.train.checkpoint_safety import check_checkpoint_safe, protect_checkpoint
 from hotswitch.backend.train.engine import Engine
 from hotswitch.backend.train.master import ADAM_MOMENTS, OptimizerState
 
@@ -86,6 +87,7 @@ def save(engine: Engine, path: str | Path, extra: dict) -> Path:
     if dist.get_rank() == 0:
         meta = {"config": asdict(engine.config), "instantiation": str(engine.instantiation), **extra}
         (staging / META).write_text(json.dumps(meta, indent=1))
+        protect_checkpoint(staging)  # resume refuses checkpoints others could have rewritten
         os.replace(staging, path)
     dist.barrier()
     return path
@@ -96,15 +98,28 @@ def read_meta(path: str | Path, config: ModelConfig) -> dict:
     meta_file = Path(path) / META
     if not meta_file.is_file():
         raise CheckpointError(f"{path} is not a hotswitch checkpoint (no {META}); give a folder written by save()")
-    meta = json.loads(meta_file.read_text())
-    if meta["config"] != asdict(config):
-        diff = {k: (v, asdict(config)[k]) for k, v in meta["config"].items() if asdict(config).get(k) != v}
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(
+            f"{meta_file} cannot be read ({error}); the checkpoint is damaged, give another one"
+        ) from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        raise CheckpointError(f"{meta_file} holds no model config; the checkpoint is damaged, give another")
+    ours = asdict(config)
+    # a field added to ModelConfig since the checkpoint was written reads as its default
+    saved = {**{f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}, **meta["config"]}
+    if saved != ours:
+        diff = {
+            k: (saved.get(k), ours.get(k)) for k in sorted(saved.keys() | ours.keys()) if saved.get(k) != ours.get(k)
+        }
         raise CheckpointError(f"{path} holds another model: (checkpoint, this run) differ in {diff}")
     return meta
 
 
 def load(engine: Engine, path: str | Path) -> None:
     """Load model and optimizer into the engine's instantiation layout (collective)."""
+    check_checkpoint_safe(path)  # DCP unpickles .metadata: refuse one that could run code
     state = _dtensor_state(engine, _meshes(engine))
     dcp.load(state, checkpoint_id=str(path))
     moments = {

@@ -16,7 +16,7 @@ them and the next reduction is exact.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
@@ -37,7 +37,7 @@ from hotswitch.backend.switch.executor import BoundSwitch
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.switch.planner import plan_switch
 from hotswitch.backend.train.batching import MicroBatching, collate
-from hotswitch.backend.train.master import Master
+from hotswitch.backend.train.master import InitialValue, Master
 from hotswitch.backend.train.reference import OptimizerConfig
 from hotswitch.backend.train.strategy_state import StrategyState
 
@@ -64,7 +64,9 @@ class StepResult(NamedTuple):
 
 class Engine:
     """This rank's part of training ``config`` under ``strategies`` (collective: every rank
-    builds its engine with the same arguments), the master weights on ``instantiation``."""
+    builds its engine with the same arguments), the master weights on ``instantiation``,
+    initialised from ``seed`` or, when given, by ``initial(name, full_shape, box)`` (this
+    rank's box of each parameter, e.g. ``models.hf.hf_initializer(dir)``)."""
 
     def __init__(
         self,
@@ -78,6 +80,7 @@ class Engine:
         schedule: str = "1f1b",
         device: torch.device | str = "cpu",
         batching: MicroBatching | None = None,
+        initial: InitialValue | None = None,
     ):
         self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
         self.device = torch.device(device)
@@ -90,7 +93,7 @@ class Engine:
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
-        self.master = Master(self.states[instantiation], optim, seed, self.rank)
+        self.master = Master(self.states[instantiation], optim, seed, self.rank, initial)
 
     def use_batching(self, batching: MicroBatching) -> None:
         """Cut groups into micro-batches by ``batching`` from the next step on (e.g. the cost
@@ -189,9 +192,16 @@ class Engine:
         return BoundSwitch(plan_switch(a.layout, target, self.cluster), self.rank, a.grads, b.grads)
 
     # -- one step --------------------------------------------------------------------------------
-    def step(self, groups: dict[Strategy, list[Seq]], order: Sequence[Strategy]) -> StepResult:
+    def step(
+        self,
+        groups: dict[Strategy, list[Seq]],
+        order: Sequence[Strategy],
+        before_update: Callable[[Master], None] | None = None,
+    ) -> StepResult:
         """Train one global batch (the union of ``groups``), strategies in ``order`` (the
-        instantiation strategy last): the mean token loss, the gradient norm, the time split."""
+        instantiation strategy last): the mean token loss, the gradient norm, the time split.
+        ``before_update(master)`` runs on every rank once the batch's gradients are accumulated
+        on the master layout and before they are clipped (an oracle may gather them there)."""
         total = sum(s.length for seqs in groups.values() for s in seqs)
         if total == 0:
             raise ValueError("the global batch holds no tokens")
@@ -230,6 +240,8 @@ class Engine:
             self._release(self.states[previous])
         started = time.perf_counter()
         dist.all_reduce(loss)
+        if before_update is not None:
+            before_update(self.master)
         grad_norm = self.master.clip_and_update()
         times.update = time.perf_counter() - started
         return StepResult(loss.item() / total, grad_norm, times)

@@ -156,7 +156,8 @@ class RunTotals:
     """Figures of a run folded from its events, one at a time (live) or all at once (replay):
     the same events give the same ``summary()``. The first ``warmup`` steps count for the
     progress and the losses but not for throughput, unless no other step exists. Memory stays
-    constant however long the run."""
+    constant however long the run. Step events a body emitted itself are folded with whatever
+    fields they have (missing ones count as zero): a dashboard must never fail on them."""
 
     def __init__(self, warmup: int = 0):
         self.warmup = warmup
@@ -172,8 +173,9 @@ class RunTotals:
         if e.get("type") != "step":
             return
         self.steps += 1
-        self.first_loss = e["loss"] if self.first_loss is None else self.first_loss
-        self.last_loss = e["loss"]
+        loss = e.get("loss")
+        self.first_loss = loss if self.first_loss is None else self.first_loss
+        self.last_loss = loss
         self._all.add(e)
         if self.steps > self.warmup:
             self._measured.add(e)
@@ -204,16 +206,18 @@ class _Window:
         self.predicted: list[float] = []
 
     def add(self, e: dict) -> None:
+        # a body may emit "step" events of its own (job.emit): what they lack counts as nothing
+        seconds = e.get("seconds") if isinstance(e.get("seconds"), dict) else {}
         self.steps += 1
-        self.tokens += e["tokens"]
-        self.switches += e["switches"]
-        self.seconds += e["seconds"]["total"]
+        self.tokens += e.get("tokens", 0)
+        self.switches += e.get("switches", 0)
+        self.seconds += seconds.get("total", sum(seconds.get(phase, 0.0) for phase in PHASES))
         for phase in PHASES:
-            self.split[phase] += e["seconds"][phase]
-        for name, share in e["strategies"].items():
+            self.split[phase] += seconds.get(phase, 0.0)
+        for name, share in (e.get("strategies") or {}).items():
             totals = self.per_strategy.setdefault(name, [0, 0.0])
-            totals[0] += share["tokens"]
-            totals[1] += share["seconds"]
+            totals[0] += share.get("tokens", 0)
+            totals[1] += share.get("seconds", 0.0)
         if e.get("predicted_step_s") is not None:
             self.predicted.append(e["predicted_step_s"])
 

@@ -4,14 +4,16 @@ this is the one place weights change."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from hotswitch.backend.dist_state import Replicate
+from hotswitch.backend.dist_state import Box, Replicate
 from hotswitch.backend.models.llama import init_param
+from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.train.reference import OptimizerConfig
 from hotswitch.backend.train.strategy_state import StrategyState
 
@@ -27,15 +29,25 @@ class OptimizerState:
     moments: dict[str, dict[str, torch.Tensor]]
 
 
+InitialValue = Callable[[str, tuple[int, ...], Box], torch.Tensor]
+"""``initial(name, full_shape, box)``: this rank's ``box`` of parameter ``name``'s initial value
+(e.g. ``models.hf.hf_initializer(dir)``, which reads only that box of a checkpoint)."""
+
+
 class Master:
     """``state``'s parameters initialised from ``seed`` (the same values as one device's model),
-    as AdamW parameters whose gradients are ``state``'s gradient buffer."""
+    or by ``initial`` when given, as AdamW parameters whose gradients are ``state``'s gradient
+    buffer."""
 
-    def __init__(self, state: StrategyState, optim: OptimizerConfig, seed: int, rank: int):
+    def __init__(
+        self, state: StrategyState, optim: OptimizerConfig, seed: int, rank: int, initial: InitialValue | None = None
+    ):
         self.state, self.optim, self.rank = state, optim, rank
         with torch.no_grad():
             for name, box in state.params.boxes.items():
-                state.params.views[name].copy_(init_param(name, state.layout[name].shape, seed)[box.slices()])
+                shape = state.layout[name].shape
+                value = init_param(name, shape, seed)[box.slices()] if initial is None else initial(name, shape, box)
+                state.params.views[name].copy_(value)
         self.params = {n: nn.Parameter(view) for n, view in state.params.views.items()}
         for name, param in self.params.items():
             param.grad = state.grads.views[name]
@@ -48,17 +60,21 @@ class Master:
         replicated = self.state.layout[name].state.placements[1] == Replicate()
         return replica == 0 and (tp == 0 or not replicated)
 
-    def clip_and_update(self) -> float:
-        """Clip the gradients to ``max_grad_norm`` over every rank and step AdamW (collective);
-        the norm before clipping."""
+    def grad_norm(self) -> float:
+        """The global L2 norm of the accumulated gradients (collective), every element once."""
         grads = self.state.grads
         squares = torch.zeros((), dtype=torch.float64, device=grads.flat.device)
         for name, grad in grads.views.items():
             if self._counts_once(name):
                 squares += grad.double().pow(2).sum()
         dist.all_reduce(squares)
-        norm = squares.sqrt().item()
-        grads.flat.mul_(min(self.optim.max_grad_norm / (norm + 1e-6), 1.0))
+        return squares.sqrt().item()
+
+    def clip_and_update(self) -> float:
+        """Clip the gradients to ``max_grad_norm`` over every rank and step AdamW (collective);
+        the norm before clipping."""
+        norm = self.grad_norm()
+        self.state.grads.flat.mul_(min(self.optim.max_grad_norm / (norm + 1e-6), 1.0))
         self.optimizer.step()
         return norm
 
@@ -81,11 +97,18 @@ class Master:
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """Full parameters gathered on every rank (collective; tests and small models only)."""
+        return self._gather(self.state.params)
+
+    def global_grads(self) -> dict[str, torch.Tensor]:
+        """Full accumulated gradients gathered on every rank (collective; tests and small models)."""
+        return self._gather(self.state.grads)
+
+    def _gather(self, buffer: FlatBuffer) -> dict[str, torch.Tensor]:
         out = {}
         for name, p in self.state.layout.items():
-            full = torch.zeros(p.shape, device=self.state.params.flat.device)
-            if name in self.state.params.views and self._counts_once(name):  # one copy of every element
-                full[self.state.params.boxes[name].slices()] = self.state.params.views[name]
+            full = torch.zeros(p.shape, device=buffer.flat.device)
+            if name in buffer.views and self._counts_once(name):  # one copy of every element
+                full[buffer.boxes[name].slices()] = buffer.views[name]
             dist.all_reduce(full)
             out[name] = full.cpu()
         return out

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.config import ModelConfig
@@ -35,7 +37,9 @@ class ReferenceTrainer:
         self.optimizer = optim.adamw(self.model.parameters())
         self.token_budget = token_budget
 
-    def step(self, batch: list[Sequence]) -> float:
+    def step(self, batch: list[Sequence], before_update: Callable[[nn.Module], None] | None = None) -> float:
+        """Train one batch; its mean token loss. ``before_update(model)`` sees the accumulated
+        gradients before they are clipped; ``grad_norm`` is then their norm."""
         total = sum(s.length for s in batch)
         self.optimizer.zero_grad(set_to_none=False)
         loss = 0.0
@@ -44,6 +48,9 @@ class ReferenceTrainer:
             part = self.model(micro.tokens, micro.targets)
             (part * (1.0 / total)).backward()
             loss += part.item()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.max_grad_norm, foreach=False)
+        if before_update is not None:
+            before_update(self.model)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.max_grad_norm, foreach=False)
+        self.grad_norm = norm.item()
         self.optimizer.step()
         return loss / total

@@ -12,11 +12,13 @@ same point:
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch.distributed as dist
+from torch.distributed.checkpoint.api import CheckpointException
 
 from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.graph.logical import summarize
@@ -33,6 +35,18 @@ from hotswitch.backend.train.reference import OptimizerConfig
 
 Control = Callable[[], list[dict]]
 PAUSE_POLL_S = 0.2
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why a checkpoint cannot be written at ``path``, or None."""
+    if path.exists():
+        return f"{path} already exists; choose a new checkpoint path"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable; choose a checkpoint path in a folder you can write"
+    return None
 
 
 def profile_lengths(max_len: int) -> list[int]:
@@ -164,10 +178,10 @@ class Trainer:
                     elif kind == "stop":
                         self.stopping, paused = True, False
                     elif kind == "checkpoint":
-                        self.save(c.get("path"))
+                        self._checkpoint_now(c.get("path"))
                     else:
                         raise ValueError(f"unknown control command {c!r}")
-                except (ValueError, KeyError) as error:
+                except (ValueError, KeyError, OSError, CheckpointException) as error:
                     self.sink(event("warning", message=f"control {c!r} not applied: {error}"))
                     continue
                 applied = {k: c[k] for k in ("strategy", "path") if k in c}
@@ -198,6 +212,17 @@ class Trainer:
         self.auto = True
 
     # -- checkpoints -------------------------------------------------------------------------------
+    def _checkpoint_now(self, path: str | None) -> None:
+        """A checkpoint command: refused on every rank alike (ValueError) when rank 0 sees the
+        place cannot be written, so a bad path never splits the ranks' collectives; a write that
+        fails anyway raises CheckpointException on every rank (DCP gathers the failures)."""
+        target = Path(path) if path else self.checkpoint_dir / f"step-{self.step_index}"
+        box = [_unwritable(target) if self.rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        if box[0]:
+            raise ValueError(box[0])
+        self.save(target)
+
     def save(self, path: str | Path | None = None) -> Path:
         """Checkpoint now (collective); without a path, into ``checkpoint_dir/step-N``."""
         path = path or self.checkpoint_dir / f"step-{self.step_index}"

@@ -1,10 +1,20 @@
 """The kernel's end of a job's channel: a ROUTER socket read on a background thread.
 
-Workers connect DEALER sockets named ``rank-N``. Every frame set is checked by a
-``MessageVerifier``; valid bodies go to ``on_message(sender, body)`` on the channel's own thread,
-so the notebook's execution never waits on training. Control messages for rank 0 are queued
-from any thread and sent by the channel thread (ZMQ sockets are not thread-safe); a message for
-a rank that has not connected yet waits in the queue until it does.
+Workers connect DEALER sockets. Every frame set is checked by a ``MessageVerifier``; valid
+bodies go to ``on_message(sender, body)`` on the channel's own thread, so the notebook's
+execution never waits on training. Control messages for a rank are queued from any thread and
+sent by the channel thread (ZMQ sockets are not thread-safe).
+
+Where control goes: to the connection whose latest *verified* message was signed as that
+rank, never to a ZMQ routing identity a peer claims. A routing identity is chosen by whoever
+connects, so a local process that connected first as ``rank-0`` would otherwise receive the
+signed control frames, and (ZMQ refuses a second peer with a taken identity) the real rank 0
+could not be heard at all. Workers therefore set no identity (the ROUTER gives each connection
+its own), and the kernel learns rank N's route from the sender in the signed header of a
+message that verified under the job's key with a new sequence number: a peer without the key
+can neither claim a rank nor, by connecting, shut a rank out. A rank that reconnects (a new
+route) is followed as soon as its next message verifies. Control for a rank that has not yet
+sent a verified message (every worker sends "started" first) waits, in order, until it has.
 """
 
 from __future__ import annotations
@@ -37,7 +47,8 @@ class KernelChannel:
         self._verifier = MessageVerifier(key, max_bytes)
         self._signer = MessageSigner(key, "kernel")
         self._on_message = on_message
-        self._outbox: collections.deque[tuple[bytes, list[bytes]]] = collections.deque()
+        self._outbox: collections.deque[tuple[str, list[bytes]]] = collections.deque()
+        self._routes: dict[str, bytes] = {}  # sender -> routing id of its latest verified message
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -56,8 +67,9 @@ class KernelChannel:
         return self._verifier.stats
 
     def send(self, rank: int, body: dict) -> None:
-        """Queue a signed message for ``rank``; delivered once that rank has connected."""
-        self._outbox.append((f"rank-{rank}".encode(), self._signer.seal(body)))
+        """Queue a signed message for ``rank``; delivered once a message signed by that rank has
+        verified (see the module docstring), in the order queued."""
+        self._outbox.append((f"rank-{rank}", self._signer.seal(body)))
 
     def quiet_for(self) -> float:
         """Seconds since the last message (valid or not) arrived."""
@@ -89,14 +101,21 @@ class KernelChannel:
             self._last_arrival = time.monotonic()
             opened = self._verifier.open(frames[1:])
             if opened is not None:
+                self._routes[opened[0]] = frames[0]  # only a key holder's new message moves a route
                 self._on_message(*opened)
 
     def _flush_outbox(self) -> None:
-        waiting = []
+        waiting: list[tuple[str, list[bytes]]] = []
+        held: set[str] = set()  # a rank whose earlier message waits gets nothing before it
         while self._outbox:
-            identity, frames = self._outbox.popleft()
-            try:
-                self._socket.send_multipart([identity, *frames], zmq.NOBLOCK)
-            except zmq.ZMQError:  # that rank is not connected (yet): keep it for the next round
-                waiting.append((identity, frames))
-        self._outbox.extend(waiting)
+            rank, frames = self._outbox.popleft()
+            route = self._routes.get(rank)
+            if rank not in held and route is not None:
+                try:
+                    self._socket.send_multipart([route, *frames], zmq.NOBLOCK)
+                    continue
+                except zmq.ZMQError:  # that connection is gone: wait for the rank's next message
+                    pass
+            held.add(rank)
+            waiting.append((rank, frames))
+        self._outbox.extendleft(reversed(waiting))  # ahead of any queued meanwhile: order kept

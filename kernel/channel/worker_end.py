@@ -26,7 +26,7 @@ class WorkerChannel:
         self._lock = threading.Lock()
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.IDENTITY, f"rank-{rank}".encode())
+        # No IDENTITY: the kernel routes by signed sender, not by a name any peer could claim.
         self._socket.setsockopt(zmq.LINGER, CLOSE_LINGER_MS)
         self._socket.connect(address)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from hotswitch.kernel.cli import demo_report, progress
-from hotswitch.kernel.cli.headless import follow
+from hotswitch.kernel.cli.headless import check_launch, follow
 
 BODY = """\
 from hotswitch.backend.train.compare import compare
@@ -43,19 +43,27 @@ def add_parser(sub) -> None:
 
 
 def spec_from(args) -> dict:
+    """The spec every run of the demo trains, checked before anything starts."""
+    from hotswitch.backend.train.recipe import check_spec
+
+    check_launch(args.nproc, args.timeout)
+    if args.warmup < 0:
+        raise ValueError(f"--warmup {args.warmup} is negative; give 0 or more first steps to leave out")
     if args.steps <= args.warmup:
         raise ValueError(f"--steps {args.steps} leaves nothing to measure after --warmup {args.warmup}")
-    return {
+    spec = {
         "model": "tiny",
         "tokenizer": args.tokenizer,
         "steps": args.steps,
         "batch_size": args.batch_size,
         "max_len": args.max_len,
-        "memory_budget": data_parallel_holds_a_third(args.nproc, args.max_len)
-        if args.memory_budget is None
-        else args.memory_budget,
+        "memory_budget": args.memory_budget,
         "seed": args.seed,
     }
+    check_spec(spec)
+    if args.memory_budget is None:
+        spec["memory_budget"] = data_parallel_holds_a_third(args.nproc, args.max_len)
+    return spec
 
 
 def data_parallel_holds_a_third(world: int, max_len: int) -> float:
@@ -71,10 +79,10 @@ def data_parallel_holds_a_third(world: int, max_len: int) -> float:
 def reference_losses(spec: dict, show_progress: bool = True) -> list[float]:
     """Each step's loss when one device trains the same batches from the same weights."""
     from hotswitch.backend.models.config import get_config
-    from hotswitch.backend.train.recipe import DEFAULTS, batches
+    from hotswitch.backend.train.recipe import batches, check_spec
     from hotswitch.backend.train.reference import OptimizerConfig, ReferenceTrainer
 
-    s = {**DEFAULTS, **spec}
+    s = check_spec(spec)
     config = get_config(s["model"])
     trainer = ReferenceTrainer(config, OptimizerConfig(lr=s["lr"]), s["seed"], s["token_budget"])
     stream = batches(s, config)

@@ -16,6 +16,14 @@ from hotswitch.kernel.notebook.job import Job
 POLL_S = 0.2
 
 
+def check_launch(nproc: int, timeout: float | None) -> None:
+    """The command line's launch options, checked before anything starts."""
+    if nproc < 1:
+        raise ValueError(f"--nproc {nproc} starts no rank; give at least 1 (default 4)")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"--timeout {timeout:g} is not a duration; give seconds above 0, or leave it out")
+
+
 def follow(name: str, body: str, nproc: int, on_events: Callable[[list[dict]], None], timeout: float | None) -> Job:
     """Run ``body`` on ``nproc`` ranks; hand every batch of new events to ``on_events`` as they
     arrive; return the ended job. Ctrl-C stops every rank before it propagates; rank output

@@ -24,5 +24,13 @@ def run(args) -> int:
         print(f"removed {uninstall_kernelspec()}")
         return 0
     prefix = sys.prefix if args.sys_prefix else args.prefix
-    print(f"installed {install_kernelspec(user=args.user, prefix=prefix)}")
+    try:
+        where = install_kernelspec(user=args.user, prefix=prefix)
+    except OSError as error:
+        place = f"--prefix {prefix}" if prefix else "the kernelspec folder"
+        raise ValueError(
+            f"cannot install the kernel into {place}: {error.strerror or error} ({error.filename}); "
+            "choose a folder you can write with --prefix, or use --user"
+        ) from None
+    print(f"installed {where}")
     return 0

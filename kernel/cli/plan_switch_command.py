@@ -26,6 +26,12 @@ def _gb(n: float) -> str:
 def run(args) -> int:
     from hotswitch.backend import Strategy
 
+    if args.gpus is not None and args.gpus < 1:
+        raise ValueError(
+            f"--gpus {args.gpus} is no cluster; give at least 1 GPU, or leave it out (the strategy's size)"
+        )
+    if args.bytes_per_param < 1:
+        raise ValueError(f"--bytes-per-param {args.bytes_per_param} moves nothing; give 2 (bf16) or 4 (fp32)")
     gpus = args.gpus or Strategy.parse(args.src).world_size
     cluster = Cluster.of_gpus(gpus)
     src, dst = model_layouts(args.model, args.src, args.dst, cluster)

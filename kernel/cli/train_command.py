@@ -8,7 +8,7 @@ from pathlib import Path
 from hotswitch.backend.runtime.devices import DEVICE_KINDS
 from hotswitch.backend.train.events import summarize
 from hotswitch.kernel.cli import progress
-from hotswitch.kernel.cli.headless import follow
+from hotswitch.kernel.cli.headless import check_launch, follow
 from hotswitch.kernel.notebook.job import Job
 
 BODY = """\
@@ -45,6 +45,8 @@ def parse_plan(text: str):
     buckets = []
     for part in text.split(","):
         strategy, _, bound = part.partition(":")
+        if not bound.strip().isdigit():
+            raise ValueError(f"--plan {text!r}: bucket {part!r} needs a whole-number lower bound, like 'tp4:128,dp4:0'")
         buckets.append([strategy.strip(), int(bound)])
     return buckets
 
@@ -85,24 +87,25 @@ def train(spec: dict, nproc: int, timeout: float | None = None, show_progress: b
     return job, summarize(job.events)
 
 
-def check(spec: dict, nproc: int) -> None:
-    """Refuse a plan that cannot run before launching anything."""
+def check(spec: dict, nproc: int) -> dict:
+    """Refuse a spec or a plan that cannot run before launching anything; the full spec."""
     from hotswitch.backend.layout import check_strategy
     from hotswitch.backend.models.config import get_config
     from hotswitch.backend.train.dispatch import HotSwitchPlan
+    from hotswitch.backend.train.recipe import check_spec
 
+    spec = check_spec(spec)
     config = get_config(spec["model"])
     if spec["plan"] != "auto":
         for strategy in HotSwitchPlan.of(spec["plan"]).strategies:
             strategy.check_fits(nproc)
             check_strategy(config, strategy)
-    if spec["checkpoint"] and Path(spec["checkpoint"]).exists():
-        raise ValueError(f"{spec['checkpoint']} already exists; choose a new checkpoint path")
+    return spec
 
 
 def run(args) -> int:
-    spec = spec_from(args)
-    check(spec, args.nproc)
+    check_launch(args.nproc, args.timeout)
+    spec = check(spec_from(args), args.nproc)
     job, result = train(spec, args.nproc, args.timeout, show_progress=not args.json)
     if args.json:
         print(json.dumps({"status": job.status, **result}, indent=1))

@@ -13,10 +13,17 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The notebook's folder, for every rank: relative paths of a recipe resolve there (the ranks
+# themselves run in the job folder, which goes away with the kernel). Read by
+# hotswitch.backend.train.recipe under the same name.
+ENV_NOTEBOOK_DIR = "HOTSWITCH_NOTEBOOK_DIR"
+
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """One node's share of a job: ``nproc`` ranks running ``python -m hotswitch.kernel.worker body``."""
+    """One node's share of a job: ``nproc`` ranks running ``python -m hotswitch.kernel.worker body``.
+
+    ``workdir`` is the notebook's folder (default: the working directory at launch)."""
 
     job_dir: Path
     body_path: Path
@@ -26,6 +33,7 @@ class LaunchSpec:
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
     env: dict = field(default_factory=dict)
+    workdir: Path | None = None
 
     def __post_init__(self):
         if self.nproc < 1:
@@ -36,6 +44,10 @@ class LaunchSpec:
             raise ValueError(
                 f"--node-rank must be in 0..{self.nodes - 1} for --nodes {self.nodes}, got {self.node_rank}"
             )
+        if self.rdzv_endpoint is not None:
+            host, _, port = self.rdzv_endpoint.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"--rdzv-endpoint takes HOST:PORT (e.g. 127.0.0.1:29500), got {self.rdzv_endpoint!r}")
         if self.nodes > 1 and not self.rdzv_endpoint:
             raise ValueError(f"--nodes {self.nodes} needs --rdzv-endpoint HOST:PORT, the same on every node")
 

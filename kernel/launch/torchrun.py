@@ -5,33 +5,43 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import psutil
 
-from hotswitch.kernel.launch.launcher import Launch, Launcher, LaunchSpec
+from hotswitch.kernel.launch.launcher import ENV_NOTEBOOK_DIR, Launch, Launcher, LaunchSpec
+from hotswitch.kernel.launch.loopback_agent import LOOPBACK, TORCHRUN
+
+LOOPBACK_AGENT = "hotswitch.kernel.launch.loopback_agent"
+
+
+def free_loopback_port() -> int:
+    """A port free on 127.0.0.1 right now (for a one-node job's rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def torchrun_argv(spec: LaunchSpec) -> list[str]:
-    """The command line: ``--standalone`` for one node, c10d rendezvous for several."""
-    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={spec.nproc}", "--max-restarts=0"]
-    if spec.nodes == 1 and not spec.rdzv_endpoint:
-        argv += ["--standalone"]
-    else:
-        host = spec.rdzv_endpoint.rsplit(":", 1)[0]
-        argv += [
-            f"--nnodes={spec.nodes}",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={spec.rdzv_endpoint}",
-            f"--rdzv-id={spec.rdzv_id or 'hotswitch'}",
-            # Node 0 hosts the rendezvous store, so two agents on one machine never race for it.
-            f"--rdzv-conf=is_host={int(spec.node_rank == 0)}",
-        ]
-        if host in ("127.0.0.1", "localhost"):
-            argv += ["--local-addr=127.0.0.1"]
+    """The command line: torchrun (through ``loopback_agent``, which keeps loopback stores off
+    other interfaces); one node meets on a fresh 127.0.0.1 port, several at the c10d endpoint."""
+    argv = [sys.executable, "-m", LOOPBACK_AGENT, *TORCHRUN, f"--nproc-per-node={spec.nproc}", "--max-restarts=0"]
+    endpoint = spec.rdzv_endpoint or f"127.0.0.1:{free_loopback_port()}"
+    argv += [
+        f"--nnodes={spec.nodes}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={endpoint}",
+        f"--rdzv-id={spec.rdzv_id or ('hotswitch' if spec.rdzv_endpoint else uuid.uuid4().hex)}",
+        # Node 0 hosts the rendezvous store, so two agents on one machine never race for it.
+        f"--rdzv-conf=is_host={int(spec.node_rank == 0)}",
+    ]
+    if endpoint.rsplit(":", 1)[0] in LOOPBACK:
+        argv += ["--local-addr=127.0.0.1"]
     return [*argv, "-m", "hotswitch.kernel.worker", str(spec.body_path)]
 
 
@@ -109,7 +119,8 @@ class TorchrunLauncher(Launcher):
 
     def start(self, spec: LaunchSpec) -> TorchrunLaunch:
         output_path = spec.job_dir / f"agent-node{spec.node_rank}.log"
-        env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1"}
+        workdir = Path(spec.workdir or os.getcwd()).resolve()
+        env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1", ENV_NOTEBOOK_DIR: str(workdir)}
         with open(output_path, "wb") as output:
             process = subprocess.Popen(
                 torchrun_argv(spec),

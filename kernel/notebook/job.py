@@ -17,8 +17,9 @@ from pathlib import Path
 from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES, new_key
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
-from hotswitch.kernel.notebook.exit_reason import describe_exit
+from hotswitch.kernel.notebook.job_checks import checked_rank, checkpoint_target
 from hotswitch.kernel.notebook.job_display import job_bundle, job_html
+from hotswitch.kernel.notebook.job_outcome import ending
 from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, drain, wait_for_exit
 from hotswitch.kernel.notebook.rank_reports import RankReports
 from hotswitch.kernel.notebook.switch_request import switch_request
@@ -32,7 +33,7 @@ class Job:
     """A running or finished training job.
 
     ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out'.
-    ``events`` holds every dict the ranks emitted (with "rank"), in arrival order (their types in
+    ``events`` holds the newest events the ranks emitted (with "rank"), in arrival order (their types in
     ``hotswitch.backend.train.events``); ``on_event`` subscribes to them, ``events_of`` selects
     them and ``wait_until`` waits for one, like an ipyparallel ``AsyncResult``.
     """
@@ -50,6 +51,7 @@ class Job:
         self.name = name
         self.spec = spec
         self.job_dir: Path = spec.job_dir
+        self.notebook_dir = Path(spec.workdir or os.getcwd()).resolve()  # where relative paths resolve
         self.timeout = timeout
         self.exit_reason: str | None = None
         self._output = output
@@ -61,18 +63,18 @@ class Job:
         self._reports = RankReports(output, on_started=self._on_rank_started, on_failure=self._teardown.set)
         key = new_key()
         self._channel = KernelChannel(key, self._reports.receive, host, max_bytes)
-        env = {
+        env = {  # the job's own variables last: no --env overrides them
+            **spec.env,
             ENV_ADDRESS: self._channel.address,
             ENV_KEY: key.hex(),
             ENV_KERNEL_PID: str(os.getpid()),
             ENV_MAX_BYTES: str(max_bytes),
             ENV_JOB_NAME: name,
-            **spec.env,
         }
         self.started_at = time.time()
         self.ended_at: float | None = None
         try:
-            self._launch = launcher.start(LaunchSpec(**{**spec.__dict__, "env": env}))
+            self._launch = launcher.start(LaunchSpec(**{**spec.__dict__, "env": env, "workdir": self.notebook_dir}))
         except BaseException:
             self._channel.close()
             raise
@@ -90,8 +92,10 @@ class Job:
         return self._status in FINAL and (self._finished or not self._watcher.is_alive())
 
     @property
-    def events(self) -> list[dict]:
-        """Every dict the ranks emitted (with "rank"), in arrival order; grows while the job runs."""
+    def events(self) -> Sequence[dict]:
+        """The events the ranks emitted (with "rank"), in arrival order; grows while the job runs.
+        A bounded window (``event_log.Window``): ``len`` counts every event received, indices are
+        absolute, and the oldest are dropped once the window is full."""
         return self._reports.log.events
 
     @property
@@ -146,8 +150,9 @@ class Job:
         return self._last_event("graphs")
 
     def logs(self, rank: int = 0) -> str:
-        """Everything rank ``rank`` wrote to stdout and stderr, as ``[stdout:N] line`` lines."""
-        return self._reports.logs(rank)
+        """Everything rank ``rank`` wrote to stdout and stderr, as ``[stdout:N] line`` lines.
+        Raises ValueError for a rank the job does not have."""
+        return self._reports.logs(checked_rank(rank, self.spec.nproc * self.spec.nodes))
 
     def pids(self) -> list[int]:
         """Processes of this job still alive on this machine."""
@@ -206,8 +211,10 @@ class Job:
         self._send_control("resume")
 
     def checkpoint(self, path: str | None = None) -> None:
-        """Ask the trainer to write a checkpoint (to ``path``, or its default place)."""
-        self._send_control("checkpoint", path=path)
+        """Ask the trainer to write a checkpoint to ``path`` (relative: to the notebook's folder),
+        or its default place. Raises ValueError before sending when ``path`` exists or its folder
+        cannot be written; a write that fails on the ranks anyway is a ``warning`` event."""
+        self._send_control("checkpoint", path=checkpoint_target(path, self.notebook_dir))
 
     def _send_control(self, command: str, **fields) -> None:
         if self.done:
@@ -254,18 +261,12 @@ class Job:
     def _finish(self, code: int) -> None:
         self.ended_at = time.time()
         elapsed = self.ended_at - self.started_at
-        if self._status in FINAL:
-            pass
-        elif self.failure is not None:
-            self.exit_reason = f"rank {self.failure['rank']} raised {self.failure['error']}"
-            self._status = "failed"
-        elif code == 0:
-            self._status = "succeeded"
-        else:
-            self.exit_reason = describe_exit(code, self._launch.agent_output())
-            self._status = "failed"
-            tail = "\n".join(self._launch.agent_output().splitlines()[-20:])
-            self._output.write(f"[hotswitch] torchrun output:\n{tail}\n", "stderr")
+        if self._status not in FINAL:
+            self._status, self.exit_reason, text = ending(
+                code, self.failure, self._launch.agent_output(), self.channel_stats
+            )
+            if text:
+                self._output.write(text, "stderr")
         reason = f": {self.exit_reason}" if self.exit_reason else ""
         self._output.write(f"[hotswitch] job {self.name!r} {self._status} after {elapsed:.1f} s{reason}\n", "stdout")
         with self._done:

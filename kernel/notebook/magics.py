@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -13,6 +15,7 @@ from hotswitch.kernel.launch.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.job import Job
 from hotswitch.kernel.notebook.registry import JobRegistry
+from hotswitch.kernel.notebook.train_options import check_name, check_options, compile_body, parse_env
 
 
 def launcher_named(name: str) -> Launcher:
@@ -20,17 +23,6 @@ def launcher_named(name: str) -> Launcher:
     if name == "local":
         return TorchrunLauncher()
     raise UsageError(f"--launcher {name!r} is not available; use --launcher local (torchrun on this machine)")
-
-
-def parse_env(pairs: list[str] | None) -> dict:
-    """``["A=1", "B=x=y"]`` -> ``{"A": "1", "B": "x=y"}``."""
-    env = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--env takes KEY=VALUE, got {pair!r}")
-        env[key] = value
-    return env
 
 
 @magics_class
@@ -66,15 +58,15 @@ class TrainMagics(Magics):
         """Run the cell body on every rank with torchrun; return a ``Job`` at once.
 
         The body sees ``torch``, ``hotswitch`` and ``job`` (rank, world_size, local_rank, device,
-        emit(event), control()). Syntax errors are shown here and launch nothing.
+        emit(event), control()). An empty body, a syntax error or a bad option fails the cell and
+        launches nothing.
         """
         args = parse_argstring(self.train, line)
-        try:
-            compile(cell, "<%%train cell>", "exec")
-        except SyntaxError:
-            self.shell.showsyntaxerror()
-            return None
-        name = args.name or self.jobs.next_name()
+        compile_body(cell)
+        check_options(args)
+        env = {**parse_env(args.env), ENV_DEVICE: args.device}
+        launcher = launcher_named(args.launcher)
+        name = check_name(args.name) if args.name else self.jobs.next_name()
         if name in self.jobs.names():
             raise UsageError(f"a job named {name!r} exists already; pick another --name")
         job_dir = self.jobs.new_job_dir(name)
@@ -89,14 +81,15 @@ class TrainMagics(Magics):
                 node_rank=args.node_rank,
                 rdzv_endpoint=args.rdzv_endpoint,
                 rdzv_id=args.rdzv_id,
-                env={**parse_env(args.env), ENV_DEVICE: args.device},
+                env=env,
+                workdir=Path.cwd(),
             )
         except ValueError as error:
             raise UsageError(str(error)) from None
         job = Job(
             name,
             spec,
-            launcher_named(args.launcher),
+            launcher,
             output_for_current_cell(self.shell),
             timeout=args.timeout,
             host=args.channel_host,

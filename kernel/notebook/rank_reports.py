@@ -1,36 +1,88 @@
 """What a job's ranks report on its channel, folded as it arrives: events, output lines, which
-ranks started and ended, and the first failure."""
+ranks started and ended, and the first failure. Memory stays bounded however long the job runs:
+the newest events (``EventLog``) and the newest output lines of each rank are kept, and the
+cell is told once when older ones start to be dropped."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 
+from hotswitch.kernel.channel.line_limit import MAX_LINE_CHARS, cut_line
 from hotswitch.kernel.notebook.event_log import EventLog
+
+LOG_LINES = 10_000  # output lines kept per rank
+LOG_CHARS = 8 * 1024 * 1024  # ... and at most this many characters of them per rank
+KEPT_LINE_CHARS = MAX_LINE_CHARS + 64  # room for the marker a rank adds to a line it cut
+
+
+class RankLines:
+    """The newest output lines of one rank, within ``max_lines`` lines and ``max_chars``
+    characters; ``dropped`` counts the older lines let go."""
+
+    def __init__(self, max_lines: int, max_chars: int):
+        self.max_lines, self.max_chars = max_lines, max_chars
+        self.dropped = 0
+        self._lines: collections.deque[str] = collections.deque()
+        self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def append(self, line: str) -> None:
+        self._lines.append(line)
+        self._chars += len(line)
+        while len(self._lines) > 1 and (len(self._lines) > self.max_lines or self._chars > self.max_chars):
+            self._chars -= len(self._lines.popleft())
+            self.dropped += 1
+
+    def text(self, rank: int) -> str:
+        lines = list(self._lines)  # one C-level copy: the channel thread may append meanwhile
+        head = f"[hotswitch] {self.dropped} earlier lines of rank {rank} were dropped\n" if self.dropped else ""
+        return head + "".join(lines)
 
 
 class RankReports:
     """Fed by the channel thread (``receive``, the channel's ``on_message``); read from any thread.
 
-    ``log`` holds every event the ranks emitted (with "rank"), in arrival order, with their
-    arrival times and subscribers. ``failure`` is the
+    ``log`` holds the events the ranks emitted (with "rank"), in arrival order, with their
+    arrival times and subscribers (the newest ``max_events``; each rank's newest ``max_lines``
+    output lines within ``max_chars``; module defaults when None). ``failure`` is the
     first rank error, ``{"rank", "error", "traceback"}``, or None. Output lines and tracebacks
     also go to ``output`` (``write(text, stream)``) as they arrive. ``on_started`` is called on
     every rank's "started", ``on_failure`` once, after the first error has been written out.
     """
 
-    def __init__(self, output, on_started: Callable[[], None], on_failure: Callable[[], None]):
-        self.log = EventLog()
+    def __init__(
+        self,
+        output,
+        on_started: Callable[[], None],
+        on_failure: Callable[[], None],
+        max_events: int | None = None,
+        max_lines: int | None = None,
+        max_chars: int | None = None,
+    ):
+        self.log = EventLog(max_events)
         self.failure: dict | None = None
         self._output = output
         self._on_started = on_started
         self._on_failure = on_failure
-        self._logs: dict[int, list[str]] = {}
+        self._logs: dict[int, RankLines] = {}
+        self._line_limits = (max_lines or LOG_LINES, max_chars or LOG_CHARS)
+        self._noted: set[str] = set()  # what the cell was already told was cut
         self._started_ranks: set[int] = set()
         self._ended_ranks: set[int] = set()
 
     def logs(self, rank: int) -> str:
-        """Everything rank ``rank`` wrote to stdout and stderr, as ``[stdout:N] line`` lines."""
-        return "".join(self._logs.get(rank, []))
+        """What rank ``rank`` wrote to stdout and stderr, as ``[stdout:N] line`` lines: the
+        newest lines, after a one-line note of how many older ones were dropped, if any."""
+        lines = self._logs.get(rank)
+        return lines.text(rank) if lines is not None else ""
+
+    def kept_lines(self, rank: int) -> int:
+        """How many output lines of rank ``rank`` the kernel holds now."""
+        lines = self._logs.get(rank)
+        return len(lines) if lines is not None else 0
 
     def every_started_rank_ended(self) -> bool:
         """Whether each rank that reported "started" has also reported "finished" or an error."""
@@ -41,11 +93,12 @@ class RankReports:
         rank = int(sender.removeprefix("rank-")) if sender.startswith("rank-") else -1
         kind = body.get("kind")
         if kind == "log":
-            line = f"[{body.get('stream')}:{rank}] {body.get('line')}\n"
-            self._logs.setdefault(rank, []).append(line)
-            self._output.write(line, "stderr" if body.get("stream") == "stderr" else "stdout")
+            self._log_line(rank, body)
         elif kind == "event" and isinstance(body.get("event"), dict):
             self.log.append(body["event"])
+            if self.log.events.dropped:
+                kept = self.log.events.capacity
+                self._note_once("events", f"job.events keeps the newest {kept} events; older ones are dropped")
         elif kind == "started":
             self._started_ranks.add(rank)
             self._on_started()
@@ -54,6 +107,23 @@ class RankReports:
         elif kind == "error":
             self._ended_ranks.add(rank)
             self._rank_failed(rank, body)
+
+    def _log_line(self, rank: int, body: dict) -> None:
+        line = f"[{body.get('stream')}:{rank}] {cut_line(str(body.get('line')), KEPT_LINE_CHARS)}\n"
+        lines = self._logs.get(rank)
+        if lines is None:
+            lines = self._logs[rank] = RankLines(*self._line_limits)
+        lines.append(line)
+        self._output.write(line, "stderr" if body.get("stream") == "stderr" else "stdout")
+        if lines.dropped:
+            self._note_once(
+                f"logs-{rank}", f"job.logs({rank}) keeps the newest output of rank {rank}; older lines are dropped"
+            )
+
+    def _note_once(self, what: str, note: str) -> None:
+        if what not in self._noted:
+            self._noted.add(what)
+            self._output.write(f"[hotswitch] {note}\n", "stderr")
 
     def _rank_failed(self, rank: int, body: dict) -> None:
         if self.failure is None:

@@ -44,6 +44,13 @@ class JobRegistry:
                 if job.name == key:
                     return job
             raise KeyError(f"no job named {key!r}; the jobs are {self.names()}")
+        if isinstance(key, bool) or not isinstance(key, int):
+            raise TypeError(f"jobs[{key!r}]: index jobs by position (jobs[-1]) or name (jobs['run1'])")
+        if not -len(self._jobs) <= key < len(self._jobs):
+            raise IndexError(
+                f"jobs[{key}]: there are {len(self._jobs)} jobs {self.names()}; give a position in "
+                f"{-len(self._jobs)}..{len(self._jobs) - 1} or a name"
+            )
         return self._jobs[key]
 
     def __len__(self) -> int:

@@ -3,7 +3,9 @@
 Connects the channel (address, key and limits come from ``HOTSWITCH_*`` environment variables
 set by the kernel), reports "started", runs the cell body with ``hotswitch``, ``torch`` and
 ``job`` (a ``WorkerContext``) in its namespace, then reports "finished" or the rank's traceback.
-Exit status: 0 on success, 1 if the body raised.
+Exit status: 0 on success, 1 if the body raised, the body's own status after ``sys.exit(N)``.
+When the worker itself fails (the channel refuses a message, say), it prints a line marked
+``WORKER_ERROR_MARK`` on its own stderr (the launcher's agent log), where the kernel finds it.
 """
 
 from __future__ import annotations
@@ -46,43 +48,81 @@ def run_body(body_path: str, job: WorkerContext) -> None:
     exec(code, namespace)
 
 
+# A line the kernel looks for in the agent's output when a rank ends without a report.
+WORKER_ERROR_MARK = "hotswitch worker error:"
+
+
+def body_exit_status(stop: SystemExit) -> int:
+    """The status ``sys.exit(code)`` asks for: 0 for None, the int itself, 1 for anything else."""
+    if stop.code is None:
+        return 0
+    return stop.code if isinstance(stop.code, int) else 1
+
+
+def report_own_error(rank: int, error: BaseException) -> None:
+    """The worker itself failed (not the body): say why on the agent's output, where the kernel reads it."""
+    print(f"{WORKER_ERROR_MARK} rank {rank}: {type(error).__name__}: {error}", file=sys.__stderr__, flush=True)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         raise SystemExit("usage: python -m hotswitch.kernel.worker BODY_FILE")
     rank = int(os.environ.get("RANK", "0"))
     kernel_pid = os.environ.get(ENV_KERNEL_PID)
     start_watchdog(int(kernel_pid) if kernel_pid else None)
-    channel = WorkerChannel(
-        _required(ENV_ADDRESS), bytes.fromhex(_required(ENV_KEY)), rank, int(_required(ENV_MAX_BYTES))
-    )
-    job = WorkerContext(
-        channel,
-        rank=rank,
-        world_size=int(os.environ.get("WORLD_SIZE", "1")),
-        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-        name=os.environ.get(ENV_JOB_NAME, "job"),
-        device=os.environ.get(ENV_DEVICE, "cpu"),
-    )
-    channel.send({"kind": "started", "pid": os.getpid(), "host": socket.gethostname(), "world_size": job.world_size})
+    try:
+        channel = WorkerChannel(
+            _required(ENV_ADDRESS), bytes.fromhex(_required(ENV_KEY)), rank, int(_required(ENV_MAX_BYTES))
+        )
+        job = WorkerContext(
+            channel,
+            rank=rank,
+            world_size=int(os.environ.get("WORLD_SIZE", "1")),
+            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            name=os.environ.get(ENV_JOB_NAME, "job"),
+            device=os.environ.get(ENV_DEVICE, "cpu"),
+        )
+        host = socket.gethostname()
+        channel.send({"kind": "started", "pid": os.getpid(), "host": host, "world_size": job.world_size})
+    except (Exception, SystemExit) as error:
+        report_own_error(rank, error)
+        return 1
+    status = run_reported(argv[0], job, channel)
+    channel.close()
+    return status
+
+
+def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel) -> int:
+    """Run the body with output on the channel; report its end; its exit status."""
     sys.stdout = RankStream(channel, "stdout", sys.__stdout__)
     sys.stderr = RankStream(channel, "stderr", sys.__stderr__)
-    status = 0
+    status, report = 0, {"kind": "finished"}
     try:
-        run_body(argv[0], job)
+        run_body(body_path, job)
     except SystemExit as stop:
-        status = 0 if stop.code in (None, 0) else 1
+        status = body_exit_status(stop)
+        if status:
+            if not isinstance(stop.code, int):
+                print(stop.code, file=sys.stderr)
+            error = f"SystemExit: the body called sys.exit({stop.code!r}); exit status {status}"
+            report = {"kind": "error", "error": error, "traceback": error}
     except BaseException as error:
         status = 1
         # Drop this module's own frame: the user's body is the first frame they see.
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next))
-        channel.send({"kind": "error", "error": f"{type(error).__name__}: {error}", "traceback": text})
+        report = {"kind": "error", "error": f"{type(error).__name__}: {error}", "traceback": text}
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception as error:
+            report_own_error(job.rank, error)
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    if status == 0:
-        channel.send({"kind": "finished"})
-    channel.close()
+    try:
+        channel.send(report)
+    except Exception as error:
+        report_own_error(job.rank, error)
+        return status or 1
     return status
 
 

@@ -10,21 +10,50 @@ the job's agent log.
 
 from __future__ import annotations
 
+import codecs
 import io
 
+from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
-MAX_LINE_CHARS = 64 * 1024
+
+class RankBuffer(io.RawIOBase):
+    """``sys.stdout.buffer`` of a rank: bytes written here are decoded as UTF-8 (a character
+    split between two writes is kept until it is whole) and go on as text."""
+
+    def __init__(self, text: RankStream):
+        self._text = text
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        chunk = bytes(data)
+        self._text.write(self._decoder.decode(chunk))
+        return len(chunk)
+
+    def flush(self) -> None:
+        self._text.flush()
 
 
 class RankStream(io.TextIOBase):
-    """Line-buffered; also writes everything through to ``original``."""
+    """Line-buffered; also writes everything through to ``original``. ``buffer`` takes bytes."""
 
     def __init__(self, channel: WorkerChannel, name: str, original):
         self._channel = channel
         self._name = name
         self._original = original
         self._partial = ""
+        self._buffer = RankBuffer(self)
+
+    @property
+    def buffer(self) -> RankBuffer:
+        return self._buffer
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
 
     @property
     def name(self) -> str:
@@ -51,4 +80,4 @@ class RankStream(io.TextIOBase):
         return self._original.fileno()
 
     def _send(self, line: str) -> None:
-        self._channel.send({"kind": "log", "stream": self._name, "line": line[:MAX_LINE_CHARS]})
+        self._channel.send({"kind": "log", "stream": self._name, "line": cut_line(line)})

@@ -1,4 +1,11 @@
-"""Ends a worker whose kernel or torchrun agent has gone, so no rank outlives its notebook."""
+"""Ends a worker whose kernel or torchrun agent has gone, so no rank outlives its notebook.
+
+"Gone" is judged with psutil, not ``os.kill(pid, 0)``: a kernel killed with SIGKILL whose own
+parent never reaps it stays a zombie, and signal 0 still succeeds on a zombie, so the ranks
+would train on for nobody. The kernel counts as gone once its process is a zombie, no longer
+exists, or its pid now belongs to another process (psutil compares the creation time taken
+when the watch began, so a reused pid is not mistaken for the kernel).
+"""
 
 from __future__ import annotations
 
@@ -6,27 +13,40 @@ import os
 import sys
 import threading
 
+import psutil
+
 CHECK_EVERY_S = 0.5
 
 
-def _alive(pid: int) -> bool:
+def _process(pid: int) -> psutil.Process | None:
+    """The process ``pid`` as it is now (its creation time recorded), or None if it is gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+    return None if _gone(process) else process
+
+
+def _gone(process: psutil.Process) -> bool:
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return True
-    return True
+    except psutil.AccessDenied:  # it exists (another user's): alive as far as we can tell
+        return False
 
 
 def start_watchdog(kernel_pid: int | None) -> threading.Thread:
-    """Exit this process (status 1) once ``kernel_pid`` dies or the parent (the agent) changes."""
+    """Exit this process (status 1) once the kernel ``kernel_pid`` is dead or a zombie, or the
+    parent (the agent) changes."""
     parent = os.getppid()
+    kernel = _process(kernel_pid) if kernel_pid is not None else None
+    kernel_gone_at_start = kernel_pid is not None and kernel is None
 
     def watch() -> None:
         while True:
             orphaned = os.getppid() != parent
-            if orphaned or (kernel_pid is not None and not _alive(kernel_pid)):
+            if orphaned or kernel_gone_at_start or (kernel is not None and _gone(kernel)):
                 who = "torchrun agent" if orphaned else f"kernel (pid {kernel_pid})"
                 sys.__stderr__.write(f"hotswitch worker {os.getpid()}: the {who} is gone; exiting\n")
                 sys.__stderr__.flush()

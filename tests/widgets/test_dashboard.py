@@ -170,3 +170,10 @@ def test_controls_call_the_job_and_show_errors():
 def test_show_of_an_event_list_is_a_replay():
     events = recorded_events(steps=4, switch_at=2)
     assert show(events).state.snapshot() == Dashboard.replay(events).state.snapshot()
+
+
+def test_events_a_body_emits_itself_never_stop_the_dashboard():
+    view = Dashboard.replay([{"type": "step", "step": 1, "sent": 0.5}, {"type": "step", "step": "two"}])
+    assert view.state.events == 2 and view.state.progress[0] == 1
+    assert any("could not be shown" in n for n in view.state.notices)
+    view.close()

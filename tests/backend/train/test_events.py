@@ -58,3 +58,9 @@ def test_a_run_shorter_than_its_warmup_is_measured_whole_and_folding_live_equals
         live.add(e)
     assert live.summary() == summarize(events, warmup=1)
     assert summarize([])["tokens_per_s"] == 0.0 and summarize([])["steps"] == 0
+
+
+def test_a_bodys_own_step_events_fold_without_failing():
+    own = [{"type": "step", "step": 1, "sent": 1.5}, {"type": "step", "step": 2, "seconds": {"compute": 0.5}}]
+    figures = summarize([*own, step(3, 100, 1.0)])
+    assert figures["steps"] == 3 and figures["tokens"] == 100 and figures["seconds"] == pytest.approx(1.5)

@@ -150,8 +150,9 @@ def test_failing_rank_fails_the_job_with_its_traceback_and_tears_down_the_rest(k
 
 def test_syntax_error_launches_nothing(kernel):
     before = kernel.value("len(jobs)")
-    msg_id, _ = kernel.execute("%%train -n 2\nfor i in range(3) print(i)\n")
+    msg_id, reply = kernel.execute("%%train -n 2\nfor i in range(3) print(i)\n")
     assert "SyntaxError" in kernel.text(msg_id)
+    assert reply["status"] == "error"  # the cell fails, so Run All stops there
     assert kernel.value("len(jobs)") == before
     assert _workers(kernel) == []
 

@@ -1,0 +1,63 @@
+"""torchrun with its stores kept on loopback:
+``python -m hotswitch.kernel.launch.loopback_agent -m torch.distributed.run ARGS``.
+
+torchrun's TCPStore servers (the c10d rendezvous store and the store its workers meet in) bind
+every interface, whatever host the endpoint names, so a local job would be reachable from the
+network. Here every store server whose host is a loopback name listens on a socket bound to
+127.0.0.1 (handed to TCPStore as ``master_listen_fd``); then torchrun's own ``main`` runs.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def loopback_listener(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:``port`` (0: any free port)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(512)
+    return listener
+
+
+def keep_stores_on_loopback() -> None:
+    """Patch the two places torchrun creates TCPStore servers."""
+    import torch.distributed as dist
+    from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend, dynamic_rendezvous
+
+    listeners: list[socket.socket] = []  # kept open for the agent's lifetime
+
+    def tcp_store(host_name, port, *args, is_master=False, **kwargs):
+        if is_master and host_name in LOOPBACK and "master_listen_fd" not in kwargs:
+            listener = loopback_listener(port)
+            listeners.append(listener)
+            port = listener.getsockname()[1]
+            kwargs["master_listen_fd"] = listener.fileno()
+        return dist.TCPStore(host_name, port, *args, is_master=is_master, **kwargs)
+
+    c10d_rendezvous_backend.TCPStore = tcp_store
+
+    def create_server(self, master_addr, master_port):
+        return tcp_store(master_addr, master_port, is_master=True, multi_tenant=True)
+
+    dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = create_server
+
+
+TORCHRUN = ["-m", "torch.distributed.run"]
+
+
+def main() -> None:
+    from torch.distributed.run import main as torchrun_main
+
+    if sys.argv[1:3] != TORCHRUN:
+        raise SystemExit(f"usage: python -m {__spec__.name} -m torch.distributed.run TORCHRUN_ARGS")
+    keep_stores_on_loopback()
+    torchrun_main(sys.argv[3:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""How a job ended, in words: its final status, the reason, and what the cell should show."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from hotswitch.kernel.notebook.exit_reason import describe_exit
+from hotswitch.kernel.worker.entry import WORKER_ERROR_MARK
+
+AGENT_TAIL_LINES = 20
+
+
+def worker_errors(agent_output: str) -> list[str]:
+    """The lines in which workers said why they failed on their own (not in the body)."""
+    lines = agent_output.splitlines()
+    return [line.split(WORKER_ERROR_MARK, 1)[1].strip() for line in lines if WORKER_ERROR_MARK in line]
+
+
+def all_rejected(stats) -> str | None:
+    """Why no message of the job counted, when the kernel dropped every one; else None."""
+    if stats.accepted or not stats.dropped:
+        return None
+    counts = {k: v for k, v in asdict(stats).items() if v and k != "accepted"}
+    return (
+        f"the kernel rejected every message from the ranks ({counts}) and accepted none: the ranks ran "
+        "without this job's key or limits (were HOTSWITCH_* variables changed?); nothing they reported counts"
+    )
+
+
+def ending(code: int, failure: dict | None, agent_output: str, stats) -> tuple[str, str | None, str]:
+    """``(status, exit_reason, text for the cell's stderr)`` of a job whose processes exited with
+    ``code``, given the first rank failure and the channel's counts."""
+    rejected = all_rejected(stats)
+    if failure is not None:
+        return "failed", f"rank {failure['rank']} raised {failure['error']}", ""
+    if rejected:
+        return "failed", rejected, f"[hotswitch] {rejected}\n"
+    if code == 0:
+        return "succeeded", None, ""
+    causes = worker_errors(agent_output)
+    reason = describe_exit(code, agent_output)
+    if causes:
+        reason = f"{reason}: {'; '.join(causes)}"
+    tail = "\n".join(agent_output.splitlines()[-AGENT_TAIL_LINES:])
+    text = "".join(f"[hotswitch] worker error: {cause}\n" for cause in causes)
+    return "failed", reason, f"{text}[hotswitch] torchrun output:\n{tail}\n"

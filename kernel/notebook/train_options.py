@@ -1,0 +1,79 @@
+"""``%%train``'s cell checked before anything launches: the body, the name and every option.
+
+Each error names what was wrong, with the value given, and what to write instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import ipaddress
+import re
+
+from IPython.core.error import UsageError
+
+INTERNAL_ENV_PREFIX = "HOTSWITCH_"
+MIN_MESSAGE_BYTES = 1024  # a rank's traceback and a step event must fit
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def compile_body(cell: str):
+    """The body compiled in the kernel; one without a statement is a UsageError, a SyntaxError
+    propagates (IPython shows it and the cell fails, so Run All stops there)."""
+    try:
+        tree = ast.parse(cell, "<%%train cell>")
+    except SyntaxError as error:
+        raise error from None
+    if not tree.body:
+        raise UsageError("the %%train cell has no body; write the code every rank runs below the %%train line")
+    return compile(tree, "<%%train cell>", "exec")
+
+
+def parse_env(pairs: list[str] | None) -> dict:
+    """``["A=1", "B=x=y"]`` -> ``{"A": "1", "B": "x=y"}``; hotswitch's own variables are refused."""
+    env = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not _ENV_NAME.fullmatch(key):
+            raise UsageError(f"--env takes KEY=VALUE with KEY a variable name, got {pair!r}")
+        if key.upper().startswith(INTERNAL_ENV_PREFIX):
+            raise UsageError(
+                f"--env {key} is refused: {INTERNAL_ENV_PREFIX}* variables are set by hotswitch itself (the job's "
+                "channel, key and limits); use the %%train options (--device, --max-message-bytes) instead"
+            )
+        env[key] = value
+    return env
+
+
+def check_name(name: str) -> str:
+    if not _JOB_NAME.fullmatch(name):
+        raise UsageError(
+            f"--name {name!r} is not a valid job name; use letters, digits, '_', '-' and '.' (e.g. --name run1)"
+        )
+    return name
+
+
+def check_options(args) -> None:
+    """Numbers and addresses of ``%%train``'s options; prints a warning for a public channel."""
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g} is not a duration; give seconds above 0, or leave it out")
+    if args.max_message_bytes < MIN_MESSAGE_BYTES:
+        raise UsageError(
+            f"--max-message-bytes {args.max_message_bytes} is too small for a rank's events and tracebacks; "
+            f"give at least {MIN_MESSAGE_BYTES} (default {4 * 1024 * 1024})"
+        )
+    if not _is_loopback(args.channel_host):
+        print(
+            f"[hotswitch] warning: --channel-host {args.channel_host} listens beyond this machine; anyone who can "
+            "reach it can connect (messages stay signed and encrypted). Use 127.0.0.1 unless ranks run on other "
+            "nodes."
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

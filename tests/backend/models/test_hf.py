@@ -1,0 +1,147 @@
+"""Hugging Face LLaMA checkpoints: loaded, our loss is transformers'; exported, transformers
+loads them to the same loss; unsupported options are refused by name."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from hotswitch.backend import get_config
+from hotswitch.backend.dist_state import Box
+from hotswitch.backend.models.hf import HFCheckpoint, config_from_hf, load_pretrained, save_pretrained
+from hotswitch.backend.models.llama import Transformer
+
+from .hf_fixtures import load_with_transformers, make_checkpoint, our_loss, tokens, transformers_loss
+
+CASES = {
+    "grouped-query": {},
+    "tied embeddings": {"tie_word_embeddings": True},
+    "multi-head, rope_theta 1e6": {"num_key_value_heads": 8, "rope_theta": 1e6, "rms_norm_eps": 1e-5},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_loaded_models_loss_equals_transformers(tmp_path, case):
+    reference = make_checkpoint(tmp_path, **CASES[case])
+    model = load_pretrained(tmp_path)
+    ids = tokens()
+    assert our_loss(model, ids) == pytest.approx(transformers_loss(reference, ids), rel=1e-5)
+
+
+def test_config_carries_every_shape_option(tmp_path):
+    make_checkpoint(tmp_path, num_key_value_heads=2, rope_theta=123.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
+    config = config_from_hf(tmp_path)
+    assert (config.vocab_size, config.dim, config.n_layers, config.n_heads, config.n_kv_heads) == (128, 64, 2, 8, 2)
+    assert (config.ffn_dim, config.max_seq_len, config.rope_theta, config.norm_eps) == (96, 64, 123.0, 1e-5)
+    assert config.tie_embeddings
+
+
+def test_tied_load_shares_one_parameter_and_the_engine_refuses_it(tmp_path):
+    make_checkpoint(tmp_path, tie_word_embeddings=True)
+    model = load_pretrained(tmp_path)
+    assert model.output.weight is model.tok_embeddings.weight
+    assert "output.weight" not in dict(model.named_parameters())
+    assert model.config.n_params == sum(p.numel() for p in model.parameters())
+    with pytest.raises(ValueError, match=r"tie_embeddings=True.*tie_embeddings=False"):
+        model.config.param_shapes()
+    untied = model.config.with_(tie_embeddings=False)
+    assert "output.weight" in untied.param_shapes()
+    assert torch.equal(HFCheckpoint(tmp_path).read("output.weight"), model.tok_embeddings.weight)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_export_reloads_to_equal_tensors_and_transformers_loads_it(tmp_path, tied):
+    make_checkpoint(tmp_path / "hf", tie_word_embeddings=tied)
+    model = load_pretrained(tmp_path / "hf")
+    save_pretrained(model, tmp_path / "ours")
+    again = load_pretrained(tmp_path / "ours")
+    assert again.config.with_(name=model.config.name) == model.config
+    mine, theirs = model.state_dict(), again.state_dict()
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[n], theirs[n]) for n in mine)
+    ids = tokens()
+    loaded = load_with_transformers(tmp_path / "ours")
+    assert transformers_loss(loaded, ids) == pytest.approx(our_loss(model, ids), rel=1e-5)
+
+
+def test_sharded_checkpoints_load_both_ways(tmp_path):
+    reference = make_checkpoint(tmp_path / "hf", max_shard_size="40KB")
+    assert (tmp_path / "hf" / "model.safetensors.index.json").is_file()
+    model = load_pretrained(tmp_path / "hf")
+    ids = tokens()
+    assert our_loss(model, ids) == pytest.approx(transformers_loss(reference, ids), rel=1e-5)
+    save_pretrained(model, tmp_path / "ours", max_shard_bytes=40_000)
+    index = json.loads((tmp_path / "ours" / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2
+    assert transformers_loss(load_with_transformers(tmp_path / "ours"), ids) == pytest.approx(
+        transformers_loss(reference, ids), rel=1e-5
+    )
+
+
+def test_a_box_is_read_without_the_rest(tmp_path):
+    make_checkpoint(tmp_path)
+    full = HFCheckpoint(tmp_path).read("layers.1.attention.wk.weight")
+    box = Box((8, 16), (8, 32))
+    assert torch.equal(HFCheckpoint(tmp_path).read("layers.1.attention.wk.weight", box), full[box.slices()])
+
+
+def edit_config(directory, **changes):
+    path = directory / "config.json"
+    raw = json.loads(path.read_text())
+    raw.update(changes)
+    path.write_text(json.dumps(raw))
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope_scaling.rope_type='llama3'"),
+        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}, "rope_parameters.rope_type='yarn'"),
+        ({"model_type": "mistral"}, "model_type='mistral'"),
+        ({"architectures": ["MistralForCausalLM"]}, "architectures=['MistralForCausalLM']"),
+        ({"attention_bias": True}, "attention_bias=True"),
+        ({"mlp_bias": True}, "mlp_bias=True"),
+        ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
+        ({"head_dim": 16}, "head_dim=16"),
+    ],
+)
+def test_unsupported_options_are_refused_by_name(tmp_path, changes, named):
+    make_checkpoint(tmp_path)
+    edit_config(tmp_path, **changes)
+    with pytest.raises(ValueError, match=re.escape("unsupported Hugging Face option " + named)):
+        load_pretrained(tmp_path)
+
+
+def test_a_folder_without_config_or_weights_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no config\.json"):
+        load_pretrained(tmp_path)
+    make_checkpoint(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"neither model\.safetensors nor"):
+        load_pretrained(tmp_path)
+
+
+def test_tensors_of_another_model_are_refused(tmp_path):
+    make_checkpoint(tmp_path)
+    edit_config(tmp_path, num_hidden_layers=3)
+    with pytest.raises(ValueError, match=r"missing \['model.layers.2"):
+        load_pretrained(tmp_path)
+
+
+def test_importing_the_module_does_not_import_transformers():
+    code = "import sys, hotswitch.backend.models.hf; assert 'transformers' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_released_presets_are_distinct_from_the_papers_shapes():
+    paper, released = get_config("7b"), get_config("llama2-7b")
+    assert paper.vocab_size == 30592 and released.vocab_size == 32000
+    assert paper.with_(name=released.name, vocab_size=32000) == released
+    llama3 = get_config("llama3-8b")
+    assert (llama3.vocab_size, llama3.n_kv_heads, llama3.ffn_dim, llama3.rope_theta) == (128256, 8, 14336, 5e5)
+    with torch.device("meta"):
+        model = Transformer(llama3)
+    assert llama3.n_params == sum(p.numel() for p in model.parameters()) == 8_030_261_248

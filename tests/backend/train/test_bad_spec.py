@@ -1,0 +1,85 @@
+"""The recipe spec's bad-input catalogue: ``check_spec`` refuses each case (the command line
+calls it before launching, ``build`` on every rank before any work), naming the setting, its
+value and the fix; relative paths resolve against the notebook's folder."""
+
+import json
+
+import pytest
+
+from hotswitch.backend.train import recipe
+from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, check_spec
+
+
+@pytest.fixture
+def notebook(tmp_path, monkeypatch):
+    """A notebook folder with an existing folder, a file and two damaged checkpoints."""
+    (tmp_path / "existing").mkdir()
+    (tmp_path / "doc.txt").write_text("def f():\n    return 1\n")
+    for name, text in (("corrupt", "{not json"), ("listed", json.dumps([1])), ("nomodel", "{}")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "hotswitch.json").write_text(text)
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(tmp_path))
+    return tmp_path
+
+
+CASES = [
+    ([{"steps": 2}], "a training spec is a dict"),
+    ("steps=2", "a training spec is a dict"),
+    (None, "a training spec is a dict"),
+    ({"stpes": 2}, "unknown training settings ['stpes']; known: model"),
+    ({"model": 7}, "'model' = 7 is not valid: give a model name"),
+    ({"model": "huge"}, "unknown model 'huge'; choose one of"),
+    ({"steps": -5}, "'steps' = -5 is not valid: give a whole number of at least 1"),
+    ({"steps": 1.5}, "'steps' = 1.5 is not valid: give a whole number"),
+    ({"steps": True}, "'steps' = True is not valid"),
+    ({"steps": "10"}, "'steps' = '10' is not valid: give a whole number"),
+    ({"batch_size": 0}, "'batch_size' = 0 is not valid: give a whole number of at least 1"),
+    ({"max_len": 1}, "'max_len' = 1 is not valid: give a whole number of at least 2"),
+    ({"max_len": 5000}, "'max_len' = 5000 is not valid: tiny holds at most 1024"),
+    ({"token_budget": 1}, "'token_budget' = 1 is not valid: give a whole number of at least 256"),
+    ({"token_budget": 100, "max_len": 128}, "at least 128 (max_len): a micro-batch holds at least one whole"),
+    ({"lr": "abc"}, "'lr' = 'abc' is not valid: give a number above 0"),
+    ({"lr": 0}, "'lr' = 0 is not valid: give a number above 0"),
+    ({"lr": -1e-3}, "'lr' = -0.001 is not valid"),
+    ({"memory_budget": 0}, "'memory_budget' = 0 is not valid: give a number above 0 (or None)"),
+    ({"memory_budget": "8e6"}, "'memory_budget' = '8e6' is not valid"),
+    ({"seed": -1}, "'seed' = -1 is not valid: give a whole number of at least 0"),
+    ({"tokenizer": "bpe:5"}, "unknown tokenizer 'bpe:5': give 'byte' or 'bpe:<vocabulary size of at least 260>'"),
+    ({"tokenizer": 512}, "'tokenizer' = 512 is not valid: give 'byte' or 'bpe:"),
+    ({"device": "tpu"}, "'device' = 'tpu' is not valid: choose one of cpu, cuda or None"),
+    ({"plan": "dp3x"}, "'plan' = 'dp3x' is not valid: cannot parse strategy"),
+    ({"plan": [["tp4", 128]]}, "one of them 0"),
+    ({"plan": 5}, "'plan' = 5 is not valid"),
+    ({"data": "nope.txt"}, "nope.txt is not a file; give existing text or JSONL files"),
+    ({"data": []}, "'data' = [] is not valid: give 'stdlib', 'synthetic:github' or a list"),
+    ({"data": "synthetic:nope"}, "'data' = 'synthetic:nope' is not valid: choose one of synthetic:"),
+    ({"data": 5}, "'data' = 5 is not valid"),
+    ({"checkpoint": "existing"}, "already exists; choose a new checkpoint path"),
+    ({"checkpoint": 5}, "'checkpoint' = 5 is not valid: give a folder path"),
+    ({"resume_from": "missing"}, "missing is not a folder; give a checkpoint folder"),
+    ({"resume_from": "existing"}, "is not a hotswitch checkpoint (no hotswitch.json)"),
+    ({"resume_from": "corrupt"}, "cannot be read"),
+    ({"resume_from": "listed"}, "holds no model config; the checkpoint is damaged, give another"),
+    ({"resume_from": "nomodel"}, "holds no model config"),
+]
+
+
+@pytest.mark.parametrize(("spec", "message"), CASES, ids=[repr(c[0])[:40] for c in CASES])
+def test_a_bad_spec_is_refused_naming_the_setting_and_the_fix(spec, message, notebook):
+    with pytest.raises(ValueError) as error:
+        check_spec(spec)
+    assert message in str(error.value)
+
+
+def test_build_checks_the_spec_before_any_work(notebook, monkeypatch):
+    monkeypatch.setattr(recipe, "init_from_env", lambda device: pytest.fail("started distributed work"))
+    with pytest.raises(ValueError, match="'lr' = 'abc'"):
+        recipe.build({"lr": "abc"})
+
+
+def test_relative_paths_resolve_against_the_notebook_folder(notebook):
+    s = check_spec({"data": ["doc.txt"], "checkpoint": "runs/ckpt", "max_len": 64})
+    assert s["data"] == [str(notebook / "doc.txt")]
+    assert s["checkpoint"] == str(notebook / "runs" / "ckpt")
+    assert s["token_budget"] == 1024 and s["steps"] == 20  # defaults filled in
+    assert check_spec({"max_len": 1024, "model": "tiny"})["token_budget"] == 1024
