@@ -40,7 +40,7 @@ from hotswitch.backend.train.auto import candidate_strategies
 from hotswitch.backend.train.batching import collate, pack
 from hotswitch.backend.train.dispatch import HotSwitchPlan
 from hotswitch.backend.train.memory import budget_holding
-from hotswitch.backend.train.reference import OptimizerConfig
+from hotswitch.backend.train.optim import OptimizerConfig
 from hotswitch.backend.train.trainer import Trainer
 
 MODEL = dict(name="bench", dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -11,6 +12,7 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from hotswitch.backend.train.events import read_events
 from hotswitch.widgets.dashboard_state import PHASES, DashboardState
 from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.html_table import html_table
@@ -62,8 +64,11 @@ class Dashboard(widgets.VBox):
             job.add_done_callback(lambda _: self._throttle.request())
 
     @classmethod
-    def replay(cls, events: Iterable[dict], job=None) -> Dashboard:
-        """A dashboard of recorded events, drawn once; controls call ``job`` when one is given."""
+    def replay(cls, events: Iterable[dict] | str | os.PathLike, job=None) -> Dashboard:
+        """A dashboard of recorded events (a list, or a run folder / its ``events.jsonl``),
+        drawn once; controls call ``job`` when one is given."""
+        if isinstance(events, str | os.PathLike):
+            events = read_events(events)
         return cls(job, events=events, follow=False)
 
     # -- feeding --------------------------------------------------------------------------------
@@ -111,6 +116,8 @@ class Dashboard(widgets.VBox):
             row=1,
             col=1,
         )
+        held_out = go.Scatter(name="held-out loss", mode="lines+markers", marker={"size": 7, "symbol": "diamond"})
+        live.add_trace(held_out, row=2, col=1)
         live.update_layout(height=420, margin={"t": 40, "b": 30}, legend={"orientation": "h", "y": -0.12})
         live.update_xaxes(title_text="step", row=2, col=1)
         self.live = live
@@ -177,6 +184,7 @@ class Dashboard(widgets.VBox):
         with self.live.batch_update():
             self.live.data[0].x, self.live.data[0].y = steps, state.steps.column("tokens_per_s")
             self.live.data[1].x, self.live.data[1].y = steps, state.steps.column("loss")
+            self.live.data[3].x, self.live.data[3].y = state.evals.column("step"), state.evals.column("loss")
             marks = list(state.marks)
             self.live.data[2].x = [m["step"] + 0.5 for m in marks]
             self.live.data[2].y = [_value_near(steps, state.steps.column("tokens_per_s"), m["step"]) for m in marks]

@@ -20,12 +20,14 @@ ETA_WINDOW = 20
 class DashboardState:
     """Fold events with ``ingest``. ``steps`` holds one row per step (coarser for old steps);
     ``bands`` are [first step, last step, execution order] per plan in force; ``marks`` the
-    steps where the plan changed; ``hot_switches`` the "switch" events (a new src -> dst pair);
+    steps where the plan changed; ``evals`` the held-out losses; ``hot_switches`` the "switch"
+    events (a new src -> dst pair);
     ``strategies`` those of every plan and every executable graph the job reported, in order seen.
     """
 
     def __init__(self, capacity: int = 2000):
         self.steps = BoundedSeries(STEP_COLUMNS, capacity)
+        self.evals = BoundedSeries(("step", "loss"), capacity)  # held-out loss, when the run evaluates
         self.bands: deque[list] = deque(maxlen=MAX_MARKS)
         self.marks: deque[dict] = deque(maxlen=MAX_MARKS)
         self.hot_switches: deque[dict] = deque(maxlen=MAX_MARKS)
@@ -59,6 +61,8 @@ class DashboardState:
             self._offer(event.get("exec", {}))  # valid for this model and world, compiled already
         elif kind == "switch":
             self.hot_switches.append({k: event.get(k) for k in ("step", "src", "dst", "what", "bytes", "seconds")})
+        elif kind == "eval":
+            self.evals.append({"step": event["step"], "loss": event["loss"]})
         elif kind == "done":
             self.done = event
         elif kind in ("control", "checkpoint", "warning"):
@@ -134,6 +138,7 @@ class DashboardState:
         return {
             "steps": list(self.steps.rows),
             "appended": self.steps.appended,
+            "evals": list(self.evals.rows),
             "bands": [list(b) for b in self.bands],
             "marks": list(self.marks),
             "hot_switches": list(self.hot_switches),

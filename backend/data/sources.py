@@ -35,10 +35,15 @@ class DocumentSource:
         raise NotImplementedError
 
     def use_tokenizer(self, spec: str) -> DocumentSource:
-        """Tokenise with ``spec``: 'byte', or 'bpe:<size>', a BPE trained on these documents
-        (cached)."""
+        """Tokenise with ``spec``: 'byte'; 'bpe:<size>', a BPE trained on these documents
+        (cached); or 'hf:<folder>', a Hugging Face ``tokenizer.json``."""
         from hotswitch.backend.data.bpe import bpe_for
 
+        if spec.startswith("hf:"):
+            from hotswitch.backend.data.hf_data import HFTokenizer
+
+            self.tokenizer = HFTokenizer(spec[3:])
+            return self
         size = parse_tokenizer(spec)
         if size is None:
             self.tokenizer = BYTES

@@ -23,11 +23,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from hotswitch.backend.dist_state import Shard
+from hotswitch.backend.graph.checkpoint_blocks import checkpoint_blocks
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, MeshDim
 from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import IGNORE, rotary_tables, token_loss
+from hotswitch.backend.precision import accumulate_into
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
@@ -76,11 +78,15 @@ class ExecGraph:
             module.bind(groups[module.ranks])
 
     def attach(self, params: FlatBuffer, grads: FlatBuffer | None = None) -> None:
-        """Read parameters from (and, if given, accumulate gradients into) flat buffers."""
+        """Read parameters from (and, if given, accumulate gradients into) flat buffers. When
+        ``grads`` holds another dtype than ``params`` (bf16 parameters, fp32 gradients), each
+        micro-batch's gradient is added into it as it is produced, as Megatron's main_grad."""
         for name in self.params:
             param = nn.Parameter(params.views[name], requires_grad=True)
-            if grads is not None:
+            if grads is not None and grads.flat.dtype == params.flat.dtype:
                 param.grad = grads.views[name]  # autograd adds into .grad in place
+            elif grads is not None:
+                param.register_post_accumulate_grad_hook(accumulate_into(grads.views[name]))
             setattr(self.module, _attr(name), param)
         cos, sin = rotary_tables(self.config, params.flat.device)
         self.module.rope_cos, self.module.rope_sin = cos, sin
@@ -98,6 +104,17 @@ class ExecGraph:
         if self.strategy.sp:
             micro_batches = [_pad_length(tokens, targets, self.strategy.tp) for tokens, targets in micro_batches]
         return run_stage(self, micro_batches, scale, schedule, clock)
+
+    def evaluate(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """The local loss sum of the micro-batches, forward only (call under ``no_grad``):
+        every stage's forward passes in order, activations sent on, nothing kept."""
+        if self.strategy.sp:
+            micro_batches = [_pad_length(tokens, targets, self.strategy.tp) for tokens, targets in micro_batches]
+        if self.strategy.pp == 1:
+            return sum(
+                (self.module(tokens, targets) for tokens, targets in micro_batches), torch.zeros((), device=self.device)
+            )
+        return run_stage(self, micro_batches, 0.0, "forward")
 
     def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
         """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""
@@ -160,6 +177,8 @@ class _StageCompiler:
         if self.stage < strategy.pp - 1:
             self.out.output(tuple(value for value, _ in self.sends))
         module = torch.fx.GraphModule(self.root, self.out)
+        if strategy.ckpt:
+            checkpoint_blocks(module, {_attr(name) for name in self.params})
         links_out = [link for _, link in self.sends]
         return ExecGraph(
             graph.config,

@@ -22,6 +22,7 @@ from torch import nn
 from hotswitch.backend.models.config import ModelConfig
 
 IGNORE = -100
+SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scaled_dot_product_attention(enable_gqa=)
 
 
 @torch.fx.wrap
@@ -29,19 +30,25 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     """Rotate-half rotary embedding of ``x`` [batch, seq, heads, head_dim] at positions 0..seq-1."""
     seq = x.shape[1]
     cos, sin = cos[:seq, None, :], sin[:seq, None, :]
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    x1, x2 = x.float().chunk(2, dim=-1)  # in fp32 (the tables are fp32), back in x's dtype
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
 
 
 @torch.fx.wrap
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim]; k and v may have fewer heads
-    (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads."""
-    repeat = q.shape[2] // k.shape[2]
+    (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads.
+    One ``scaled_dot_product_attention`` call with ``enable_gqa`` (no copies of k and v), so
+    the fused kernels (flash, memory-efficient; CPU's flash too) engage and no L x L score
+    matrix is kept for backward."""
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    if repeat > 1:
+    if q.shape[1] == k.shape[1]:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+    if not SDPA_GQA:  # PyTorch 2.4: the copies enable_gqa avoids
+        repeat = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)
 
 
 @torch.fx.wrap

@@ -53,7 +53,17 @@ def _chunk(x: torch.Tensor, dim: int, group) -> torch.Tensor:
 
 
 def _reduce_scatter(x: torch.Tensor, dim: int, group) -> torch.Tensor:
-    # gloo has no reduce-scatter; an all-reduce then a local chunk gives the same values
+    """Sum over the group, keep this rank's shard of ``dim``: NCCL's ``reduce_scatter_tensor``
+    (along dim 0 of a moved view); gloo has none, so there an all-reduce then a local chunk
+    gives the same values."""
+    if x.is_cuda and "nccl" in str(dist.get_backend(group)):
+        size = dist.get_world_size(group)
+        if x.shape[dim] % size:
+            raise ValueError(f"cannot split dim {dim} of size {x.shape[dim]} evenly over {size} ranks")
+        whole = x.movedim(dim, 0).contiguous()
+        shard = torch.empty((whole.shape[0] // size, *whole.shape[1:]), dtype=x.dtype, device=x.device)
+        dist.reduce_scatter_tensor(shard, whole, group=group)
+        return shard.movedim(0, dim).contiguous()
     return _chunk(_all_reduce(x.clone(), group), dim, group)
 
 

@@ -5,9 +5,10 @@ GPipe runs every forward, then every backward; 1F1B warms up with ``stages - sta
 forwards, then alternates, so a stage keeps at most that many activations alive.
 Micro-batches differ in rows and length, so no shape is fixed: an activation travels
 with its shape sent first, and its gradient comes back in the shape the receiver
-already knows. Sends never block and receives do, so every schedule whose passes
-respect the data dependencies runs without deadlock. With one stage a pass is a plain
-forward and backward of the micro-batch.
+already knows. Between two passes a stage makes one exchange with its neighbours, what
+the last pass sends and what the next needs posted together (``runtime.p2p``), an
+order that cannot deadlock on NCCL. With one stage a pass is a plain forward and
+backward of the micro-batch.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
+from hotswitch.backend.runtime.p2p import P2P, Exchanger, exchanges
 from hotswitch.backend.strategy import Strategy
-
-_MAX_DIMS = 7
 
 
 @dataclass(frozen=True)
@@ -84,55 +83,17 @@ def one_f_one_b(stages: int, stage: int, micros: int) -> list[Pass]:
     return order + [Pass("B", m) for m in range(micros - warmup, micros)]
 
 
-SCHEDULES = {"1f1b": one_f_one_b, "gpipe": gpipe}
+def forward_only(stages: int, stage: int, micros: int) -> list[Pass]:
+    """Evaluation: every micro-batch forward, nothing kept for backward."""
+    return [Pass("F", m) for m in range(micros)]
+
+
+SCHEDULES = {"1f1b": one_f_one_b, "gpipe": gpipe, "forward": forward_only}
 
 
 def bubble_fraction(stages: int, micros: int) -> float:
     """The idle share of a stage under GPipe or 1F1B with equal micro-batches."""
     return (stages - 1) / (micros + stages - 1)
-
-
-class _Wire:
-    """Point-to-point transfers of one rank's stage; tags keep micro-batches and
-    crossings apart (gloo matches on them)."""
-
-    def __init__(self, graph: PipelineStage):
-        strategy = graph.strategy
-        self.rank, self.stage, self.width = graph.rank, graph.stage, strategy.dp * strategy.tp
-        self.crossings = max(graph.crossings, 1)  # the same on every stage
-        self.pending: list = []
-
-    def _peer(self, link: Link) -> int:
-        return self.rank + (link.peer_stage - self.stage) * self.width
-
-    def _tag(self, micro: int, link: Link, what: int) -> int:
-        return ((micro * self.crossings + link.index) * 3) + what  # 0 shape, 1 activation, 2 gradient
-
-    def send(self, tensor: torch.Tensor, micro: int, link: Link, with_shape: bool) -> None:
-        tensor = tensor.detach().contiguous()
-        if with_shape:
-            header = torch.zeros(_MAX_DIMS + 1, dtype=torch.long, device=tensor.device)
-            header[0] = tensor.dim()
-            header[1 : tensor.dim() + 1] = torch.tensor(tensor.shape)
-            self.pending.append((header, dist.isend(header, self._peer(link), tag=self._tag(micro, link, 0))))
-        what = 1 if with_shape else 2
-        self.pending.append((tensor, dist.isend(tensor, self._peer(link), tag=self._tag(micro, link, what))))
-
-    def receive(self, micro: int, link: Link, like: torch.Tensor | None, device) -> torch.Tensor:
-        if like is None:  # an activation: its shape first
-            header = torch.empty(_MAX_DIMS + 1, dtype=torch.long, device=device)
-            dist.recv(header, self._peer(link), tag=self._tag(micro, link, 0))
-            tensor = torch.empty(header[1 : header[0] + 1].tolist(), device=device)
-            dist.recv(tensor, self._peer(link), tag=self._tag(micro, link, 1))
-            return tensor
-        tensor = torch.empty_like(like)
-        dist.recv(tensor, self._peer(link), tag=self._tag(micro, link, 2))
-        return tensor
-
-    def drain(self) -> None:
-        for _, work in self.pending:
-            work.wait()
-        self.pending.clear()
 
 
 @dataclass
@@ -153,42 +114,53 @@ def run_stage(
     """Forward and backward every micro-batch through ``graph`` (one rank's executable
     graph) in the order ``schedule`` gives its stage; gradients of ``scale * loss``
     accumulate into the graph's parameters. Returns the loss summed on this rank; adds
-    compute and receive times to ``clock`` if given."""
+    compute and exchange times to ``clock`` if given. Between passes the stage makes one
+    exchange with its neighbours (``runtime.p2p``)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown pipeline schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
-    stages, stage = graph.strategy.pp, graph.stage
-    last = stage == stages - 1
+    strategy, stage = graph.strategy, graph.stage
+    last = stage == strategy.pp - 1
     device = graph.device
-    wire = _Wire(graph)
-    alive: dict[int, tuple[list[torch.Tensor], object]] = {}
+    dtype = next(graph.module.parameters()).dtype  # activations cross stages in the compute dtype
+    passes = SCHEDULES[schedule](strategy.pp, stage, len(micro_batches))
+    plan = exchanges(passes, graph.receives, graph.sends)
+    exchanger = Exchanger(graph.rank, stage, strategy.dp * strategy.tp, graph.crossings)
+    inputs: dict[int, list[torch.Tensor]] = {}
+    outputs: dict[int, list[torch.Tensor]] = {}
     loss = torch.zeros((), device=device)
     clock = clock or StageClock()
-    for step in SCHEDULES[schedule](stages, stage, len(micro_batches)):
-        m = step.micro
+    outgoing: dict[P2P, torch.Tensor] = {}
+    for step, ops in zip([*passes, None], plan, strict=True):
         started = time.perf_counter()
-        if step.kind == "F":
-            received = [wire.receive(m, link, None, device).requires_grad_() for link in graph.receives]
-            computing = time.perf_counter()
-            outputs = graph.module(*micro_batches[m], *received)
-            if last:
-                loss += outputs.detach()
-            alive[m] = (received, outputs)
-        else:
-            received, outputs = alive.pop(m)
-            grads = [] if last else [wire.receive(m, link, t, device) for t, link in zip(outputs, graph.sends)]
-            computing = time.perf_counter()
-            if last:
-                (outputs * scale).backward()
-            else:
-                torch.autograd.backward(list(outputs), grads)
+        like = {op: outputs[op.micro][_index(graph.sends, op)] for op in ops if not op.send and op.kind == "grad"}
+        arrived = exchanger.run(ops, outgoing, like, device, dtype)
+        computing = time.perf_counter()
         clock.wait_s += computing - started
-        clock.busy_s += time.perf_counter() - computing
-        if step.kind == "F" and not last:
-            for tensor, link in zip(outputs, graph.sends):
-                wire.send(tensor, m, link, with_shape=True)
-        if step.kind == "B":
+        if step is None:
+            break
+        m, outgoing = step.micro, {}
+        if step.kind == "F":
+            inputs[m] = [arrived[P2P(r.peer_stage, m, r.index, "act", False)].requires_grad_() for r in graph.receives]
+            result = graph.module(*micro_batches[m], *inputs[m])
+            if last:
+                loss += result.detach()
+            outputs[m] = [result] if last else list(result)
+            if not last:
+                for tensor, link in zip(outputs[m], graph.sends):
+                    outgoing[P2P(link.peer_stage, m, link.index, "act", True)] = tensor
+        else:
+            received, produced = inputs.pop(m), outputs.pop(m)
+            if last:
+                (produced[0] * scale).backward()
+            else:
+                grads = [arrived[P2P(link.peer_stage, m, link.index, "grad", False)] for link in graph.sends]
+                torch.autograd.backward(produced, grads)
             for tensor, link in zip(received, graph.receives):
                 grad = tensor.grad if tensor.grad is not None else torch.zeros_like(tensor)
-                wire.send(grad, m, link, with_shape=False)
-    wire.drain()
+                outgoing[P2P(link.peer_stage, m, link.index, "grad", True)] = grad
+        clock.busy_s += time.perf_counter() - computing
     return loss
+
+
+def _index(links: Sequence[Link], op: P2P) -> int:
+    return next(i for i, link in enumerate(links) if link.index == op.link and link.peer_stage == op.peer)

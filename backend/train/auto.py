@@ -16,7 +16,9 @@ from hotswitch.backend.train.dispatch import HotSwitchPlan
 
 def candidate_strategies(config: ModelConfig, world: int) -> list[Strategy]:
     """Every dp x tp x pp layout of ``world`` devices that the model allows (tensor-parallel
-    ones also with sequence parallelism), most model-state splitting first."""
+    ones also with sequence parallelism), most model-state splitting first; and pure data
+    parallelism with activation checkpointing, which under a tight budget holds sequences that
+    would otherwise need the model split (at the price of recomputing every block)."""
     out = []
     for tp in range(world, 0, -1):
         for pp in range(world // tp, 0, -1):
@@ -29,7 +31,8 @@ def candidate_strategies(config: ModelConfig, world: int) -> list[Strategy]:
                 except ValueError:
                     continue
                 out.append(strategy)
-    return sorted(out, key=lambda s: (-s.tp * s.pp, -s.tp, s.sp))
+    out.append(Strategy(dp=world, ckpt=True))
+    return sorted(out, key=lambda s: (-s.tp * s.pp, -s.tp, s.sp, s.ckpt))
 
 
 def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:

@@ -52,11 +52,11 @@ def as_dtensor(local: torch.Tensor, mesh: DeviceMesh, layout) -> DTensor:
 
 def _dtensor_state(engine: Engine, meshes: list[DeviceMesh]) -> dict:
     """Parameters and AdamW moments as DTensors sharing the engine's storage."""
-    master = engine.master.state
+    layouts = engine.master.state.layout
     optimizer = engine.master.optimizer_state()
     out = {}
-    for name, view in master.params.views.items():
-        layout = master.layout[name]
+    for name, view in engine.master.weights.views.items():  # fp32 master weights in every precision
+        layout = layouts[name]
         mesh = meshes[layout.stage]
         out[f"model/{name}"] = as_dtensor(view, mesh, layout)
         for key, moment in optimizer.moments[name].items():
@@ -124,6 +124,7 @@ def load(engine: Engine, path: str | Path) -> None:
     dcp.load(state, checkpoint_id=str(path))
     moments = {
         name: {key: state[f"optim/{name}/{key}"].to_local() for key in ADAM_MOMENTS}
-        for name in engine.master.state.params.views
+        for name in engine.master.weights.views
     }
     engine.master.load_optimizer_state(OptimizerState(float(state["optim/step"]), moments))
+    engine.master.refresh()  # the bf16 copy strategies compute with, from the loaded weights

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from hotswitch.backend.models.config import get_config
 from hotswitch.backend.train.events import event
-from hotswitch.backend.train.recipe import batches, build
+from hotswitch.backend.train.recipe import batches, build, model_config
 
 HOT = "hot switching"
 
@@ -39,7 +38,7 @@ def compare(spec: dict, job: RankContext) -> None:
     hot.train(settings["steps"])
     cost, longest = hot.cost, settings["max_len"]
     del hot
-    stream = batches(settings, get_config(settings["model"]))
+    stream = batches(settings, model_config(settings["model"]))
     steps = [[s.length for s in stream.next_batch()] for _ in range(settings["steps"])]
     predicted = {
         s: sum(cost.static_step_s(s, lengths) for lengths in steps) / len(steps)

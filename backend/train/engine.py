@@ -30,6 +30,7 @@ from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout, partial_over_dp
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.strategy import Strategy
@@ -38,7 +39,7 @@ from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.switch.planner import plan_switch
 from hotswitch.backend.train.batching import MicroBatching, collate
 from hotswitch.backend.train.master import InitialValue, Master
-from hotswitch.backend.train.reference import OptimizerConfig
+from hotswitch.backend.train.optim import OptimizerConfig
 from hotswitch.backend.train.strategy_state import StrategyState
 
 SwitchKind = Literal["params", "grads", "grads_final"]
@@ -81,8 +82,10 @@ class Engine:
         device: torch.device | str = "cpu",
         batching: MicroBatching | None = None,
         initial: InitialValue | None = None,
+        precision: Precision = FP32,
     ):
         self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
+        self.precision = precision
         self.device = torch.device(device)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
@@ -93,7 +96,7 @@ class Engine:
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
-        self.master = Master(self.states[instantiation], optim, seed, self.rank, initial)
+        self.master = Master(self.states[instantiation], optim, seed, self.rank, initial, precision)
 
     def use_batching(self, batching: MicroBatching) -> None:
         """Cut groups into micro-batches by ``batching`` from the next step on (e.g. the cost
@@ -117,8 +120,8 @@ class Engine:
             state = kept.get(s) or StrategyState(
                 s,
                 layout,
-                FlatBuffer(layout, self.rank, device=self.device),
-                FlatBuffer(layout, self.rank, device=self.device),
+                FlatBuffer(layout, self.rank, self.precision.compute_dtype, self.device),
+                FlatBuffer(layout, self.rank, self.precision.grad_dtype, self.device),
                 compile_graph(graph, s, self.rank),
             )
             if s not in kept:
@@ -185,11 +188,14 @@ class Engine:
 
     def _bind_switch(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
         a, b = self.states[src], self.states[dst]
-        if what == "params":
-            return BoundSwitch(plan_switch(a.layout, b.layout, self.cluster), self.rank, a.params, b.params)
+        p = self.precision
+        if what == "params":  # the copies strategies compute with: bf16 in mixed precision
+            plan = plan_switch(a.layout, b.layout, self.cluster, itemsize=p.param_bytes)
+            return BoundSwitch(plan, self.rank, a.params, b.params)
         # reduced gradients into a dp-partial sum, or into the master layout as they are
         target = b.layout if dst == self.instantiation and what == "grads_final" else partial_over_dp(b.layout)
-        return BoundSwitch(plan_switch(a.layout, target, self.cluster), self.rank, a.grads, b.grads)
+        plan = plan_switch(a.layout, target, self.cluster, itemsize=p.grad_bytes)
+        return BoundSwitch(plan, self.rank, a.grads, b.grads)
 
     # -- one step --------------------------------------------------------------------------------
     def step(
@@ -246,6 +252,19 @@ class Engine:
         times.update = time.perf_counter() - started
         return StepResult(loss.item() / total, grad_norm, times)
 
+    @torch.no_grad()
+    def evaluate(self, seqs: list[Seq]) -> tuple[float, int]:
+        """The token loss summed over ``seqs`` and their token count, forward only under the
+        instantiation strategy (collective; nothing is accumulated or updated)."""
+        state = self.states[self.instantiation]
+        _, replica, tp = self.instantiation.coords(self.rank)
+        micro_batches = [collate(group) for group in self.batching.split(self.instantiation, seqs)[replica]]
+        inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
+        local = state.graph.evaluate(inputs) if inputs else torch.zeros((), device=self.device)
+        total = (local if tp == 0 else torch.zeros_like(local)).to(torch.float64)
+        dist.all_reduce(total)
+        return total.item(), sum(s.length for s in seqs)
+
     def _run_group(self, state: StrategyState, seqs: list[Seq], scale: float) -> float:
         _, replica, _ = state.strategy.coords(self.rank)
         micro_batches = [collate(group) for group in self.batching.split(state.strategy, seqs)[replica]]
@@ -254,10 +273,11 @@ class Engine:
 
     def free_memory(self) -> float:
         """Bytes per device for a strategy's own parameters, gradients and activations: the
-        device's memory less what the instantiation strategy always holds (master weights,
-        gradients, AdamW's two moments)."""
-        master = self.master.state.params.flat
-        return self.cluster.memory - 4 * master.numel() * master.element_size()
+        device's memory less what the instantiation strategy always holds (its parameters
+        and gradients, AdamW's two moments, and fp32 master weights in mixed precision)."""
+        elements = self.master.state.params.flat.numel()
+        p = self.precision
+        return self.cluster.memory - elements * (p.param_bytes + p.grad_bytes + p.master_bytes)
 
 
 def device_memory(device: torch.device) -> int:

@@ -12,8 +12,11 @@ definition, ``summarize``: the command line's table, the dashboard and the demo 
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Literal, TypedDict
 
 PHASES = ("compute", "switch", "grad_sync", "update")
@@ -69,6 +72,7 @@ class StepEvent(Event):
     strategies: dict[str, StrategyShare]
     switches: int  # hot switches that ran
     predicted_step_s: float | None
+    lr: float  # the learning rate this step's update used
 
 
 class SwitchEvent(Event):
@@ -93,6 +97,15 @@ class ControlEvent(Event, _ControlFields):
 
     step: int
     command: Literal["switch", "pause", "resume", "stop", "checkpoint"]
+
+
+class EvalEvent(Event):
+    """The loss on the held-out split after ``step`` updates."""
+
+    step: int
+    loss: float  # mean token loss over the held-out batches
+    tokens: int
+    seconds: float
 
 
 class CheckpointEvent(Event):
@@ -126,12 +139,14 @@ EVENTS: dict[str, type] = {
     "switch": SwitchEvent,
     "control": ControlEvent,
     "checkpoint": CheckpointEvent,
+    "eval": EvalEvent,
     "warning": WarningEvent,
     "done": DoneEvent,
     "statics": StaticsEvent,
 }
 
 Sink = Callable[[dict], None]
+EVENTS_FILE = "events.jsonl"  # a run folder's events, one JSON object per line
 
 
 def event(kind: str, **fields) -> dict:
@@ -245,3 +260,21 @@ def summarize(events: Iterable[dict], warmup: int = 0) -> dict:
     for e in events:
         totals.add(e)
     return totals.summary()
+
+
+def read_events(path: str | os.PathLike) -> list[dict]:
+    """The events of a run folder (or of its ``events.jsonl``); a last line cut short by a
+    crash is left out."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / EVENTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; give a run folder or its {EVENTS_FILE}")
+    events = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a partial line written as the kernel died
+    return events

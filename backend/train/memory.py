@@ -1,33 +1,80 @@
 """Memory per device, estimated from the model's shapes: what a strategy's model states and one
 sequence's activations take. On CPU the per-device budget is declared, and these estimates
 decide what fits (so that long sequences need tensor parallelism just as on GPUs); on CUDA the
-profile measures activations instead."""
+profile measures activations instead. ``train.memory_measure`` counts the same bytes on real
+ranks, and tests/backend/train/test_memory_measured.py holds the two within 10%.
+
+Per token and layer the activations autograd keeps for backward are, in elements (attention is
+one fused ``scaled_dot_product_attention``: no L x L scores are kept, only q, k, v, the output
+and a log-sum-exp per head):
+
+- inside attention and the FFN, split over tp: 4*ffn + dim in the compute dtype, and in fp32
+  dim + 2*kv + heads (rotary embedding computes in fp32; the log-sum-exp);
+- the norm and residual region, split over tp only with sequence parallelism: 2*dim in the
+  compute dtype and 2*dim + 4 in fp32 (the norms compute in fp32);
+- the normed inputs of the column-parallel linears, whole on every tp rank: 2*dim;
+- once per sequence position, the head: vocab/tp (the fp32 log-softmax) and the gathered normed
+  input of the output layer (dim, fp32), and the final norm's dim + 3 in fp32 and dim in the
+  compute dtype (split with sp).
+
+With activation checkpointing a block keeps only its inputs (the residual stream, dim, split with
+sp; without sp tensor parallelism adds the partial sum its all-reduce reads), and one block's
+activations live again while it is recomputed in backward. Pipeline stages hold fewer layers
+but, under 1F1B, the first keeps up to ``pp`` micro-batches in flight: the worst case is no
+saving, which is what is counted (and ``pp`` heads, for the last stage).
+"""
 
 from __future__ import annotations
 
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
 
-
-def activation_bytes(config: ModelConfig, strategy: Strategy, length: int) -> float:
-    """Activations one sequence keeps for backward on one device (fp32, attention scores
-    materialised as on CPU). Per layer and token, ~(6*dim + 3*ffn) values inside attention
-    and the FFN are split over tp; the ~4*dim of the norm and residual regions only with
-    sequence parallelism; logits (twice) are vocab-split. Pipeline stages hold fewer
-    layers but, under 1F1B, the first keeps up to ``pp`` micro-batches in flight: the
-    worst case is no saving, which is what is counted."""
-    split = config.n_layers * (6 * config.dim + 3 * config.ffn_dim + config.n_heads * length) + 2 * config.vocab_size
-    regions = config.n_layers * 4 * config.dim
-    return 4.0 * length * (split / strategy.tp + regions / (strategy.tp if strategy.sp else 1))
+FP32_BYTES = 4
 
 
-def model_state_bytes(config: ModelConfig, strategy: Strategy) -> float:
-    """fp32 parameters and gradients of one strategy's shard (master and AdamW moments live
-    on the instantiation strategy only and are counted there)."""
-    return 8.0 * config.n_params / (strategy.tp * strategy.pp)
+def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision) -> tuple[float, float]:
+    """(bytes one layer keeps, bytes the head keeps) per token on one device."""
+    dim, kv, c, f = config.dim, config.n_kv_heads * config.head_dim, precision.param_bytes, FP32_BYTES
+    tp, region = strategy.tp, strategy.tp if strategy.sp else 1
+    inside = c * (4 * config.ffn_dim + dim) + f * (dim + 2 * kv + config.n_heads)
+    norms = c * 2 * dim + f * (2 * dim + 4)
+    layer = inside / tp + norms / region + c * 2 * dim
+    head = f * config.vocab_size / tp + (f * (dim + 3) + c * dim) / region + f * dim
+    return layer, head
 
 
-def budget_holding(config: ModelConfig, strategy: Strategy, length: int) -> float:
+def kept_activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
+    """What one sequence keeps from forward to backward on one device (what
+    ``memory_measure.measured_activation_bytes`` counts)."""
+    layer, head = _per_token(config, strategy, precision)
+    if strategy.ckpt:
+        # the residual stream; without sp, tensor parallelism also hands each block the
+        # un-reduced partial sum its all-reduce reads
+        c, region = precision.param_bytes, strategy.tp if strategy.sp else 1
+        inputs = 1 if strategy.sp or strategy.tp == 1 else 2
+        block_input = inputs * c * config.dim / region
+        first = c * config.dim - block_input if strategy.sp else 0.0  # a view of the whole embedding
+        return length * (config.n_layers * block_input + first + strategy.pp * head)
+    return length * (config.n_layers * layer + strategy.pp * head)  # the last stage: pp heads in flight
+
+
+def activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
+    """Activations one sequence needs on one device at its peak: what it keeps for backward,
+    and with checkpointing one block recomputed on top."""
+    kept = kept_activation_bytes(config, strategy, length, precision)
+    if strategy.ckpt:
+        kept += length * _per_token(config, strategy, precision)[0]
+    return kept
+
+
+def model_state_bytes(config: ModelConfig, strategy: Strategy, precision: Precision = FP32) -> float:
+    """Parameters (the compute copy) and gradients of one strategy's shard (master weights and
+    AdamW moments live on the instantiation strategy only and are counted there)."""
+    return (precision.param_bytes + precision.grad_bytes) * config.n_params / (strategy.tp * strategy.pp)
+
+
+def budget_holding(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
     """The per-device memory budget at which ``strategy`` just holds sequences of ``length``
     (benchmarks and the demo declare budgets this way on CPU)."""
-    return model_state_bytes(config, strategy) + activation_bytes(config, strategy, length)
+    return model_state_bytes(config, strategy, precision) + activation_bytes(config, strategy, length, precision)

@@ -26,11 +26,12 @@ from hotswitch.backend.train.memory import activation_bytes, model_state_bytes
 
 def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 6,  # raw measurements per length (fitted when read), micro-batch overhead; steady-state means
+        "profile": 7,  # raw measurements per length, micro-batch overhead, steady-state means; fused attention
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,
         "device": device,
+        "precision": str(engine.precision),
         "budget": engine.token_budget,
         "lengths": lengths,
         "torch": torch.__version__,
@@ -49,7 +50,7 @@ def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int]) -> 
                 "sync_s": measure_sync(engine, s),
                 "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
             }
-    scratch = [torch.nn.Parameter(view.clone()) for view in engine.master.state.params.views.values()]
+    scratch = [torch.nn.Parameter(view.clone()) for view in engine.master.weights.views.values()]
     for p in scratch:
         p.grad = torch.zeros_like(p)
     optimizer = engine.optim.adamw(scratch)
@@ -76,8 +77,8 @@ def profile(
     for s in strategies:
         m = measured["strategies"][str(s)]
         # memory measured on the GPU, estimated from the shapes elsewhere
-        memory = m["memory_bytes"] or [activation_bytes(engine.config, s, n) for n in lengths]
-        static = model_state_bytes(engine.config, s)
+        memory = m["memory_bytes"] or [activation_bytes(engine.config, s, n, engine.precision) for n in lengths]
+        static = model_state_bytes(engine.config, s, engine.precision)
         time, memory = Quadratic.fit(lengths, m["seconds"]), Quadratic.fit(lengths, memory)
         costs[s] = StrategyCost(time, memory, static, m["sync_s"], m["increment"], m["overhead"])
     switch_s = {}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -11,46 +11,73 @@ from torch import nn
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import build_model
+from hotswitch.backend.precision import FP32, Precision, accumulate_into
 from hotswitch.backend.train.batching import collate, pack
-
-
-@dataclass(frozen=True)
-class OptimizerConfig:
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.95)
-    weight_decay: float = 0.1
-    eps: float = 1e-8
-    max_grad_norm: float = 1.0
-
-    def adamw(self, params) -> torch.optim.AdamW:
-        return torch.optim.AdamW(
-            params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay, eps=self.eps, foreach=False
-        )
+from hotswitch.backend.train.optim import OptimizerConfig
 
 
 class ReferenceTrainer:
-    """The whole model on one device; each step's loss is the mean over the batch's tokens."""
+    """The whole model on one device; each step's loss is the mean over the batch's tokens.
 
-    def __init__(self, config: ModelConfig, optim: OptimizerConfig, seed: int = 0, token_budget: int = 4096):
+    In mixed precision the model holds the fp32 master weights and a copy in the compute dtype
+    runs forward and backward, its gradients accumulating in ``precision.grad``, exactly as
+    the engine does; the update casts back."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        optim: OptimizerConfig,
+        seed: int = 0,
+        token_budget: int = 4096,
+        precision: Precision = FP32,
+    ):
         self.model = build_model(config, seed)
-        self.optim = optim
+        self.optim, self.precision = optim, precision
         self.optimizer = optim.adamw(self.model.parameters())
         self.token_budget = token_budget
+        self.updates = 0
+        self.compute, self.accumulated = self.model, {}
+        if precision.mixed:
+            self.compute = copy.deepcopy(self.model)
+            for name, param in self.compute.named_parameters():
+                param.data = param.data.to(precision.compute_dtype)  # buffers (rotary tables) stay fp32
+                self.accumulated[name] = torch.zeros_like(param, dtype=precision.grad_dtype)
+                param.register_post_accumulate_grad_hook(accumulate_into(self.accumulated[name]))
 
     def step(self, batch: list[Sequence], before_update: Callable[[nn.Module], None] | None = None) -> float:
         """Train one batch; its mean token loss. ``before_update(model)`` sees the accumulated
         gradients before they are clipped; ``grad_norm`` is then their norm."""
         total = sum(s.length for s in batch)
         self.optimizer.zero_grad(set_to_none=False)
+        for buffer in self.accumulated.values():
+            buffer.zero_()
         loss = 0.0
         for group in pack(batch, self.token_budget):
             micro = collate(group)
-            part = self.model(micro.tokens, micro.targets)
+            part = self.compute(micro.tokens, micro.targets)
             (part * (1.0 / total)).backward()
             loss += part.item()
+        self._update(before_update)
+        return loss / total
+
+    @torch.no_grad()
+    def evaluate(self, batch: list[Sequence]) -> tuple[float, int]:
+        """The token loss summed over ``batch`` and its token count, forward only."""
+        loss = sum(self.compute(m.tokens, m.targets).item() for m in map(collate, pack(batch, self.token_budget)))
+        return loss, sum(s.length for s in batch)
+
+    def _update(self, before_update: Callable[[nn.Module], None] | None) -> None:
+        with torch.no_grad():
+            for name, param in self.model.named_parameters():
+                if name in self.accumulated:
+                    param.grad = self.accumulated[name].to(torch.float32, copy=True)
         if before_update is not None:
             before_update(self.model)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.max_grad_norm, foreach=False)
         self.grad_norm = norm.item()
-        self.optimizer.step()
-        return loss / total
+        self.updates += 1
+        self.optim.step(self.optimizer, self.updates)
+        if self.compute is not self.model:
+            with torch.no_grad():
+                for master, copied in zip(self.model.parameters(), self.compute.parameters(), strict=True):
+                    copied.copy_(master)

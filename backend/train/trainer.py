@@ -8,11 +8,14 @@ same point:
 ``{"command": "pause"}`` / ``{"command": "resume"}``                         hold between steps
 ``{"command": "stop"}``                                                      end after this step
 ``{"command": "checkpoint", "path": "..."}``                                 save now
+
+Every ``checkpoint_every`` steps a checkpoint goes to ``checkpoint_dir/step-N`` (the newest
+``keep_checkpoints`` kept); every ``evaluation.every`` steps an ``eval`` event reports the loss
+on the held-out split.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,30 +26,23 @@ from torch.distributed.checkpoint.api import CheckpointException
 from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.graph.logical import summarize
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train import checkpoint
 from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
 from hotswitch.backend.train.cost import CostModel
 from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 from hotswitch.backend.train.engine import Engine
+from hotswitch.backend.train.evaluation import Evaluation
 from hotswitch.backend.train.events import Sink, discard, event
+from hotswitch.backend.train.master import InitialValue
+from hotswitch.backend.train.optim import OptimizerConfig
 from hotswitch.backend.train.profile import profile
-from hotswitch.backend.train.reference import OptimizerConfig
+from hotswitch.backend.train.run_checkpoints import CheckpointPolicy, remove, unwritable
+from hotswitch.backend.train.step_report import step_event
 
 Control = Callable[[], list[dict]]
 PAUSE_POLL_S = 0.2
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why a checkpoint cannot be written at ``path``, or None."""
-    if path.exists():
-        return f"{path} already exists; choose a new checkpoint path"
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{parent} is not writable; choose a checkpoint path in a folder you can write"
-    return None
 
 
 def profile_lengths(max_len: int) -> list[int]:
@@ -79,9 +75,15 @@ class Trainer:
         memory_budget: float | None = None,
         checkpoint_dir: str | Path = "checkpoints",
         device: str = "cpu",
+        precision: Precision = FP32,
+        checkpoint_every: int | None = None,
+        keep_checkpoints: int | None = None,
+        evaluation: Evaluation | None = None,
+        initial: InitialValue | None = None,
     ):
         self.config, self.data = config, data
-        self.checkpoint_dir = Path(checkpoint_dir)
+        self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_checkpoints)
+        self.evaluation = evaluation
         self.rank = dist.get_rank()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
@@ -93,7 +95,10 @@ class Trainer:
         self.resident = candidate_strategies(config, world) if self.auto else []
         strategies = self.resident or list(plan.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
-        self.engine = Engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget, device=device)
+        optim = optim or OptimizerConfig()
+        self.engine = Engine(
+            config, strategies, chosen, optim, seed, token_budget, device=device, precision=precision, initial=initial
+        )
         self._cost: CostModel | None = None
         if self.auto or memory_budget is not None:
             budget = memory_budget if memory_budget is not None else self.engine.free_memory()
@@ -216,8 +221,8 @@ class Trainer:
         """A checkpoint command: refused on every rank alike (ValueError) when rank 0 sees the
         place cannot be written, so a bad path never splits the ranks' collectives; a write that
         fails anyway raises CheckpointException on every rank (DCP gathers the failures)."""
-        target = Path(path) if path else self.checkpoint_dir / f"step-{self.step_index}"
-        box = [_unwritable(target) if self.rank == 0 else None]
+        target = Path(path) if path else self.checkpoints.path_for(self.step_index)
+        box = [unwritable(target) if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
         if box[0]:
             raise ValueError(box[0])
@@ -225,7 +230,7 @@ class Trainer:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Checkpoint now (collective); without a path, into ``checkpoint_dir/step-N``."""
-        path = path or self.checkpoint_dir / f"step-{self.step_index}"
+        path = path or self.checkpoints.path_for(self.step_index)
         saved = checkpoint.save(
             self.engine,
             path,
@@ -249,34 +254,27 @@ class Trainer:
         result = self.engine.step(groups, self.order)
         total = time.perf_counter() - began
         self.step_index += 1
-        times, count = result.times, sum(s.length for s in batch)
         for stats in self.engine.take_switch_stats():
             self.sink(event("switch", step=self.step_index, **stats))
-        report = event(
-            "step",
-            step=self.step_index,
-            steps=steps or self.step_index,
-            tokens=count,
-            sequences=len(batch),
-            loss=result.loss,
-            grad_norm=result.grad_norm,
-            seconds={
-                "compute": times.compute,
-                "switch": times.switch,
-                "grad_sync": times.grad_sync,
-                "update": times.update,
-                "total": total,
-            },
-            tokens_per_s=count / total,
-            strategies={
-                s: {**v, "tokens_per_s": v["tokens"] / v["seconds"] if v["seconds"] else 0.0}
-                for s, v in times.per_strategy.items()
-            },
-            switches=times.switches,
-            predicted_step_s=predicted,
-        )
+        lr = self.engine.optim.lr_at(self.engine.master.updates)
+        report = step_event(self.step_index, steps or self.step_index, batch, result, total, predicted, lr)
         self.sink(report)
         return report
+
+    def _after_step(self) -> None:
+        """The periodic work at a step boundary: evaluation, then a checkpoint (collective)."""
+        if self.evaluation and self.evaluation.due(self.step_index):
+            self.sink(self.evaluation.run(self.engine, self.step_index))
+        if not self.checkpoints.due(self.step_index):
+            return
+        try:
+            self._checkpoint_now(None)
+        except (ValueError, OSError, CheckpointException) as error:
+            self.sink(event("warning", message=f"periodic checkpoint at step {self.step_index} not written: {error}"))
+            return
+        stale = self.checkpoints.periodic_written(self.checkpoints.path_for(self.step_index))
+        if self.rank == 0:
+            remove(stale)
 
     def train(self, steps: int, on_step: Callable[[dict], None] | None = None) -> dict:
         """Train until ``steps`` steps in total (counting resumed ones) or a stop command."""
@@ -287,6 +285,7 @@ class Trainer:
                 break
             report = self.step(self.data.next_batch(), steps)
             tokens += report["tokens"]
+            self._after_step()
             if on_step:
                 on_step(report)
         reason = "stopped" if self.stopping else "finished"

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import zmq
 
+from hotswitch.kernel.channel.secrets import CurveKeys
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES, ChannelStats, MessageSigner, MessageVerifier
 
 POLL_MS = 20
@@ -35,7 +36,8 @@ TRANSPORT_LIMIT_FACTOR = 4
 
 
 class KernelChannel:
-    """Binds on ``host`` (loopback by default) at a free port; ``address`` is what workers connect to."""
+    """Binds on ``host`` (loopback by default) at a free port; ``address`` is what workers connect to.
+    With ``curve`` (the server's key pair) the socket is a CURVE server: traffic is encrypted."""
 
     def __init__(
         self,
@@ -43,6 +45,7 @@ class KernelChannel:
         on_message: Callable[[str, dict], None],
         host: str = "127.0.0.1",
         max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        curve: CurveKeys | None = None,
     ):
         self._verifier = MessageVerifier(key, max_bytes)
         self._signer = MessageSigner(key, "kernel")
@@ -54,6 +57,9 @@ class KernelChannel:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self._socket.setsockopt(zmq.MAXMSGSIZE, max_bytes * TRANSPORT_LIMIT_FACTOR)
+        if curve is not None:  # encrypted: only peers that know the server's public key connect
+            self._socket.curve_server = True
+            self._socket.curve_publickey, self._socket.curve_secretkey = curve.public, curve.secret
         port = self._socket.bind_to_random_port(f"tcp://{host}")
         self.address = f"tcp://{host}:{port}"
         self._last_arrival = time.monotonic()

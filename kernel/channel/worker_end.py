@@ -10,6 +10,7 @@ import threading
 
 import zmq
 
+from hotswitch.kernel.channel.secrets import CurveKeys
 from hotswitch.kernel.channel.signing import ChannelStats, MessageSigner, MessageVerifier
 
 # Delivery of the last messages (a traceback, "finished") when the worker exits.
@@ -17,9 +18,12 @@ CLOSE_LINGER_MS = 3000
 
 
 class WorkerChannel:
-    """Connects rank ``rank`` to the kernel at ``address``."""
+    """Connects rank ``rank`` to the kernel at ``address``, as a CURVE client when ``curve``
+    gives (the server's public key, this worker's key pair)."""
 
-    def __init__(self, address: str, key: bytes, rank: int, max_bytes: int):
+    def __init__(
+        self, address: str, key: bytes, rank: int, max_bytes: int, curve: tuple[bytes, CurveKeys] | None = None
+    ):
         self.max_bytes = max_bytes
         self._signer = MessageSigner(key, f"rank-{rank}")
         self._verifier = MessageVerifier(key, max_bytes)
@@ -28,6 +32,10 @@ class WorkerChannel:
         self._socket = self._context.socket(zmq.DEALER)
         # No IDENTITY: the kernel routes by signed sender, not by a name any peer could claim.
         self._socket.setsockopt(zmq.LINGER, CLOSE_LINGER_MS)
+        if curve is not None:
+            server_public, own = curve
+            self._socket.curve_serverkey = server_public
+            self._socket.curve_publickey, self._socket.curve_secretkey = own.public, own.secret
         self._socket.connect(address)
 
     @property

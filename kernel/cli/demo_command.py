@@ -35,6 +35,8 @@ def add_parser(sub) -> None:
         help="bytes per device (default: pure data parallelism holds a third of --max-len, so only tensor "
         "parallelism over every rank holds the longest sequences)",
     )
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16: bf16 compute, fp32 masters")
+    p.add_argument("--grad-dtype", choices=("fp32", "bf16"), default=None, help="bf16 only: gradients' dtype (fp32)")
     p.add_argument("--warmup", type=int, default=1, help="first steps left out of the throughput (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=None, help="seconds before the job is stopped")
@@ -59,32 +61,34 @@ def spec_from(args) -> dict:
         "max_len": args.max_len,
         "memory_budget": args.memory_budget,
         "seed": args.seed,
+        "precision": args.precision,
+        "grad_dtype": args.grad_dtype,
     }
     check_spec(spec)
     if args.memory_budget is None:
-        spec["memory_budget"] = data_parallel_holds_a_third(args.nproc, args.max_len)
+        spec["memory_budget"] = data_parallel_holds_a_third(args.nproc, args.max_len, args.precision)
     return spec
 
 
-def data_parallel_holds_a_third(world: int, max_len: int) -> float:
+def data_parallel_holds_a_third(world: int, max_len: int, precision: str = "fp32") -> float:
     """The per-device budget at which pure data parallelism holds sequences of a third of
     ``max_len``: the longest need the model split over every rank."""
     from hotswitch.backend.models.config import get_config
+    from hotswitch.backend.precision import Precision
     from hotswitch.backend.strategy import Strategy
     from hotswitch.backend.train.memory import budget_holding
 
-    return budget_holding(get_config("tiny"), Strategy(dp=world), max_len // 3)
+    return budget_holding(get_config("tiny"), Strategy(dp=world), max_len // 3, Precision.of(precision))
 
 
 def reference_losses(spec: dict, show_progress: bool = True) -> list[float]:
     """Each step's loss when one device trains the same batches from the same weights."""
-    from hotswitch.backend.models.config import get_config
-    from hotswitch.backend.train.recipe import batches, check_spec
-    from hotswitch.backend.train.reference import OptimizerConfig, ReferenceTrainer
+    from hotswitch.backend.train.recipe import batches, check_spec, model_config, optimizer, precision_of
+    from hotswitch.backend.train.reference import ReferenceTrainer
 
     s = check_spec(spec)
-    config = get_config(s["model"])
-    trainer = ReferenceTrainer(config, OptimizerConfig(lr=s["lr"]), s["seed"], s["token_budget"])
+    config = model_config(s["model"])
+    trainer = ReferenceTrainer(config, optimizer(s), s["seed"], s["token_budget"], precision_of(s))
     stream = batches(s, config)
     losses = []
     for step in range(s["steps"]):
@@ -119,7 +123,8 @@ def run(args) -> int:
     if job.status != "succeeded":
         progress.write(f"hotswitch demo: job {job.status}" + (f": {job.exit_reason}\n" if job.exit_reason else "\n"))
         return 1
-    verdict = demo_report.verdict(job.events, reference_losses(spec, show_progress=not args.json), args.warmup)
+    reference = reference_losses(spec, show_progress=not args.json)
+    verdict = demo_report.verdict(job.events, reference, args.warmup, args.precision)
     if args.json:
         print(json.dumps(verdict, indent=1))
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.run_record import RunRecord, new_run_dir
 
 POLL_S = 0.2
 
@@ -35,6 +37,10 @@ def follow(name: str, body: str, nproc: int, on_events: Callable[[list[dict]], N
     try:
         output = ConsoleOutput(all_to_stderr=True)
         job = Job(name, LaunchSpec(job_dir, body_path, nproc=nproc), TorchrunLauncher(), output, timeout)
+        record = RunRecord(new_run_dir(name), body)
+        job.on_event(record.write)
+        job.add_done_callback(record.finish)
+        print(f"hotswitch {name}: events recorded in {record.folder}", file=sys.stderr)
         seen = 0
         while not job.done:
             seen = _hand_over(job, seen, on_events)

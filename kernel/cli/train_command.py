@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -18,24 +19,48 @@ run({spec!r}, job.emit, job.control)
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("train", help="train on local ranks with hot switching, headless")
+    p = sub.add_parser(
+        "train",
+        help="train on local ranks with hot switching, headless",
+        description="Settings come from the defaults, then --config run.toml, then the flags given.",
+        argument_default=argparse.SUPPRESS,  # a flag not given leaves the config's value
+    )
     p.add_argument("-n", "--nproc", type=int, default=4, help="local ranks (default 4)")
-    p.add_argument("--model", default="tiny", help="tiny, 125m, 1b, 7b, 13b, 32b (default tiny)")
-    p.add_argument("--data", nargs="+", default=["stdlib"], help="'stdlib', 'synthetic:github', or text/JSONL files")
-    p.add_argument("--tokenizer", default="byte", help="'byte', or 'bpe:N': a BPE of N tokens trained on the data")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=16, help="sequences per global batch")
-    p.add_argument("--max-len", type=int, default=256, help="tokens per sequence at most")
-    p.add_argument("--plan", default="auto", help="'auto', one strategy ('dp4'), or buckets 'tp4:128,dp2tp2:48,dp4:0'")
-    p.add_argument("--memory-budget", type=float, default=None, help="bytes per device the plan must fit in")
-    p.add_argument("--token-budget", type=int, default=1024, help="tokens per micro-batch, padding included")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--checkpoint", default=None, help="save a checkpoint here at the end (must not exist)")
-    p.add_argument("--resume-from", default=None, help="resume from this checkpoint")
-    p.add_argument("--device", choices=DEVICE_KINDS, default="cpu", help="cpu (gloo) or cuda (one GPU per rank, NCCL)")
+    p.add_argument("--config", help="a TOML run configuration (the recipe's keys); flags override it")
+    p.add_argument("--model", help="tiny (default), 125m, 1b, 7b, ..., or hf:DIR (a Hugging Face LLaMA checkpoint)")
+    p.add_argument(
+        "--data", nargs="+", help="'stdlib' (default), 'synthetic:github', or text/JSONL/Parquet/Arrow files"
+    )
+    p.add_argument("--text-field", help="the field or column holding each document's text (default 'text')")
+    p.add_argument("--tokenizer", help="'byte' (default), 'bpe:N' (a BPE trained on the data) or hf:DIR")
+    p.add_argument("--export-hf", help="write the trained model here as a Hugging Face checkpoint")
+    p.add_argument("--steps", type=int, help="steps in all (default 20)")
+    p.add_argument("--batch-size", type=int, help="sequences per global batch (default 16)")
+    p.add_argument("--max-len", type=int, help="tokens per sequence at most (default 256)")
+    p.add_argument("--plan", help="'auto' (default), one strategy ('dp4'), or buckets 'tp4:128,dp2tp2:48,dp4:0'")
+    p.add_argument("--memory-budget", type=float, help="bytes per device the plan must fit in")
+    p.add_argument("--token-budget", type=int, help="tokens per micro-batch, padding included (default 1024)")
+    p.add_argument("--seed", type=int, help="(default 0)")
+    p.add_argument("--lr", type=float, help="peak learning rate (default 1e-3)")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), help="cosine: warmup, then decay to --min-lr")
+    p.add_argument("--warmup-steps", type=int, help="linear warmup steps of the learning rate (default 0)")
+    p.add_argument("--min-lr", type=float, help="the cosine schedule's final learning rate (default 0)")
+    p.add_argument("--weight-decay", type=float, help="AdamW's weight decay (default 0.1)")
+    p.add_argument("--max-grad-norm", type=float, help="clip gradients to this global norm (default 1.0)")
+    p.add_argument("--checkpoint", help="save a checkpoint here at the end (must not exist)")
+    p.add_argument("--checkpoint-every", type=int, help="checkpoint every N steps into ./checkpoints/step-N")
+    p.add_argument("--keep-checkpoints", type=int, help="keep the newest K periodic checkpoints")
+    p.add_argument("--resume-from", help="resume from this checkpoint")
+    p.add_argument("--eval-every", type=int, help="held-out loss every N steps (an eval event)")
+    p.add_argument("--eval-batches", type=int, help="global batches per evaluation (default 1)")
+    p.add_argument("--device", choices=DEVICE_KINDS, help="cpu (gloo, default) or cuda (one GPU per rank, NCCL)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), help="bf16: bf16 compute, fp32 masters (default fp32)")
+    p.add_argument("--grad-dtype", choices=("fp32", "bf16"), help="bf16 only: the gradients' dtype (default fp32)")
+    p.add_argument(
+        "--track", action="append", metavar="TARGET", help="tensorboard:DIR, mlflow:URI or wandb; repeatable"
+    )
     p.add_argument("--timeout", type=float, default=None, help="seconds before the job is stopped")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--json", action="store_true", default=False, help="print the summary as JSON")
     p.set_defaults(run=run)
 
 
@@ -52,25 +77,21 @@ def parse_plan(text: str):
 
 
 def spec_from(args) -> dict:
-    data = args.data[0] if len(args.data) == 1 and (args.data[0] == "stdlib" or ":" in args.data[0]) else args.data
-    if isinstance(data, list):
-        data = [str(Path(p).resolve()) for p in data]
-    return {
-        "model": args.model,
-        "data": data,
-        "tokenizer": args.tokenizer,
-        "steps": args.steps,
-        "batch_size": args.batch_size,
-        "max_len": args.max_len,
-        "plan": parse_plan(args.plan),
-        "memory_budget": args.memory_budget,
-        "token_budget": args.token_budget,
-        "seed": args.seed,
-        "lr": args.lr,
-        "checkpoint": str(Path(args.checkpoint).resolve()) if args.checkpoint else None,
-        "resume_from": str(Path(args.resume_from).resolve()) if args.resume_from else None,
-        "device": args.device,
-    }
+    """The run's settings: ``--config``'s, overridden by the flags given (paths made absolute)."""
+    from hotswitch.backend.train.run_config import KNOWN, load_toml
+
+    spec = load_toml(args.config) if getattr(args, "config", None) else {}
+    given = {key: getattr(args, key) for key in KNOWN if hasattr(args, key)}
+    if "data" in given:
+        data = given["data"]
+        one = len(data) == 1 and (data[0] == "stdlib" or ":" in data[0])
+        given["data"] = data[0] if one else [str(Path(p).resolve()) for p in data]
+    if "plan" in given:
+        given["plan"] = parse_plan(given["plan"])
+    for key in ("checkpoint", "resume_from", "export_hf"):
+        if key in given:
+            given[key] = str(Path(given[key]).resolve())
+    return {**spec, **given}
 
 
 def train(spec: dict, nproc: int, timeout: float | None = None, show_progress: bool = True) -> tuple[Job, dict]:

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
-from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES, new_key
+from hotswitch.kernel.channel.secrets import SECRET_FILE, KernelSecret, leaves_loopback
+from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.notebook.job_checks import checked_rank, checkpoint_target
 from hotswitch.kernel.notebook.job_display import job_bundle, job_html
@@ -23,7 +24,7 @@ from hotswitch.kernel.notebook.job_outcome import ending
 from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, drain, wait_for_exit
 from hotswitch.kernel.notebook.rank_reports import RankReports
 from hotswitch.kernel.notebook.switch_request import switch_request
-from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_JOB_NAME, ENV_KERNEL_PID, ENV_KEY, ENV_MAX_BYTES
+from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_JOB_NAME, ENV_KERNEL_PID, ENV_MAX_BYTES, ENV_SECRET_FILE
 
 FINAL = ("succeeded", "failed", "stopped", "timed out")
 STOP_MESSAGE_WAIT_S = 1.0
@@ -61,12 +62,12 @@ class Job:
         self._done_callbacks: list[Callable[[Job], None]] = []
         self._finished = False  # the watcher has seen every process exit and drained the channel
         self._reports = RankReports(output, on_started=self._on_rank_started, on_failure=self._teardown.set)
-        key = new_key()
-        self._channel = KernelChannel(key, self._reports.receive, host, max_bytes)
+        secret = KernelSecret.new(curve=leaves_loopback(host))  # encrypted beyond loopback
+        self._channel = KernelChannel(secret.key, self._reports.receive, host, max_bytes, secret.server)
         env = {  # the job's own variables last: no --env overrides them
             **spec.env,
             ENV_ADDRESS: self._channel.address,
-            ENV_KEY: key.hex(),
+            ENV_SECRET_FILE: str(secret.for_workers().write(spec.job_dir / SECRET_FILE)),
             ENV_KERNEL_PID: str(os.getpid()),
             ENV_MAX_BYTES: str(max_bytes),
             ENV_JOB_NAME: name,

@@ -14,7 +14,9 @@ from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
 from hotswitch.kernel.notebook.registry import JobRegistry
+from hotswitch.kernel.notebook.run_record import RunRecord, new_run_dir
 from hotswitch.kernel.notebook.train_options import check_name, check_options, compile_body, parse_env
 
 
@@ -45,6 +47,8 @@ class TrainMagics(Magics):
     @argument("--wait", action="store_true", help="block the cell until the job ends (interrupt stops it)")
     @argument("--env", action="append", metavar="K=V", help="environment variable for every rank; repeatable")
     @argument("--timeout", type=float, default=None, help="stop the job after SECONDS and mark it 'timed out'")
+    @argument("--run-dir", default=None, help="where run folders go (default $HOTSWITCH_RUNS or ~/.hotswitch/runs)")
+    @argument("--push", default=None, metavar="A,B", help="notebook variables the body sees, by name")
     @argument("--launcher", default="local", help="how ranks start: local (torchrun on this machine)")
     @argument("--channel-host", default="127.0.0.1", help="address the kernel listens on for the ranks")
     @argument(
@@ -64,6 +68,7 @@ class TrainMagics(Magics):
         args = parse_argstring(self.train, line)
         compile_body(cell)
         check_options(args)
+        pushed = pushed_values(self.shell.user_ns, push_names(args.push)) if args.push is not None else None
         env = {**parse_env(args.env), ENV_DEVICE: args.device}
         launcher = launcher_named(args.launcher)
         name = check_name(args.name) if args.name else self.jobs.next_name()
@@ -72,6 +77,8 @@ class TrainMagics(Magics):
         job_dir = self.jobs.new_job_dir(name)
         body_path = job_dir / "body.py"
         body_path.write_text(cell)
+        if pushed is not None:
+            write_pushed(pushed, job_dir)
         try:
             spec = LaunchSpec(
                 job_dir=job_dir,
@@ -96,6 +103,10 @@ class TrainMagics(Magics):
             max_bytes=args.max_message_bytes,
         )
         self.jobs.add(job)
+        record = RunRecord(new_run_dir(name, args.run_dir), cell)
+        job.on_event(record.write)
+        job.add_done_callback(record.finish)
+        print(f"[hotswitch] job {name!r}: events recorded in {record.folder}")
         if args.wait:
             try:
                 job.wait()

@@ -6,10 +6,11 @@ Each error names what was wrong, with the value given, and what to write instead
 from __future__ import annotations
 
 import ast
-import ipaddress
 import re
 
 from IPython.core.error import UsageError
+
+from hotswitch.kernel.channel.secrets import leaves_loopback
 
 INTERNAL_ENV_PREFIX = "HOTSWITCH_"
 MIN_MESSAGE_BYTES = 1024  # a rank's traceback and a step event must fit
@@ -62,18 +63,9 @@ def check_options(args) -> None:
             f"--max-message-bytes {args.max_message_bytes} is too small for a rank's events and tracebacks; "
             f"give at least {MIN_MESSAGE_BYTES} (default {4 * 1024 * 1024})"
         )
-    if not _is_loopback(args.channel_host):
+    if leaves_loopback(args.channel_host):
         print(
             f"[hotswitch] warning: --channel-host {args.channel_host} listens beyond this machine; anyone who can "
-            "reach it can connect (messages stay signed and encrypted). Use 127.0.0.1 unless ranks run on other "
-            "nodes."
+            "reach it can try to connect (messages are signed, and CURVE-encrypted off loopback). Use 127.0.0.1 "
+            "unless ranks run on other nodes."
         )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -16,13 +16,15 @@ import sys
 import traceback
 
 from hotswitch.backend.runtime.devices import ENV_DEVICE
+from hotswitch.kernel.channel.secrets import WorkerSecret
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.pushed import read_pushed
 from hotswitch.kernel.worker.rank_stream import RankStream
 from hotswitch.kernel.worker.watchdog import start_watchdog
 
 ENV_ADDRESS = "HOTSWITCH_CHANNEL"
-ENV_KEY = "HOTSWITCH_KEY"
+ENV_SECRET_FILE = "HOTSWITCH_SECRET_FILE"  # the channel's key (and CURVE keys): a file, owner-only
 ENV_KERNEL_PID = "HOTSWITCH_KERNEL_PID"
 ENV_MAX_BYTES = "HOTSWITCH_MAX_MESSAGE_BYTES"
 ENV_JOB_NAME = "HOTSWITCH_JOB_NAME"
@@ -44,7 +46,8 @@ def run_body(body_path: str, job: WorkerContext) -> None:
 
     with open(body_path) as f:
         code = compile(f.read(), body_path, "exec")
-    namespace = {"__name__": "__main__", "hotswitch": hotswitch, "torch": torch, "job": job}
+    namespace = {"__name__": "__main__", **read_pushed(body_path)}  # %%train --push values
+    namespace.update(hotswitch=hotswitch, torch=torch, job=job)
     exec(code, namespace)
 
 
@@ -71,9 +74,9 @@ def main(argv: list[str]) -> int:
     kernel_pid = os.environ.get(ENV_KERNEL_PID)
     start_watchdog(int(kernel_pid) if kernel_pid else None)
     try:
-        channel = WorkerChannel(
-            _required(ENV_ADDRESS), bytes.fromhex(_required(ENV_KEY)), rank, int(_required(ENV_MAX_BYTES))
-        )
+        secret = WorkerSecret.read(_required(ENV_SECRET_FILE))
+        curve = (secret.server_public, secret.client) if secret.client else None
+        channel = WorkerChannel(_required(ENV_ADDRESS), secret.key, rank, int(_required(ENV_MAX_BYTES)), curve)
         job = WorkerContext(
             channel,
             rank=rank,

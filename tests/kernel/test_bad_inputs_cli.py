@@ -1,11 +1,12 @@
 """The command line's bad-input catalogue: every case is refused before any rank starts, with a
 message that names the problem and the fix (run in-process through ``main``; nothing launches)."""
 
+import argparse
 import json
 
 import pytest
 
-from hotswitch.kernel.cli import headless
+from hotswitch.kernel.cli import headless, train_command
 from hotswitch.kernel.cli.main import main
 
 
@@ -16,6 +17,10 @@ def files(tmp_path):
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / "hotswitch.json").write_text("{not json")
+    (tmp_path / "typo.toml").write_text("steps = 3\n[optim]\nlearning_rate = 1e-3\n")
+    (tmp_path / "broken.toml").write_text("steps = \n")
+    (tmp_path / "twice.toml").write_text("lr = 1e-3\n[optim]\nlr = 2e-3\n")
+    (tmp_path / "bad-value.toml").write_text('precision = "fp16"\n')
     listed = tmp_path / "listed"
     listed.mkdir()
     (listed / "hotswitch.json").write_text(json.dumps([1, 2]))
@@ -38,9 +43,9 @@ CASES = [
     (["train", "--tokenizer", "bpe:5"], ["'bpe:5'", "at least 260"]),
     (["train", "--tokenizer", "words"], ["'words'", "give 'byte' or 'bpe:"]),
     (["train", "--model", "huge"], ["unknown model 'huge'", "choose one of"]),
-    (["train", "--data", "{tmp}/nope.txt"], ["nope.txt is not a file", "existing text or JSONL"]),
+    (["train", "--data", "{tmp}/nope.txt"], ["nope.txt is not a file", "existing text/JSONL/Parquet/Arrow files"]),
     (["train", "--data", "synthetic:nope"], ["'synthetic:nope'", "synthetic:github"]),
-    (["train", "--data", "{tmp}/existing"], ["existing is not a file", "text or JSONL"]),
+    (["train", "--data", "{tmp}/existing"], ["existing is not a file", "text/JSONL/Parquet/Arrow"]),
     (["train", "--plan", "dp3x"], ["cannot parse strategy 'dp3x'", "like 'dp2tp2pp1'"]),
     (["train", "--plan", "tp4:x,dp4:0"], ["bucket 'tp4:x'", "like 'tp4:128,dp4:0'"]),
     (["train", "--plan", "tp4:128"], ["one of them 0", "[('tp4', 256), ('dp4', 0)]"]),
@@ -61,6 +66,18 @@ CASES = [
     (["demo", "--memory-budget", "-1"], ["'memory_budget' = -1.0", "above 0"]),
     (["demo", "--timeout", "0"], ["--timeout 0", "above 0"]),
     (["demo", "-n", "0"], ["--nproc 0", "at least 1"]),
+    (["train", "--warmup-steps", "-3"], ["'warmup_steps' = -3", "at least 0"]),
+    (["train", "--checkpoint-every", "0"], ["'checkpoint_every' = 0", "at least 1"]),
+    (["train", "--keep-checkpoints", "3"], ["'keep_checkpoints' = 3", "set checkpoint_every too"]),
+    (["train", "--eval-every", "-1"], ["'eval_every' = -1", "at least 1"]),
+    (["train", "--max-grad-norm", "0"], ["'max_grad_norm' = 0.0", "above 0"]),
+    (["train", "--config", "{tmp}/typo.toml"], ["unknown training settings ['learning_rate']", "known: model"]),
+    (["train", "--config", "{tmp}/broken.toml"], ["broken.toml is not valid TOML", "line 1"]),
+    (["train", "--config", "{tmp}/twice.toml"], ["'lr' is given twice"]),
+    (["train", "--config", "{tmp}/missing.toml"], ["cannot read the run configuration", "missing.toml"]),
+    (["train", "--config", "{tmp}/bad-value.toml"], ["'precision' = 'fp16'", "choose one of fp32, bf16"]),
+    (["train", "--grad-dtype", "bf16"], ["'grad_dtype' = 'bf16'", "under precision 'fp32'; drop it"]),
+    (["demo", "--grad-dtype", "bf16"], ["'grad_dtype' = 'bf16'", "under precision 'fp32'; drop it"]),
     (["plan-switch", "dp4", "tp4", "--gpus", "0"], ["--gpus 0", "at least 1 GPU"]),
     (["plan-switch", "dp4", "tp4", "--gpus", "-8"], ["--gpus -8", "at least 1 GPU"]),
     (["plan-switch", "dp4", "tp4", "--bytes-per-param", "0"], ["--bytes-per-param 0", "give 2 (bf16) or 4"]),
@@ -74,6 +91,8 @@ USAGE_CASES = [
     (["train", "--steps", "many"], "argument --steps: invalid int value: 'many'"),
     (["train", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     (["train", "--lr", "abc"], "argument --lr: invalid float value: 'abc'"),
+    (["train", "--precision", "fp16"], "argument --precision: invalid choice: 'fp16'"),
+    (["demo", "--precision", "fp8"], "argument --precision: invalid choice: 'fp8'"),
     (["demo", "--nproc", "two"], "argument -n/--nproc: invalid int value: 'two'"),
     (["plan-switch", "dp4"], "the following arguments are required: dst"),
     (["nonsense"], "invalid choice: 'nonsense'"),
@@ -107,3 +126,15 @@ def test_a_malformed_option_is_a_usage_error(argv, fragment, no_launch, capsys):
         main(argv)
     assert stop.value.code == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_flags_override_the_run_configuration(files):
+    from hotswitch.kernel.cli.train_command import spec_from
+
+    (files / "run.toml").write_text('steps = 50\nplan = "dp4"\n[optim]\nlr = 3e-4\nbetas = [0.9, 0.99]\n')
+    parser = argparse.ArgumentParser()
+    train_command.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", "--config", str(files / "run.toml"), "--steps", "7", "--plan", "tp4:64,dp4:0"])
+    spec = spec_from(args)
+    assert spec == {"steps": 7, "plan": [["tp4", 64], ["dp4", 0]], "lr": 3e-4, "betas": (0.9, 0.99)}
+    assert spec_from(parser.parse_args(["train"])) == {}  # every default comes from the recipe

@@ -20,6 +20,7 @@ BUDGET_S = {
     "02-inspect-plans": 180,
     "03-hot-switch-vs-static": 420,
     "04-clusters": 300,
+    "05-your-own-model": 420,
 }
 CELL_TIMEOUT_S = 240
 

@@ -1,6 +1,6 @@
 """A training event stream in the documented format (backend/train/events.py), built here so
 that widget tests need no running job: plan, graphs, steps, a hot switch, a control switch
-with its new plan, a checkpoint, a warning and done."""
+with its new plan, held-out losses every 10 steps, a checkpoint, a warning and done."""
 
 from __future__ import annotations
 
@@ -40,28 +40,35 @@ def recorded_events(steps: int = 30, switch_at: int = 12, graphs: dict | None = 
                     "source": "fixed",
                 }
             )
-        seconds = {"compute": 0.3, "switch": 0.05 if step < switch_at else 0.0, "grad_sync": 0.05, "update": 0.02}
-        seconds["total"] = sum(seconds.values())
-        events.append(
-            {
-                "type": "step",
-                "time": t,
-                "step": step,
-                "steps": steps,
-                "tokens": 512,
-                "sequences": 8,
-                "loss": 6.0 - 0.1 * step,
-                "grad_norm": 1.0,
-                "seconds": seconds,
-                "tokens_per_s": 512 / seconds["total"],
-                "strategies": {},
-                "switches": 2 if step < switch_at else 0,
-                "predicted_step_s": None,
-            }
-        )
+        events.append(_step(t, step, steps, switch_at))
+        if step % 10 == 0:
+            events.append(
+                {"type": "eval", "time": t, "step": step, "loss": 6.5 - 0.1 * step, "tokens": 2048, "seconds": 0.1}
+            )
     events.append({"type": "checkpoint", "time": t, "step": steps, "path": "/tmp/ckpt"})
     events.append({"type": "warning", "time": t, "message": "ignored unknown control command {'command': 'x'}"})
     events.append(
         {"type": "done", "time": t, "step": steps, "reason": "finished", "seconds": steps * 0.5, "tokens": 512 * steps}
     )
     return events
+
+
+def _step(t: float, step: int, steps: int, switch_at: int) -> dict:
+    seconds = {"compute": 0.3, "switch": 0.05 if step < switch_at else 0.0, "grad_sync": 0.05, "update": 0.02}
+    seconds["total"] = sum(seconds.values())
+    return {
+        "type": "step",
+        "time": t,
+        "step": step,
+        "steps": steps,
+        "tokens": 512,
+        "sequences": 8,
+        "loss": 6.0 - 0.1 * step,
+        "grad_norm": 1.0,
+        "seconds": seconds,
+        "tokens_per_s": 512 / seconds["total"],
+        "strategies": {},
+        "switches": 2 if step < switch_at else 0,
+        "predicted_step_s": None,
+        "lr": 1e-3,
+    }

@@ -79,6 +79,9 @@ def test_points_bands_and_marks_match_the_events():
     assert list(view.live.data[0].x) == [e["step"] for e in steps]
     assert list(view.live.data[0].y) == [e["tokens_per_s"] for e in steps]
     assert list(view.live.data[1].y) == [e["loss"] for e in steps]
+    evals = [e for e in events if e["type"] == "eval"]
+    assert len(evals) == 3 and view.live.data[3].name == "held-out loss"
+    assert list(view.live.data[3].x) == [10, 20, 30] and list(view.live.data[3].y) == [e["loss"] for e in evals]
     assert list(view.breakdown.data[0].y) == [e["seconds"]["compute"] for e in steps]
     assert [t.name for t in view.breakdown.data] == ["compute", "switch", "grad_sync", "update"]
     assert view.state.snapshot()["bands"] == [[0, 11, ["dp4", "tp4"]], [11, 30, ["dp2tp2"]]]

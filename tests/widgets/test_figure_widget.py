@@ -42,7 +42,7 @@ def test_a_dashboards_figures_open_with_their_traces(sent):
     Dashboard.replay(recorded_events(steps=3, switch_at=2))
     opened = [state["_widget_data"] for kind, state in sent if kind == "comm_open" and "_widget_data" in state]
     assert [[t["name"] for t in data] for data in opened] == [
-        ["tokens/s", "loss", "plan change"],
+        ["tokens/s", "loss", "plan change", "held-out loss"],
         ["compute", "switch", "grad_sync", "update"],
     ]
     assert list(opened[0][1]["y"]) == [e["loss"] for e in recorded_events(steps=3, switch_at=2) if e["type"] == "step"]

@@ -95,6 +95,7 @@ def test_plan_validation_and_order():
         "dp2tp2pp1sp",
         "dp2tp1pp2",
         "dp4tp1pp1",
+        "dp4tp1pp1ckpt",
     ]
 
 
@@ -157,3 +158,20 @@ def test_a_pipeline_group_costs_its_longest_micro_batch_plus_the_measured_increm
         cost.strategies[tp2pp2] = StrategyCost(Quadratic(0, 1.0, 0), Quadratic(0, 1.0, 0), 0.0, 0.0, increment)
         assert cost.group_s(tp2pp2, [100] * 4) == pytest.approx(expected)
     assert cost.group_s(DP4, [100] * 8) == pytest.approx(200)  # no pipeline: two micro-batches per replica, in turn
+
+
+def test_under_a_tight_budget_checkpointed_data_parallelism_can_beat_tensor_parallelism():
+    # dp4ckpt recomputes every block (a third slower than dp4) but keeps a fraction of dp4's
+    # activations: it holds sequences dp4 cannot, and is still faster than tp4 there
+    dp4ckpt = Strategy(dp=4, ckpt=True)
+    cost = model(budget=1000.0)
+    costs = {**cost.strategies, dp4ckpt: StrategyCost(Quadratic(0, 1.33, 0), Quadratic(0, 1.2, 0), 0.0, 0.0)}
+    switches = {(w, a, b): 0.01 for w in ("params", "grads") for a in costs for b in costs if a != b}
+    with_ckpt = CostModel(costs, 1000.0, LinkProfile(1e9, 1e-5, 1e9), 0.0, switches, token_budget=1)
+    lengths = [10] * 40 + [400] * 8 + [800] * 2
+    plan, predicted = auto_plan(lengths, with_ckpt, TP4, max_len=800)
+    _, without = auto_plan(lengths, cost, TP4, max_len=800)
+    assert dp4ckpt in plan.strategies and predicted < without
+    # with room to spare, the recomputation is not worth it
+    relaxed = CostModel(costs, 1e6, LinkProfile(1e9, 1e-5, 1e9), 0.0, switches, token_budget=1)
+    assert dp4ckpt not in auto_plan(lengths, relaxed, TP4, max_len=800)[0].strategies

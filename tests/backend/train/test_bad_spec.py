@@ -26,7 +26,7 @@ CASES = [
     ([{"steps": 2}], "a training spec is a dict"),
     ("steps=2", "a training spec is a dict"),
     (None, "a training spec is a dict"),
-    ({"stpes": 2}, "unknown training settings ['stpes']; known: model"),
+    ({"stpes": 2}, "unknown training settings ['stpes'] in the spec; known: model"),
     ({"model": 7}, "'model' = 7 is not valid: give a model name"),
     ({"model": "huge"}, "unknown model 'huge'; choose one of"),
     ({"steps": -5}, "'steps' = -5 is not valid: give a whole number of at least 1"),
@@ -45,12 +45,12 @@ CASES = [
     ({"memory_budget": "8e6"}, "'memory_budget' = '8e6' is not valid"),
     ({"seed": -1}, "'seed' = -1 is not valid: give a whole number of at least 0"),
     ({"tokenizer": "bpe:5"}, "unknown tokenizer 'bpe:5': give 'byte' or 'bpe:<vocabulary size of at least 260>'"),
-    ({"tokenizer": 512}, "'tokenizer' = 512 is not valid: give 'byte' or 'bpe:"),
+    ({"tokenizer": 512}, "'tokenizer' = 512 is not valid: give 'byte', 'bpe:<vocabulary size>' or 'hf:DIR'"),
     ({"device": "tpu"}, "'device' = 'tpu' is not valid: choose one of cpu, cuda or None"),
     ({"plan": "dp3x"}, "'plan' = 'dp3x' is not valid: cannot parse strategy"),
     ({"plan": [["tp4", 128]]}, "one of them 0"),
     ({"plan": 5}, "'plan' = 5 is not valid"),
-    ({"data": "nope.txt"}, "nope.txt is not a file; give existing text or JSONL files"),
+    ({"data": "nope.txt"}, "nope.txt is not a file; give existing text/JSONL/Parquet/Arrow files"),
     ({"data": []}, "'data' = [] is not valid: give 'stdlib', 'synthetic:github' or a list"),
     ({"data": "synthetic:nope"}, "'data' = 'synthetic:nope' is not valid: choose one of synthetic:"),
     ({"data": 5}, "'data' = 5 is not valid"),
@@ -61,6 +61,23 @@ CASES = [
     ({"resume_from": "corrupt"}, "cannot be read"),
     ({"resume_from": "listed"}, "holds no model config; the checkpoint is damaged, give another"),
     ({"resume_from": "nomodel"}, "holds no model config"),
+    ({"precision": "fp16"}, "'precision' = 'fp16' is not valid: choose one of fp32, bf16"),
+    ({"precision": None}, "'precision' = None is not valid: choose one of fp32, bf16"),
+    ({"grad_dtype": "fp8", "precision": "bf16"}, "'grad_dtype' = 'fp8' is not valid: choose one of fp32, bf16 or None"),
+    ({"grad_dtype": "bf16"}, "gradients accumulate in fp32 under precision 'fp32'; drop it"),
+    ({"lr_schedule": "linear"}, "'lr_schedule' = 'linear' is not valid: choose one of constant, cosine"),
+    ({"warmup_steps": -1}, "'warmup_steps' = -1 is not valid: give a whole number of at least 0"),
+    ({"min_lr": 1.0}, "'min_lr' = 1.0 is not valid: give a number at least 0 and below 0.001"),
+    ({"weight_decay": -0.1}, "'weight_decay' = -0.1 is not valid: give a number at least 0"),
+    ({"betas": [0.9]}, "'betas' = [0.9] is not valid: give two numbers in [0, 1)"),
+    ({"betas": [0.9, 1.5]}, "'betas' = [0.9, 1.5] is not valid"),
+    ({"max_grad_norm": 0}, "'max_grad_norm' = 0 is not valid: give a number above 0"),
+    ({"checkpoint_every": 0}, "'checkpoint_every' = 0 is not valid: give a whole number of at least 1 (or None)"),
+    ({"keep_checkpoints": 2}, "it keeps periodic checkpoints: set checkpoint_every too"),
+    ({"eval_every": 0}, "'eval_every' = 0 is not valid: give a whole number of at least 1"),
+    ({"eval_batches": 0}, "'eval_batches' = 0 is not valid: give a whole number of at least 1"),
+    ({"eval_fraction": 1.0}, "'eval_fraction' = 1.0 is not valid: give a number at least 0 and below 1"),
+    ({"eval_every": 5, "eval_fraction": 0}, "evaluation needs held-out documents"),
 ]
 
 
@@ -83,3 +100,16 @@ def test_relative_paths_resolve_against_the_notebook_folder(notebook):
     assert s["checkpoint"] == str(notebook / "runs" / "ckpt")
     assert s["token_budget"] == 1024 and s["steps"] == 20  # defaults filled in
     assert check_spec({"max_len": 1024, "model": "tiny"})["token_budget"] == 1024
+
+
+def test_bf16_on_a_cpu_build_without_bf16_matmul_is_refused_before_launch(notebook, monkeypatch):
+    import torch
+
+    def no_bf16(*args, **kwargs):
+        raise RuntimeError("\"addmm_impl_cpu_\" not implemented for 'BFloat16'")
+
+    monkeypatch.setattr(torch.Tensor, "__matmul__", no_bf16)
+    with pytest.raises(ValueError) as error:
+        check_spec({"precision": "bf16"})
+    message = str(error.value)
+    assert "cannot multiply bf16 matrices on CPU" in message and "--precision fp32" in message

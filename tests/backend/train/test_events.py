@@ -20,6 +20,7 @@ def step(n: int, tokens: int, total: float, switches: int = 0, predicted: float 
         strategies={"dp2": {"tokens": tokens, "seconds": total / 2, "tokens_per_s": 2 * tokens / total}},
         switches=switches,
         predicted_step_s=predicted,
+        lr=1e-3,
     )
 
 
@@ -35,7 +36,9 @@ def test_an_event_with_an_undeclared_or_missing_field_is_refused_naming_it():
 def test_optional_fields_and_tags_are_declared():
     assert event("control", step=1, command="switch", strategy=[["tp2", 64], ["dp2", 0]])["strategy"][0] == ["tp2", 64]
     assert event("warning", message="m", run="hot switching")["run"] == "hot switching"
-    assert {"plan", "graphs", "step", "switch", "control", "checkpoint", "warning", "done", "statics"} == set(EVENTS)
+    assert {"plan", "graphs", "step", "switch", "control", "checkpoint", "warning", "done", "statics", "eval"} == set(
+        EVENTS
+    )
 
 
 def test_summarize_divides_the_measured_steps_tokens_by_their_step_seconds():

@@ -4,7 +4,8 @@ from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, stdlib_documents
 from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.reference import OptimizerConfig, ReferenceTrainer
+from hotswitch.backend.train.optim import OptimizerConfig
+from hotswitch.backend.train.reference import ReferenceTrainer
 
 MODEL, SEED, BATCH, MAX_LEN, BUDGET = "tiny", 0, 8, 256, 1024
 

@@ -47,6 +47,11 @@ PRE_LAUNCH = [
     ("--max-message-bytes 10", "pass", ["--max-message-bytes 10 is too small", "at least 1024"]),
     ("--max-message-bytes 0", "pass", ["--max-message-bytes 0 is too small"]),
     ("--no-such-option", "pass", ["unrecognized arguments: --no-such-option"]),
+    ("--push undefined_name", "pass", ["--push: 'undefined_name' not defined in the notebook", "run its cell first"]),
+    ("--push job", "pass", ["--push: 'job' is bound in the body already", "rename it"]),
+    ("--push 1x", "pass", ["--push: '1x' is not a variable name"]),
+    ("--push ,", "pass", ["--push takes variable names separated by commas"]),
+    ("--push a_generator", "pass", ["--push: 'a_generator' (generator) cannot be sent to the ranks", "plain data"]),
     (
         "--channel-host 0.0.0.0 --env HOTSWITCH_KEY=00",
         "pass",
@@ -110,7 +115,7 @@ def kernel(tmp_path_factory, notebook_dir):
     cli = [sys.executable, "-m", "hotswitch.kernel.cli", "kernel", "install", "--prefix", str(prefix)]
     subprocess.run(cli, check=True, capture_output=True)
     session = KernelSession("hotswitch", prefix / "share" / "jupyter" / "kernels")
-    _, reply = session.execute(f"import os; os.chdir({str(notebook_dir)!r})")
+    _, reply = session.execute(f"import os; os.chdir({str(notebook_dir)!r}); a_generator = (i for i in range(3))")
     assert reply["status"] == "ok"
     yield session
     session.shutdown()

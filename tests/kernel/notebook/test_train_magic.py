@@ -2,15 +2,18 @@
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import psutil
 import pytest
 
+from hotswitch.backend.train.events import read_events
 from tests.kernel.kernel_session import KernelSession, processes_mentioning, train_body, wait_until
 
 pytestmark = pytest.mark.slow
@@ -94,6 +97,10 @@ def test_train_wait_delivers_every_step_event_and_labelled_rank_output(kernel):
     assert kernel.value('jobs["steps"].status') == "succeeded"
     assert kernel.value('jobs["steps"].channel_stats.dropped') == 0
     assert _workers(kernel) == []
+    folder = re.search(r"job 'steps': events recorded in (\S+)", text).group(1)
+    recorded = read_events(folder)
+    assert recorded == kernel.value('list(jobs["steps"].events)')
+    assert json.loads((Path(folder) / "job.json").read_text())["status"] == "succeeded"
 
 
 def test_cell_returns_at_once_and_switch_reaches_rank_zero(kernel):

@@ -1,5 +1,6 @@
-"""A kernel killed with SIGKILL and left unreaped (a zombie) leaves no rank training: every
-rank's watchdog sees the zombie and exits."""
+"""A kernel killed with SIGKILL leaves no rank training, whether its parent reaps it (the pid is
+gone) or never does (a zombie, on which ``os.kill(pid, 0)`` still succeeds): every rank's
+watchdog sees it and exits, and torchrun's agent ends with its ranks."""
 
 import os
 import signal
@@ -77,3 +78,24 @@ def test_ranks_stop_when_their_kernel_is_killed_and_left_a_zombie(tmp_path):
                 os.kill(pid, signal.SIGKILL)
         parent.kill()
         parent.wait()
+
+
+def test_ranks_stop_when_their_kernel_is_killed_and_reaped(tmp_path):
+    kernel = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KERNEL), str(tmp_path)])
+    pids: list[int] = []
+    try:
+        ranks = [tmp_path / "rank-0", tmp_path / "rank-1"]
+        assert _until(lambda: all(r.exists() and r.read_text() for r in ranks)), "the ranks never started"
+        pids = [int(p) for r in ranks for p in r.read_text().split()]
+        kernel.send_signal(signal.SIGKILL)
+        kernel.wait()  # reaped: its pid no longer exists
+        assert not psutil.pid_exists(kernel.pid) or not _running(kernel.pid)
+        assert _until(lambda: not any(_running(pid) for pid in pids[::2])), "a rank outlived its kernel"
+        assert _until(lambda: not any(_running(pid) for pid in pids[1::2])), "torchrun outlived its ranks"
+    finally:
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()

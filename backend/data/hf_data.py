@@ -1,0 +1,93 @@
+"""Data users already have in Hugging Face formats: a ``tokenizer.json`` (``tokenizers``) and
+Parquet or Arrow files read through ``datasets``.
+
+``datasets`` memory-maps the Arrow table it builds (once, cached) from the files, so a corpus
+larger than memory is indexed and shuffled like a small one without being loaded; a streaming
+dataset could not be shuffled by document and resumed at a position, which every
+``BatchStream`` is. JSONL files stay with ``FileDocuments``, which reads one line at a time by
+its byte offset and needs no conversion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from hotswitch.backend.cache import cache_dir
+from hotswitch.backend.data.sources import DocumentSource
+
+DATASET_SUFFIXES = {".parquet": "parquet", ".arrow": "arrow"}
+
+
+def _require(module: str):
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ImportError(f"reading this needs {module!r}: pip install 'hotswitch[hf]'") from None
+
+
+class HFTokenizer:
+    """The tokenizer of a Hugging Face folder (its ``tokenizer.json``); documents end with its
+    end-of-sequence token when it names one."""
+
+    def __init__(self, directory: str | Path):
+        tokenizers = _require("tokenizers")
+        path = Path(directory) / "tokenizer.json"
+        if not path.is_file():
+            raise ValueError(f"{directory} has no tokenizer.json; give a Hugging Face tokenizer folder")
+        self.tokenizer = tokenizers.Tokenizer.from_file(str(path))
+        self.name, self.vocab_size = f"hf:{directory}", self.tokenizer.get_vocab_size()
+        self.eos = next((self.tokenizer.token_to_id(t) for t in ("</s>", "<|end_of_text|>", "<|endoftext|>")
+                         if self.tokenizer.token_to_id(t) is not None), None)  # fmt: skip
+
+    def encode(self, text: str | bytes) -> list[int]:
+        text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+        ids = self.tokenizer.encode(text).ids
+        return ids if self.eos is None else [*ids, self.eos]
+
+    def decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens)
+
+
+def dataset_columns(path: Path) -> list[str]:
+    """The column names of a Parquet or Arrow file, read from its schema only."""
+    pyarrow = _require("pyarrow")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet
+
+        return list(pyarrow.parquet.read_schema(path).names)
+    import pyarrow.ipc
+
+    with path.open("rb") as f:
+        try:
+            return list(pyarrow.ipc.open_stream(f).schema.names)
+        except pyarrow.ArrowInvalid:
+            f.seek(0)
+            return list(pyarrow.ipc.open_file(f).schema.names)
+
+
+class DatasetDocuments(DocumentSource):
+    """One document per row of Parquet or Arrow files, its text in ``text_field``."""
+
+    def __init__(self, paths: Sequence[str | Path], text_field: str = "text"):
+        datasets = _require("datasets")
+        files = sorted(Path(p) for p in paths)
+        kinds = {DATASET_SUFFIXES.get(p.suffix) for p in files}
+        if len(kinds) != 1 or None in kinds:
+            raise ValueError(f"give Parquet or Arrow files of one kind, got {[p.name for p in files]}")
+        for path in files:
+            if text_field not in (columns := dataset_columns(path)):
+                raise ValueError(f"{path} has no {text_field!r} column (it has {columns}); set text_field")
+        self.text_field, self.files = text_field, files
+        self.dataset = datasets.load_dataset(
+            kinds.pop(), data_files=[str(p) for p in files], split="train", cache_dir=str(cache_dir("datasets"))
+        )
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def text(self, index: int) -> bytes:
+        return str(self.dataset[index][self.text_field]).encode("utf-8")
+
+    def describe(self) -> str:
+        return f"{len(self)} rows from {len(self.files)} file(s)"

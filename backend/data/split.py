@@ -1,0 +1,42 @@
+"""A held-out split: documents set aside for evaluation, never trained on."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from hotswitch.backend.data.sources import DocumentSource
+
+
+class Subset(DocumentSource):
+    """The documents ``indices`` of ``source``, tokenised as ``source`` is."""
+
+    def __init__(self, source: DocumentSource, indices: Sequence[int], name: str):
+        self.source, self.indices, self.name = source, list(indices), name
+        self.tokenizer = source.tokenizer
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def text(self, index: int) -> bytes:
+        return self.source.text(self.indices[index])
+
+    def tokens(self, index: int) -> list[int]:
+        return self.source.tokens(self.indices[index])
+
+    def describe(self) -> str:
+        return f"{self.name}: {len(self)} of {self.source.describe()}"
+
+
+def holdout(source: DocumentSource, fraction: float, seed: int = 0) -> tuple[Subset, Subset]:
+    """(train, eval): ``fraction`` of the documents (at least one), drawn with ``seed``, held
+    out for evaluation; the rest keep their order for training."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"a held-out fraction is between 0 and 1 (exclusive), got {fraction}")
+    count = len(source)
+    held = max(1, round(count * fraction))
+    if held >= count:
+        raise ValueError(f"holding out {fraction:g} of {count} documents leaves none to train on")
+    chosen = set(random.Random(seed * 7_919 + 17).sample(range(count), held))
+    train = [i for i in range(count) if i not in chosen]
+    return Subset(source, train, "train"), Subset(source, sorted(chosen), "eval")

@@ -1,0 +1,104 @@
+"""Numeric precision of training: what strategies compute in and what gradients accumulate in.
+
+``fp32`` computes and accumulates in fp32 and is exact against one device (the test oracle).
+``bf16`` is how the paper and production trainers train: the instantiation strategy keeps fp32
+master weights and AdamW's moments, every strategy computes with bf16 copies of the
+parameters, gradients accumulate in ``grad`` (fp32 by default) and the update casts back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+DType = Literal["fp32", "bf16"]
+DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _checked(what: str, value: str) -> DType:
+    if value not in DTYPES:
+        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(DTYPES)}")
+    return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Precision:
+    compute: DType = "fp32"
+    grad: DType = "fp32"
+
+    def __post_init__(self) -> None:
+        _checked("precision", self.compute)
+        _checked("grad_dtype", self.grad)
+        if self.compute == "fp32" and self.grad != "fp32":
+            raise ValueError(f"grad_dtype {self.grad!r} needs precision 'bf16': fp32 training accumulates in fp32")
+
+    @classmethod
+    def of(cls, precision: str = "fp32", grad_dtype: str | None = None) -> Precision:
+        """``precision`` with ``grad_dtype`` (default fp32)."""
+        return cls(_checked("precision", precision), _checked("grad_dtype", grad_dtype or "fp32"))
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the master weights are a separate fp32 copy of what strategies compute with."""
+        return self.compute != "fp32"
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return DTYPES[self.compute]
+
+    @property
+    def grad_dtype(self) -> torch.dtype:
+        return DTYPES[self.grad]
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes per element of the parameter copies strategies compute with (and switch)."""
+        return self.compute_dtype.itemsize
+
+    @property
+    def grad_bytes(self) -> int:
+        return self.grad_dtype.itemsize
+
+    @property
+    def master_bytes(self) -> int:
+        """Bytes per parameter the instantiation strategy keeps beyond its strategy copy:
+        AdamW's two fp32 moments, plus fp32 master weights (and an fp32 gradient to update
+        them with, when gradients accumulate in bf16) in mixed precision."""
+        extra = (4 + (4 if self.grad != "fp32" else 0)) if self.mixed else 0
+        return 8 + extra
+
+    def __str__(self) -> str:
+        return self.compute if self.grad == "fp32" or not self.mixed else f"{self.compute}/grad {self.grad}"
+
+
+FP32 = Precision()
+
+
+def check_supported(precision: Precision, device: str) -> None:
+    """Raise, naming the fix, when ``device`` cannot compute in ``precision``."""
+    if precision.compute != "bf16":
+        return
+    if device.startswith("cuda") and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        raise ValueError("precision 'bf16': this GPU has no bf16 support; train with --precision fp32")
+    if device == "cpu":
+        try:
+            a = torch.ones(2, 2, dtype=torch.bfloat16)
+            (a @ a).sum().item()
+        except RuntimeError as error:
+            raise ValueError(
+                f"precision 'bf16': this PyTorch build cannot multiply bf16 matrices on CPU ({error}); "
+                "train with --precision fp32"
+            ) from None
+
+
+def accumulate_into(buffer: torch.Tensor):
+    """A post-accumulate-grad hook adding a parameter's gradient into ``buffer`` in the
+    buffer's dtype (Megatron's ``main_grad``: bf16 parameters, fp32 accumulation)."""
+
+    def hook(param: torch.Tensor) -> None:
+        buffer.add_(param.grad)
+        param.grad = None
+
+    return hook

@@ -1,0 +1,31 @@
+"""Evaluation on a held-out split: the same fixed batches every time, forward only."""
+
+from __future__ import annotations
+
+import time
+
+from hotswitch.backend.data.stream import BatchStream
+from hotswitch.backend.train.engine import Engine
+from hotswitch.backend.train.events import event
+
+
+class Evaluation:
+    """Every ``every`` steps, the mean token loss over ``batches`` global batches drawn once
+    from ``stream`` (the held-out documents), under the instantiation strategy."""
+
+    def __init__(self, stream: BatchStream, every: int, batches: int = 1):
+        if every < 1 or batches < 1:
+            raise ValueError(f"eval_every and eval_batches must be at least 1, got {every} and {batches}")
+        self.every = every
+        self.batches = [stream.next_batch() for _ in range(batches)]
+
+    def due(self, step: int) -> bool:
+        return step % self.every == 0
+
+    def run(self, engine: Engine, step: int) -> dict:
+        """The ``eval`` event after ``step`` updates (collective)."""
+        started, loss, tokens = time.perf_counter(), 0.0, 0
+        for batch in self.batches:
+            summed, count = engine.evaluate(batch)
+            loss, tokens = loss + summed, tokens + count
+        return event("eval", step=step, loss=loss / tokens, tokens=tokens, seconds=time.perf_counter() - started)

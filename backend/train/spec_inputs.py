@@ -1,0 +1,111 @@
+"""What a spec trains, checked before anything starts: the model (a preset or a Hugging Face
+checkpoint), the tokenizer and the data; and where relative paths resolve."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from hotswitch.backend.data.sources import SYNTHETIC
+from hotswitch.backend.data.tokenizer import BYTES, parse_tokenizer
+from hotswitch.backend.models.config import ModelConfig, get_config
+
+# The notebook's folder; set by hotswitch.kernel's launcher (the ranks run in a job folder).
+ENV_NOTEBOOK_DIR = "HOTSWITCH_NOTEBOOK_DIR"
+HF = "hf:"  # a model or tokenizer from a Hugging Face folder
+DATA_SUFFIXES = (".txt", ".jsonl", ".parquet", ".arrow")
+
+
+def notebook_dir() -> Path:
+    """Where relative paths of a spec resolve: $HOTSWITCH_NOTEBOOK_DIR, else the working directory."""
+    return Path(os.environ.get(ENV_NOTEBOOK_DIR) or os.getcwd())
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """``path`` made absolute against ``notebook_dir()``."""
+    return (notebook_dir() / Path(path).expanduser()).resolve()
+
+
+def bad_setting(key: str, value, fix: str) -> ValueError:
+    return ValueError(f"training setting {key!r} = {value!r} is not valid: {fix}")
+
+
+def model_config(model: str) -> ModelConfig:
+    """A preset's config, or a Hugging Face checkpoint's (``"hf:DIR"``, trained untied)."""
+    if not model.startswith(HF):
+        return get_config(model)
+    from hotswitch.backend.models.hf_config import config_from_hf
+
+    try:
+        return config_from_hf(model[len(HF) :]).with_(tie_embeddings=False)
+    except (FileNotFoundError, ValueError) as error:
+        raise bad_setting("model", model, f"{error}") from None
+
+
+def check_model(model) -> str:
+    """``model`` checked; an ``hf:`` folder made absolute."""
+    if not isinstance(model, str):
+        raise bad_setting("model", model, "give a model name such as 'tiny', or 'hf:DIR' (a Hugging Face folder)")
+    if model.startswith(HF):
+        model = HF + str(resolve(model[len(HF) :]))
+    model_config(model)
+    return model
+
+
+def check_tokenizer(tokenizer, config: ModelConfig) -> str:
+    """``tokenizer`` checked against the model's vocabulary; an ``hf:`` folder made absolute."""
+    if not isinstance(tokenizer, str):
+        raise bad_setting("tokenizer", tokenizer, "give 'byte', 'bpe:<vocabulary size>' or 'hf:DIR'")
+    if tokenizer.startswith(HF):
+        from hotswitch.backend.data.hf_data import HFTokenizer
+
+        tokenizer = HF + str(resolve(tokenizer[len(HF) :]))
+        try:
+            size = HFTokenizer(tokenizer[len(HF) :]).vocab_size
+        except ValueError as error:
+            raise bad_setting("tokenizer", tokenizer, str(error)) from None
+    else:
+        size = parse_tokenizer(tokenizer) or BYTES.vocab_size
+    if size > config.vocab_size:
+        raise bad_setting(
+            "tokenizer", tokenizer, f"it has {size} tokens, more than {config.name}'s vocabulary of {config.vocab_size}"
+        )
+    return tokenizer
+
+
+def check_data(data, text_field: str) -> str | list[str]:
+    """``data`` checked (its files exist and hold ``text_field``); paths made absolute."""
+    if data == "stdlib":
+        return data
+    if isinstance(data, str) and data.startswith("synthetic:"):
+        if data.split(":", 1)[1] not in SYNTHETIC:
+            raise bad_setting("data", data, f"choose one of {', '.join('synthetic:' + k for k in SYNTHETIC)}")
+        return data
+    paths = [data] if isinstance(data, str | os.PathLike) else data
+    if not isinstance(paths, list | tuple) or not paths or not all(isinstance(p, str | os.PathLike) for p in paths):
+        raise bad_setting("data", data, "give 'stdlib', 'synthetic:github' or a list of text/JSONL/Parquet/Arrow files")
+    files = [resolve(p) for p in paths]
+    for path in files:
+        if not path.is_file():
+            raise bad_setting("data", data, f"{path} is not a file; give existing text/JSONL/Parquet/Arrow files")
+        if (columns := _columns(path)) is not None and text_field not in columns:
+            raise bad_setting("data", data, f"{path} has no {text_field!r} field (it has {columns}); set text_field")
+    return [str(p) for p in files]
+
+
+def _columns(path: Path) -> list[str] | None:
+    """The fields of a JSONL file's first record or a dataset file's columns; None for text."""
+    if path.suffix == ".jsonl":
+        with path.open("rb") as f:
+            first = next((line for line in f if line.strip()), b"{}")
+        try:
+            record = json.loads(first)
+        except json.JSONDecodeError as error:
+            raise bad_setting("data", str(path), f"its first line is not JSON ({error})") from None
+        return list(record) if isinstance(record, dict) else []
+    if path.suffix in (".parquet", ".arrow"):
+        from hotswitch.backend.data.hf_data import dataset_columns
+
+        return dataset_columns(path)
+    return None

@@ -1,0 +1,32 @@
+"""The sink that hands each event to the run's own sink and to its trackers (rank 0)."""
+
+from __future__ import annotations
+
+import atexit
+
+from hotswitch.backend.train.events import Sink
+from hotswitch.backend.train.tracking.trackers import Tracker
+
+
+class TrackedSink:
+    """``sink`` first, then every tracker; trackers are closed (flushed) by the run's ``done``
+    event, or at exit if it never comes."""
+
+    def __init__(self, sink: Sink, trackers: list[Tracker]):
+        self.sink, self.trackers, self.open = sink, trackers, True
+        atexit.register(self.close)
+
+    def __call__(self, event: dict) -> None:
+        self.sink(event)
+        if not self.open:
+            return
+        for tracker in self.trackers:
+            tracker(event)
+        if event.get("type") == "done":
+            self.close()
+
+    def close(self) -> None:
+        if self.open:
+            self.open = False
+            for tracker in self.trackers:
+                tracker.close()

@@ -1,0 +1,102 @@
+"""``--track`` targets: ``tensorboard:DIR``, ``mlflow:URI`` (a tracking URI, or a folder for a
+local SQLite store: MLflow 3 keeps its plain-file store only for old runs) and ``wandb[:DIR]``
+(offline unless the user's environment sets WANDB_MODE). Each is a sink taking events;
+``close()`` flushes it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+from hotswitch.backend.train.tracking.scalars import scalars
+
+KINDS = ("tensorboard", "mlflow", "wandb")
+
+
+class Tracker(Protocol):
+    def __call__(self, event: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _require(module: str, extra: str = "tracking"):
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError:
+        raise ImportError(f"--track needs {module.split('.')[0]!r}: pip install 'hotswitch[{extra}]'") from None
+
+
+class TensorBoardTracker:
+    def __init__(self, directory: str):
+        writer = _require("torch.utils.tensorboard").SummaryWriter
+        self.writer = writer(log_dir=directory)
+
+    def __call__(self, event: dict) -> None:
+        found = scalars(event)
+        if found:
+            step, values = found
+            for name, value in values.items():
+                self.writer.add_scalar(name, value, step, walltime=event.get("time"))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class MLflowTracker:
+    def __init__(self, uri: str, run_name: str):
+        self.mlflow = _require("mlflow")
+        if uri.startswith("sqlite:///"):
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.mlflow.set_tracking_uri(uri)
+        self.run = self.mlflow.start_run(run_name=run_name)
+
+    def __call__(self, event: dict) -> None:
+        found = scalars(event)
+        if found:
+            step, values = found
+            self.mlflow.log_metrics(values, step=step)
+
+    def close(self) -> None:
+        self.mlflow.end_run()
+
+
+class WandbTracker:
+    def __init__(self, directory: str, run_name: str, config: dict):
+        wandb = _require("wandb")
+        mode = os.environ.get("WANDB_MODE", "offline")  # online only when the user's environment asks
+        self.run = wandb.init(dir=directory, name=run_name, config=config, mode=mode, reinit="finish_previous")
+
+    def __call__(self, event: dict) -> None:
+        found = scalars(event)
+        if found:
+            step, values = found
+            self.run.log(values, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def check_track(target, resolve) -> str:
+    """``target`` checked, its folder made absolute by ``resolve``; ValueError naming the fix
+    for one that is not ``tensorboard:DIR``, ``mlflow:URI`` or ``wandb[:DIR]``."""
+    kind, _, where = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if kind not in KINDS:
+        raise ValueError(f"cannot track to {target!r}: give tensorboard:DIR, mlflow:URI or wandb")
+    if kind != "wandb" and not where:
+        raise ValueError(f"--track {kind} needs a place: {kind}:{'DIR' if kind == 'tensorboard' else 'URI'}")
+    if kind == "mlflow" and ":" not in where:  # a folder: a local SQLite store in it
+        where = f"sqlite:///{resolve(where) / 'mlflow.db'}"
+    elif kind != "mlflow" and where:
+        where = str(resolve(where))
+    return f"{kind}:{where}" if where else kind
+
+
+def open_tracker(target: str, run_name: str, config: dict, workdir: Path) -> Tracker:
+    """The tracker ``target`` names (checked by ``check_track``)."""
+    kind, _, where = target.partition(":")
+    if kind == "tensorboard":
+        return TensorBoardTracker(where)
+    if kind == "mlflow":
+        return MLflowTracker(where, run_name)
+    return WandbTracker(where or str(workdir), run_name, config)

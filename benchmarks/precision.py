@@ -1,0 +1,193 @@
+"""Mixed precision and memory, measured side by side in one run on 4 CPU ranks (or a GPU).
+
+- ``fp32_worst_loss_rel``: a hot-switched plan of three strategies (one pipelined) in fp32
+  against one device, worst step;
+- ``bf16``: the same plan in bf16 (fp32 masters, fp32 gradients) against one device in bf16;
+- ``param_switch_bytes_bf16_over_fp32``: the bytes its parameter switches moved, bf16 over fp32;
+- ``activation_bytes_ckpt_over_none`` and ``step_s_ckpt_over_none``: activation checkpointing,
+  the bytes autograd saves for backward (counted by ``saved_tensors_hooks``) and the measured
+  step time, at the benchmark's longest length;
+- ``auto_ckpt_predicted_gain``: ``auto``'s predicted step time without checkpointed candidates
+  over with them, under a budget where only tensor parallelism holds the longest sequences;
+- ``mfu``: model FLOPs utilisation against the device's dense bf16 peak (None on CPU).
+
+    python benchmarks/precision.py --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from hotswitch.backend import get_config
+from hotswitch.backend.data import BatchStream, stdlib_documents
+from hotswitch.backend.precision import Precision
+from hotswitch.backend.runtime.spawn import spawn_ranks
+from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.engine import Engine
+from hotswitch.backend.train.optim import OptimizerConfig
+from hotswitch.backend.train.reference import ReferenceTrainer
+
+MODEL, SEED, BATCH, MAX_LEN, BUDGET = "tiny", 0, 16, 256, 1024
+PLAN = [["tp2pp2", 96], ["dp2tp2sp", 40], ["dp4", 0]]
+
+
+def stream() -> BatchStream:
+    return BatchStream(stdlib_documents(), BATCH, MAX_LEN, seed=SEED)
+
+
+def one_device(steps: int, precision: Precision) -> list[float]:
+    trainer = ReferenceTrainer(get_config(MODEL), OptimizerConfig(), SEED, BUDGET, precision)
+    batches = stream()
+    return [trainer.step(batches.next_batch()) for _ in range(steps)]
+
+
+def hot_switched(rank: int, world: int, steps: int, precisions: list[Precision]) -> dict:
+    """Per precision: each step's loss and the bytes of each switch the first time it ran."""
+    out = {}
+    for precision in precisions:
+        plan = HotSwitchPlan.of(PLAN)
+        instantiation = instantiation_strategy(plan.strategies)
+        config = get_config(MODEL)
+        engine = Engine(config, plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, precision=precision)
+        order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
+        batches, losses, switches = stream(), [], []
+        for _ in range(steps):
+            losses.append(engine.step(plan.assign(batches.next_batch()), order).loss)
+            switches += engine.take_switch_stats()
+        out[str(precision)] = {"losses": losses, "switches": switches}
+    return out
+
+
+def worst(losses: list[float], reference: list[float]) -> float:
+    return max(abs(a - b) / abs(b) for a, b in zip(losses, reference, strict=True))
+
+
+def switch_bytes(switches: list[dict], what: str) -> int:
+    return sum(s["bytes"] for s in switches if s["what"] == what)
+
+
+def precision_figures(steps: int) -> dict:
+    fp32, bf16 = Precision.of("fp32"), Precision.of("bf16")
+    runs = spawn_ranks(hot_switched, 4, steps, [fp32, bf16], timeout=1800)[0]
+    return {
+        "fp32_worst_loss_rel": worst(runs["fp32"]["losses"], one_device(steps, fp32)),
+        "bf16": {"worst_loss_rel_vs_reference": worst(runs["bf16"]["losses"], one_device(steps, bf16)), "steps": steps},
+        "param_switch_bytes_bf16_over_fp32": switch_bytes(runs["bf16"]["switches"], "params")
+        / switch_bytes(runs["fp32"]["switches"], "params"),
+    }
+
+
+def checkpointing(rank: int, world: int, steps: int) -> dict:
+    """dp4 against dp4ckpt: bytes kept for backward at the longest length, step time on the
+    same batches; and auto's predicted step with and without checkpointed candidates under a
+    budget at which only tensor parallelism over every rank holds the longest sequences."""
+    import dataclasses
+    import statistics
+    import time
+
+    from hotswitch.backend.strategy import Strategy
+    from hotswitch.backend.train.auto import auto_plan, candidate_strategies
+    from hotswitch.backend.train.memory import budget_holding
+    from hotswitch.backend.train.memory_measure import measured_activation_bytes
+    from hotswitch.backend.train.profile import profile
+    from hotswitch.backend.train.trainer import profile_lengths
+
+    config, plain, ckpt = get_config(MODEL), Strategy(dp=world), Strategy(dp=world, ckpt=True)
+    engine = Engine(config, [plain, ckpt], plain, OptimizerConfig(), SEED, BUDGET)
+    kept = {s: measured_activation_bytes(engine, s, MAX_LEN) for s in (plain, ckpt)}
+    seconds = {}
+    for s in (plain, ckpt):
+        batches, times = stream(), []
+        for _ in range(steps):
+            groups = {s: batches.next_batch()}
+            started = time.perf_counter()
+            engine.step(groups, [s] if s == plain else [s, plain])
+            times.append(time.perf_counter() - started)
+        seconds[s] = statistics.median(times[1:])
+    candidates = candidate_strategies(config, world)
+    budget = 1.05 * budget_holding(config, Strategy(tp=world), MAX_LEN)
+    full = Engine(config, candidates, candidates[0], OptimizerConfig(), SEED, BUDGET)
+    cost = profile(full, candidates, profile_lengths(MAX_LEN), budget)
+    without = dataclasses.replace(cost, strategies={s: c for s, c in cost.strategies.items() if not s.ckpt})
+    batches = stream()
+    lengths = [[q.length for q in batches.next_batch()] for _ in range(8)]
+    predicted = [
+        (auto_plan(n, without, candidates[0], MAX_LEN)[1], auto_plan(n, cost, candidates[0], MAX_LEN)) for n in lengths
+    ]
+    return {
+        "activation_bytes_ckpt_over_none": kept[ckpt] / kept[plain],
+        "step_s_ckpt_over_none": seconds[ckpt] / seconds[plain],
+        "auto_ckpt_predicted_gain": sum(a for a, _ in predicted) / sum(b[1] for _, b in predicted),
+        "auto_picks_ckpt_in_batches": sum(ckpt in b[0].strategies for _, b in predicted),
+    }
+
+
+def gpu_step(rank: int, world: int, preset: str, lengths: list[int], repeat: int) -> list[dict]:
+    """One GPU, bf16, one sequence of each length per step: tokens/s, MFU, peak memory."""
+    import torch
+
+    from hotswitch.backend.data.stream import Sequence
+    from hotswitch.backend.models.flops import peak_flops, train_flops
+    from hotswitch.backend.strategy import Strategy
+    from hotswitch.backend.train.memory import activation_bytes, model_state_bytes
+
+    bf16, single = Precision.of("bf16"), Strategy()
+    config = get_config(preset).with_(max_seq_len=max(lengths))
+    engine = Engine(
+        config, [single], single, OptimizerConfig(), token_budget=max(lengths), device="cuda:0", precision=bf16
+    )
+    peak, rows = peak_flops(torch.cuda.get_device_name()), []
+    for length in lengths:
+        sequence = Sequence(0, tuple(torch.randint(0, config.vocab_size, (length + 1,)).tolist()))
+        engine.step({single: [sequence]}, [single])  # warm-up: kernels chosen, memory pools grown
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        seconds = []
+        for _ in range(repeat):
+            started = torch.cuda.Event(enable_timing=True)
+            ended = torch.cuda.Event(enable_timing=True)
+            started.record()
+            engine.step({single: [sequence]}, [single])
+            ended.record()
+            torch.cuda.synchronize()
+            seconds.append(started.elapsed_time(ended) / 1e3)
+        step_s = sorted(seconds)[len(seconds) // 2]
+        predicted = model_state_bytes(config, single, precision=bf16) + bf16.master_bytes * config.n_params
+        predicted += activation_bytes(config, single, length, precision=bf16)
+        rows.append(
+            {
+                "tokens": length,
+                "tokens_per_s": length / step_s,
+                "mfu": train_flops(config, length) / step_s / peak if peak else None,
+                "peak_memory_bytes": torch.cuda.max_memory_allocated(),
+                "predicted_memory_bytes": predicted,
+            }
+        )
+    return rows
+
+
+def gpu_figures(preset: str, lengths: list[int], repeat: int) -> dict:
+    import torch
+
+    rows = spawn_ranks(gpu_step, 1, preset, lengths, repeat, backend="cpu:gloo,cuda:nccl", timeout=1800)[0]
+    return {"device": torch.cuda.get_device_name(), "preset": preset, "precision": "bf16", "runs": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: also the single-GPU figures")
+    parser.add_argument("--preset", default="1b", help="the model of the single-GPU figures")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    out = {**precision_figures(args.steps), **spawn_ranks(checkpointing, 4, args.steps, timeout=1800)[0], "mfu": None}
+    if args.device == "cuda":
+        out["gpu"] = gpu_figures(args.preset, args.lengths, repeat=5)
+        out["mfu"] = max((r["mfu"] for r in out["gpu"]["runs"] if r["mfu"] is not None), default=None)
+    print(json.dumps(out, indent=1) if args.json else out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Rank functions for the training-loop tests (importable by spawned processes)."""
+
+import os
+
+from hotswitch.backend.train.recipe import (
+    ENV_NOTEBOOK_DIR,
+    batches,
+    build,
+    check_spec,
+    evaluation,
+    model_config,
+    optimizer,
+)
+from hotswitch.backend.train.reference import ReferenceTrainer
+
+PLAN = [["tp4", 128], ["dp2tp2", 48], ["dp4", 0]]
+
+
+def loop_spec(**changes) -> dict:
+    return {
+        "steps": 6,
+        "plan": PLAN,
+        "max_len": 256,
+        "batch_size": 8,
+        "token_budget": 1024,
+        "lr": 2e-3,
+        "lr_schedule": "cosine",
+        "warmup_steps": 2,
+        "min_lr": 2e-4,
+        "eval_every": 2,
+        "eval_batches": 2,
+        "eval_fraction": 0.02,
+        **changes,
+    }
+
+
+def train_events(rank: int, world: int, spec: dict, folder: str):
+    """Train ``spec`` as a notebook in ``folder`` would; rank 0's events and the gathered master
+    weights."""
+    os.environ[ENV_NOTEBOOK_DIR] = folder
+    events = []
+    trainer, s = build(spec, events.append)
+    trainer.train(s["steps"])
+    params = trainer.engine.master.global_params()
+    return (events, params) if rank == 0 else None
+
+
+def one_device(spec: dict):
+    """One device on the same spec: each step's loss and lr, and the eval losses when due."""
+    s = check_spec(spec)
+    config = model_config(s["model"])
+    trainer = ReferenceTrainer(config, optimizer(s), s["seed"], s["token_budget"])
+    stream, held_out = batches(s, config), evaluation(s, config)
+    losses, rates, evals = [], [], {}
+    for step in range(1, s["steps"] + 1):
+        losses.append(trainer.step(stream.next_batch()))
+        rates.append(trainer.optim.lr_at(trainer.updates))
+        if held_out.due(step):
+            summed = [trainer.evaluate(batch) for batch in held_out.batches]
+            evals[step] = sum(loss for loss, _ in summed) / sum(count for _, count in summed)
+    return losses, rates, evals
+
+
+def evaluate_under(rank: int, world: int, strategies: list[str]):
+    """The held-out loss sum and token count of one batch, forward only, with each strategy as
+    the instantiation strategy (fresh weights)."""
+    from hotswitch.backend.strategy import Strategy
+    from hotswitch.backend.train.engine import Engine
+    from hotswitch.backend.train.optim import OptimizerConfig
+
+    batch = batches(check_spec(loop_spec()), model_config("tiny")).next_batch()
+    out = {}
+    for name in strategies:
+        strategy = Strategy.parse(name)
+        engine = Engine(model_config("tiny"), [strategy], strategy, OptimizerConfig(), token_budget=1024)
+        out[name] = engine.evaluate(batch)
+    return out

@@ -1,0 +1,54 @@
+"""The bad-input catalogue of what users bring: Hugging Face checkpoints and tokenizers and
+dataset files, each refused by ``check_spec`` before any rank starts, naming the problem."""
+
+import json
+
+import pytest
+
+from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, check_spec
+from tests.backend.models.hf_fixtures import make_checkpoint
+from tests.backend.models.hf_train_workers import make_parquet, make_tokenizer
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bring")
+    (root / "empty").mkdir()
+    (root / "gpt2").mkdir()
+    (root / "gpt2" / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_embd": 64}))
+    make_checkpoint(root / "small", vocab_size=320)
+    make_tokenizer(root / "big-tokenizer", vocab=600)  # learns ~430 tokens from the fixture's documents
+    make_parquet(root / "body.parquet", field="body")
+    (root / "content.jsonl").write_text(json.dumps({"content": "def f(): pass"}) + "\n")
+    (root / "broken.jsonl").write_text("{not json\n")
+    return root
+
+
+CASES = [
+    ({"model": "hf:empty"}, ["no config.json", "folder of a Hugging Face checkpoint"]),
+    ({"model": "hf:missing"}, ["no config.json"]),
+    ({"model": "hf:gpt2"}, ["model_type='gpt2'", "only 'llama' is implemented"]),
+    ({"model": 7}, ["give a model name such as 'tiny', or 'hf:DIR'"]),
+    ({"model": "hf:small", "tokenizer": "hf:big-tokenizer"}, ["more than hf:small's vocabulary of 320"]),
+    ({"tokenizer": "hf:empty"}, ["has no tokenizer.json", "Hugging Face tokenizer folder"]),
+    ({"data": ["body.parquet"]}, ["has no 'text' field (it has ['body', 'id'])", "set text_field"]),
+    ({"data": ["content.jsonl"]}, ["has no 'text' field (it has ['content'])"]),
+    ({"data": ["broken.jsonl"]}, ["its first line is not JSON"]),
+    ({"text_field": ""}, ["give the name of the field"]),
+    ({"export_hf": "small"}, ["already exists; choose a new folder to export into"]),
+]
+
+
+@pytest.mark.parametrize(("spec", "fragments"), CASES, ids=[repr(c[0])[:50] for c in CASES])
+def test_what_users_bring_is_checked_before_launch(folder, monkeypatch, spec, fragments):
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
+    with pytest.raises(ValueError) as error:
+        check_spec({"max_len": 48, **spec})
+    for fragment in fragments:
+        assert fragment in str(error.value)
+
+
+def test_a_field_named_by_text_field_is_accepted(folder, monkeypatch):
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
+    s = check_spec({"data": ["body.parquet"], "text_field": "body", "model": "hf:small", "max_len": 48})
+    assert s["data"] == [str(folder / "body.parquet")] and s["model"] == f"hf:{folder / 'small'}"

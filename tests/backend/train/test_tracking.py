@@ -1,0 +1,79 @@
+"""Experiment tracking: a 2-rank run's events written by rank 0 to TensorBoard, an MLflow file
+store and an offline Weights & Biases run, read back by each tool's own reader."""
+
+import pytest
+
+from hotswitch.backend.runtime.spawn import spawn_ranks
+from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, check_spec
+
+from .tracking_workers import tracked_run
+
+STEPS = 4
+SPEC = {
+    "steps": STEPS,
+    "plan": "dp2",
+    "max_len": 64,
+    "batch_size": 4,
+    "token_budget": 256,
+    "eval_every": 2,
+    "track": ["tensorboard:tb", "mlflow:mlruns", "wandb:wb"],
+}
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tracked")
+    events = spawn_ranks(tracked_run, 2, SPEC, str(folder), timeout=600)[0]
+    return folder, events
+
+
+def test_tensorboard_reads_one_point_per_step(tracked):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    folder, events = tracked
+    accumulator = EventAccumulator(str(folder / "tb"))
+    accumulator.Reload()
+    loss = accumulator.Scalars("train/loss")
+    steps = [e for e in events if e["type"] == "step"]
+    assert [p.step for p in loss] == list(range(1, STEPS + 1))
+    assert [p.value for p in loss] == pytest.approx([e["loss"] for e in steps], rel=1e-6)
+    assert [p.step for p in accumulator.Scalars("eval/loss")] == [2, 4]
+    assert {"train/lr", "train/tokens_per_s", "time/switch_s"} <= set(accumulator.Tags()["scalars"])
+
+
+def test_mlflow_local_store_holds_the_run_metrics(tracked):
+    import mlflow
+
+    folder, events = tracked
+    client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlruns' / 'mlflow.db'}")
+    runs = client.search_runs(experiment_ids=[e.experiment_id for e in client.search_experiments()])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    history = client.get_metric_history(runs[0].info.run_id, "train/loss")
+    assert sorted(m.step for m in history) == list(range(1, STEPS + 1))
+    evals = [e["loss"] for e in events if e["type"] == "eval"]
+    assert [
+        m.value for m in sorted(client.get_metric_history(runs[0].info.run_id, "eval/loss"), key=lambda m: m.step)
+    ] == pytest.approx(evals)
+
+
+def test_wandb_writes_an_offline_run(tracked):
+    folder, _ = tracked
+    runs = list((folder / "wb" / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    assert list(runs[0].glob("*.wandb")), "the offline run's data file"
+
+
+@pytest.mark.parametrize(
+    ("track", "fragment"),
+    [
+        (["neptune:x"], "give tensorboard:DIR, mlflow:URI or wandb"),
+        (["tensorboard"], "needs a place: tensorboard:DIR"),
+        (["mlflow"], "needs a place: mlflow:URI"),
+        ("tensorboard:x", "give a list like"),
+    ],
+)
+def test_a_bad_tracking_target_is_refused_before_launch(track, fragment, tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(tmp_path))
+    with pytest.raises(ValueError) as error:
+        check_spec({"track": track})
+    assert fragment in str(error.value)

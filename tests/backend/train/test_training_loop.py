@@ -1,0 +1,77 @@
+"""The training loop users expect, on 4 hot-switching ranks against one device (fp32): warmup
+and cosine learning rates, evaluation on a held-out split, periodic checkpoints keeping the
+newest, and a resume mid-schedule that equals the uninterrupted run exactly."""
+
+import pytest
+
+from hotswitch.backend.runtime.spawn import spawn_ranks
+
+from .loop_workers import loop_spec, one_device, train_events
+
+TOLERANCE = 1e-5
+
+
+def of(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("loop")
+    spec = loop_spec(checkpoint_every=2, keep_checkpoints=2)
+    events, params = spawn_ranks(train_events, 4, spec, str(folder), timeout=1200)[0]
+    return folder, events, params
+
+
+def test_learning_rates_and_losses_follow_one_device(uninterrupted):
+    _, events, _ = uninterrupted
+    losses, rates, _ = one_device(loop_spec())
+    steps = of(events, "step")
+    assert [e["lr"] for e in steps] == pytest.approx(rates, rel=1e-12)
+    assert rates[0] == pytest.approx(1e-3) and rates[1] == pytest.approx(2e-3) and rates[-1] == pytest.approx(2e-4)
+    for e, loss in zip(steps, losses, strict=True):
+        assert abs(e["loss"] - loss) / loss <= TOLERANCE, (e["step"], e["loss"], loss)
+
+
+def test_held_out_loss_is_reported_every_n_steps_and_equals_one_devices(uninterrupted):
+    _, events, _ = uninterrupted
+    _, _, evals = one_device(loop_spec())
+    reported = {e["step"]: e["loss"] for e in of(events, "eval")}
+    assert sorted(reported) == [2, 4, 6] == sorted(evals)
+    for step, loss in reported.items():
+        assert abs(loss - evals[step]) / evals[step] <= TOLERANCE, (step, loss, evals[step])
+    assert all(e["tokens"] > 0 for e in of(events, "eval"))
+
+
+def test_periodic_checkpoints_keep_the_newest_two(uninterrupted):
+    folder, events, _ = uninterrupted
+    assert [e["step"] for e in of(events, "checkpoint")] == [2, 4, 6]
+    assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["step-4", "step-6"]
+
+
+def test_resuming_mid_schedule_equals_the_uninterrupted_run(uninterrupted, tmp_path):
+    folder, events, params = uninterrupted
+    spec = loop_spec(resume_from=str(folder / "checkpoints" / "step-4"))
+    resumed, resumed_params = spawn_ranks(train_events, 4, spec, str(tmp_path), timeout=1200)[0]
+    assert [e["step"] for e in of(resumed, "step")] == [5, 6]
+    expected = {e["step"]: e for e in of(events, "step")}
+    for e in of(resumed, "step"):
+        assert e["lr"] == expected[e["step"]]["lr"]
+        assert e["loss"] == pytest.approx(expected[e["step"]]["loss"], rel=1e-6)
+    worst = max(((resumed_params[n] - p).abs().max() / p.abs().max()).item() for n, p in params.items())
+    assert worst <= 1e-6, worst
+
+
+def test_forward_only_evaluation_equals_one_device_under_every_layout():
+    from hotswitch.backend.train.optim import OptimizerConfig
+    from hotswitch.backend.train.recipe import batches, check_spec, model_config
+    from hotswitch.backend.train.reference import ReferenceTrainer
+
+    from .loop_workers import evaluate_under
+
+    strategies = ["tp2pp2", "dp2pp2", "pp4", "dp2tp2sp", "dp4"]
+    results = spawn_ranks(evaluate_under, 4, strategies, timeout=1200)[0]
+    batch = batches(check_spec(loop_spec()), model_config("tiny")).next_batch()
+    loss, tokens = ReferenceTrainer(model_config("tiny"), OptimizerConfig(), token_budget=1024).evaluate(batch)
+    for name, (summed, count) in results.items():
+        assert count == tokens and abs(summed - loss) / loss <= TOLERANCE, (name, summed, loss)
