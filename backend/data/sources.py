@@ -4,13 +4,13 @@ or synthetic length distributions for simulation."""
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
+from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, Tokenizer, parse_tokenizer
 
 BPE_TRAINING_BYTES = 128 << 20  # a BPE learns from the first documents up to this much text
@@ -150,11 +150,6 @@ def stdlib_documents() -> CodeUnits:
     return CodeUnits(sorted(p for p in root.rglob("*.py") if not skip & set(p.relative_to(root).parts)))
 
 
-# Log-normal fits (mu, sigma in log-tokens) of the document-length shapes in HotSPa's
-# datasets: web text is short with a thin long tail, code is longer with a heavier tail.
-SYNTHETIC = {"commoncrawl": (6.2, 1.0), "github": (7.0, 1.4)}
-
-
 class SyntheticDocuments(DocumentSource):
     """Documents of random bytes whose lengths follow ``SYNTHETIC[shape]`` (for simulation:
     the lengths matter, the contents do not)."""
@@ -168,8 +163,8 @@ class SyntheticDocuments(DocumentSource):
         return self.count
 
     def length(self, index: int) -> int:
-        mu, sigma = SYNTHETIC[self.shape]
-        return max(2, int(math.exp(random.Random(self.seed * 7919 + index).gauss(mu, sigma))))
+        u = random.Random(self.seed * 7919 + index).random()
+        return max(2, int(SYNTHETIC[self.shape].quantile(min(max(u, 1e-12), 1 - 1e-12))))
 
     def text(self, index: int) -> bytes:
         raise ValueError("synthetic documents are token ids, not text: they take no tokenizer")

@@ -53,13 +53,14 @@ def pareto(cost: CostModel, lengths: Sequence[int], max_len: int) -> list[Strate
     the batch and holds sequences at least as long makes a strategy redundant (ties keep
     the first in the cost model's order). Speed is the whole cluster's, in steady state
     (``CostModel.sequence_s``): full micro-batches' fixed overhead counts, so a strategy whose
-    memory holds few rows pays it more often."""
+    memory holds few rows pays it more often. Steady state leaves out a pipeline's fill and
+    drain, so a strategy never beats one with fewer pipeline stages."""
     names = list(cost.strategies)
     times = {s: [cost.sequence_s(s, n) for n in lengths] for s in names}
     longest = {s: cost.longest(s, max_len) for s in names}
 
     def beats(a: Strategy, b: Strategy) -> bool:
-        no_worse = longest[a] >= longest[b] and all(x <= y for x, y in zip(times[a], times[b]))
+        no_worse = a.pp <= b.pp and longest[a] >= longest[b] and all(x <= y for x, y in zip(times[a], times[b]))
         better = longest[a] > longest[b] or any(x < y for x, y in zip(times[a], times[b]))
         return no_worse and (better or names.index(a) < names.index(b))
 
@@ -118,17 +119,19 @@ def auto_plan(
     with its predicted step time."""
     ordered = sorted(set(lengths))
     strategies = sorted(pareto(cost, ordered, max_len), key=lambda s: (s.tp * s.pp, s.tp, s.sp))
-    longest = {s: cost.longest(s, max_len) for s in strategies}
+    longest = {s: cost.longest(s, max_len) for s in cost.strategies}
     quantiles = {ordered[int(i * (len(ordered) - 1) / splits)] for i in range(1, splits)}
-    capacities = set(longest.values())  # a strategy taking every sequence it can hold
+    capacities = {longest[s] for s in strategies}  # a strategy taking every sequence it can hold
     picks = sorted(n for n in quantiles | capacities if ordered[0] <= n < ordered[-1])
     search = _BoundarySearch(lengths, cost, longest, picks)
 
     # with every bucket holding sequences, switches and syncs depend on the strategies alone:
-    # the least compute per set of strategies makes the least step time
+    # the least compute per set of strategies makes the least step time. Every strategy alone
+    # too: steady-state dominance may have pruned the best static one.
+    singles = [(s,) for s in cost.strategies if s not in strategies]
     best: tuple[float, HotSwitchPlan] | None = None
     for count in range(1, max_strategies + 1):
-        for subset in itertools.combinations(strategies, count):
+        for subset in itertools.chain(itertools.combinations(strategies, count), singles if count == 1 else []):
             chain = subset[::-1]
             found = search.cheapest(chain, max_len)
             if found is None:

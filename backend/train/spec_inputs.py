@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from hotswitch.backend.data.sources import SYNTHETIC
+from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, parse_tokenizer
 from hotswitch.backend.models.config import ModelConfig, get_config
 

@@ -10,10 +10,11 @@ from hotswitch.kernel.cli import (
     kernel_command,
     lab_command,
     plan_switch_command,
+    simulate_command,
     train_command,
 )
 
-COMMANDS = [demo_command, lab_command, train_command, plan_switch_command, kernel_command]
+COMMANDS = [demo_command, lab_command, train_command, plan_switch_command, simulate_command, kernel_command]
 
 
 def main(argv: list[str] | None = None) -> int:

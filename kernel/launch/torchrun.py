@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from hotswitch.kernel.launch.launcher import ENV_NOTEBOOK_DIR, Launch, Launcher,
 from hotswitch.kernel.launch.loopback_agent import LOOPBACK, TORCHRUN
 
 LOOPBACK_AGENT = "hotswitch.kernel.launch.loopback_agent"
+# Once the agent is gone, its ranks end themselves within a second (their watchdog sees their
+# parent change); any still running this long after are killed, so the job cannot hang on them.
+ORPHAN_GRACE_S = 10.0
 
 
 def free_loopback_port() -> int:
@@ -54,6 +58,7 @@ class TorchrunLaunch(Launch):
         self._output_path = output_path
         self._known: dict[int, psutil.Process] = {}
         self._lock = threading.Lock()  # the watcher and the notebook thread both look
+        self._orphaned_at: float | None = None  # when the agent was first seen gone with ranks left
         self._refresh()
 
     def _refresh(self) -> None:
@@ -61,6 +66,8 @@ class TorchrunLaunch(Launch):
             self._refresh_locked()
 
     def _refresh_locked(self) -> None:
+        if self._process.returncode is not None:  # reaped: its pid may now be another process's
+            return
         try:
             agent = psutil.Process(self._process.pid)
             for p in [agent, *agent.children(recursive=True)]:
@@ -83,14 +90,28 @@ class TorchrunLaunch(Launch):
     def poll(self) -> int | None:
         self._refresh()
         code = self._process.poll()
-        if code is None or any(p.pid != self._process.pid for p in self._alive()):
+        orphans = [p for p in self._alive() if p.pid != self._process.pid]
+        if code is not None and orphans:
+            self._end_orphans(orphans)
+        if code is None or orphans:
             return None
         return code
 
+    def _end_orphans(self, orphans: list[psutil.Process]) -> None:
+        """The agent is gone (killed, say) but some of its processes are not: SIGKILL them once
+        they have had ``ORPHAN_GRACE_S`` to end themselves."""
+        if self._orphaned_at is None:
+            self._orphaned_at = time.monotonic()
+        elif time.monotonic() - self._orphaned_at > ORPHAN_GRACE_S:
+            for p in orphans:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.kill()  # psutil checks the pid was not reused
+
     def _signal_all(self, sig: int) -> None:
         self._refresh()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, sig)
+        if self._process.returncode is None:  # once reaped, its group id may be another's
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, sig)
         for p in self._alive():
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.send_signal(sig)  # psutil checks the pid was not reused

@@ -24,4 +24,6 @@ def describe_exit(code: int, agent_output: str) -> str:
     ranks = [f"rank {rank} {exit_code_in_words(int(rc))}" for rank, rc in _FAILED_RANK.findall(agent_output)]
     if ranks:
         return "; ".join(ranks)
+    if code < 0:  # the agent itself was signalled (its ranks end on their own once it is gone)
+        return f"the torchrun agent was {exit_code_in_words(code)}; its ranks were stopped"
     return f"torchrun {exit_code_in_words(code)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import defaultdict
@@ -117,6 +118,37 @@ def processes_mentioning(text: str) -> list[psutil.Process]:
         except psutil.Error:
             pass
     return found
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    """User + system CPU seconds spent so far by ``processes`` (those that ended meanwhile: 0)."""
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            total += sum(process.cpu_times()[:2])
+    return round(total, 1)
+
+
+# A wait on progress fails only once what it watches has not moved for STALL_S, or after CAP_S
+# in all: a busy machine slows a test down, it never fails it.
+STALL_S = 180
+CAP_S = 1200
+
+
+def wait_progressing(condition, progress, what: str, stall_s: float = STALL_S, cap_s: float = CAP_S) -> None:
+    """Return once ``condition()`` is true. ``progress()`` gives anything that changes while the
+    awaited work goes on (CPU seconds spent, processes left); once it has not changed for
+    ``stall_s`` seconds (or ``cap_s`` have passed), fail saying ``what`` never happened."""
+    started = changed = time.monotonic()
+    seen = progress()
+    while not condition():
+        now, moved = time.monotonic(), progress()
+        if moved != seen:
+            seen, changed = moved, now
+        if now - changed > stall_s or now - started > cap_s:
+            why = f"nothing progressed for {now - changed:.0f} s" if now - changed > stall_s else f"{cap_s} s passed"
+            raise AssertionError(f"{what} did not happen: {why} (last progress seen: {seen!r})")
+        time.sleep(0.2)
 
 
 def wait_until(condition, timeout: float = 30.0, every: float = 0.1) -> bool:

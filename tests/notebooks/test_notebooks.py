@@ -21,6 +21,7 @@ BUDGET_S = {
     "03-hot-switch-vs-static": 420,
     "04-clusters": 300,
     "05-your-own-model": 420,
+    "06-at-paper-scale": 120,
 }
 CELL_TIMEOUT_S = 240
 

@@ -1,0 +1,136 @@
+"""A strategy's cost on a described cluster, from FLOPs and bytes: what ``train.profile``
+measures on real ranks, computed instead, in the same ``StrategyCost`` form (so ``auto``, the
+dispatcher and ``CostModel.step_s`` run unchanged on it).
+
+Per micro-batch on one dp replica (latency through all its pipeline stages):
+- compute: the FLOPs it executes (``executed_flops``) over tp devices at the device's
+  efficiency for that micro-batch's size;
+- tensor parallelism: per layer two collectives forward and two backward (all-reduce, or with
+  sequence parallelism all-gather + reduce-scatter: the same bytes), a ring over the tp group at
+  NVLink speed inside a server, at the server's network share across servers; not overlapped
+  with compute (Megatron's default);
+- pipeline: the activations between stages, forward and backward, split over tp;
+- checkpointing: the forward again, with its collectives.
+Each collective also pays the device's latency per ring step: the fixed cost of a micro-batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hotswitch.backend.cluster import Cluster
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.flops import matmul_params
+from hotswitch.backend.precision import Precision
+from hotswitch.backend.sim.device import DeviceSpec
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.cost import Quadratic, StrategyCost
+from hotswitch.backend.train.memory import activation_bytes, model_state_bytes
+
+
+def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:
+    """FLOPs one sequence executes in forward and backward: 6 per matmul weight per token; a
+    fused causal attention kernel (flash attention) computes half the L x L scores, forward
+    (2 products) and backward (5, recomputing the scores): 7/12 of PaLM's 12*layers*dim*L per
+    token. Checkpointing runs the forward twice."""
+    dense = 2.0 * matmul_params(config) * length
+    attention = 4.0 * config.n_layers * config.dim * length * length / 2  # two products, causal: half
+    forward = dense + attention
+    backward = 2 * dense + 2.5 * attention
+    return forward * (2 if ckpt else 1) + backward
+
+
+@dataclass(frozen=True)
+class Links:
+    """Per-device bandwidth of each kind of group of one strategy on one cluster."""
+
+    tp_bw: float
+    dp_bw: float
+    pp_bw: float
+
+    @classmethod
+    def of(cls, strategy: Strategy, cluster: Cluster) -> Links:
+        """A group within a server talks over NVLink. A ring spanning servers enters and leaves
+        each server once, so the server's network is shared by as many rings as cross it at
+        once: the server's devices over the group's members on it. Pipeline sends across servers
+        share it among all the server's devices."""
+        per_node = cluster.devices_per_node
+        s = strategy
+
+        def ring_bw(members_per_node: int, spans: bool) -> float:
+            shared = cluster.inter_bw * members_per_node / per_node
+            return min(cluster.intra_bw, shared) if spans else cluster.intra_bw
+
+        tp = ring_bw(min(s.tp, per_node), s.tp > per_node)
+        dp = ring_bw(min(s.dp, max(1, per_node // s.tp)), s.dp * s.tp > per_node)
+        pp = ring_bw(1, s.world_size > per_node)
+        return cls(tp, dp, pp)
+
+
+def ring_s(nbytes: float, ranks: int, bandwidth: float, latency: float, passes: int = 2) -> float:
+    """A ring collective over ``ranks``: ``passes`` (2 for all-reduce, 1 for all-gather or
+    reduce-scatter) times (ranks - 1)/ranks of the bytes, each step paying ``latency``."""
+    if ranks == 1:
+        return 0.0
+    return passes * ((ranks - 1) / ranks * nbytes / bandwidth + (ranks - 1) * latency)
+
+
+@dataclass(frozen=True)
+class SimulatedStrategy:
+    """One strategy's micro-batch costs on one cluster (the pieces ``StrategyCost`` sums)."""
+
+    config: ModelConfig
+    strategy: Strategy
+    cluster: Cluster
+    spec: DeviceSpec
+    precision: Precision
+
+    @property
+    def links(self) -> Links:
+        return Links.of(self.strategy, self.cluster)
+
+    def compute_s(self, rows: int, length: int) -> float:
+        s = self.strategy
+        efficiency = self.spec.efficiency(rows * length, self.config.dim, s.tp)
+        return rows * executed_flops(self.config, length, s.ckpt) / s.tp / (self.spec.peak_flops * efficiency)
+
+    def collectives(self) -> int:
+        """Tensor-parallel collectives per micro-batch (4 per layer, 6 with checkpointing)."""
+        return (6 if self.strategy.ckpt else 4) * self.config.n_layers if self.strategy.tp > 1 else 0
+
+    def comm_s(self, tokens: int) -> float:
+        """Tensor-parallel and pipeline traffic of a micro-batch of ``tokens``, without latency."""
+        s, links, c = self.strategy, self.links, self.precision.param_bytes
+        activations = tokens * self.config.dim * c
+        tp = self.collectives() * ring_s(activations, s.tp, links.tp_bw, 0.0)
+        pp = 2 * (s.pp - 1) * activations / s.tp / links.pp_bw
+        return tp + pp
+
+    def overhead_s(self) -> float:
+        """What a micro-batch pays whatever it holds: every collective's and p2p's latency."""
+        s, latency = self.strategy, self.spec.latency_s
+        return self.collectives() * 2 * (s.tp - 1) * latency + 2 * (s.pp - 1) * latency
+
+    def micro_batch_s(self, rows: int, length: int) -> float:
+        return self.overhead_s() + self.compute_s(rows, length) + self.comm_s(rows * length)
+
+    def sync_s(self) -> float:
+        """Reducing the strategy's gradient shard over its dp group (a ring all-reduce)."""
+        s = self.strategy
+        nbytes = self.precision.grad_bytes * self.config.n_params / (s.tp * s.pp)
+        return ring_s(nbytes, s.dp, self.links.dp_bw, self.spec.latency_s)
+
+    def cost(self, lengths: list[int], token_budget: int) -> StrategyCost:
+        """Fitted as ``train.profile`` fits measurements: seconds per sequence in micro-batches
+        filled to the token budget at each length, less the fixed overhead; bytes per sequence."""
+        rows = [max(1, token_budget // n) for n in lengths]
+        seconds = [(self.micro_batch_s(r, n) - self.overhead_s()) / r for r, n in zip(rows, lengths, strict=True)]
+        memory = [activation_bytes(self.config, self.strategy, n, self.precision) for n in lengths]
+        return StrategyCost(
+            time=Quadratic.fit(lengths, seconds),
+            memory=Quadratic.fit(lengths, memory),
+            static_bytes=model_state_bytes(self.config, self.strategy, self.precision),
+            sync_s=self.sync_s(),
+            increment=1.0 / self.strategy.pp,  # 1F1B over balanced stages on separate devices
+            overhead=self.overhead_s(),
+        )

@@ -1,0 +1,122 @@
+"""The contenders of one simulated setting, each through the engine's own planning code: a static
+strategy, a hand-picked hot-switch plan, or ``auto``; what each step takes and needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.step import SimulatedStep, simulate_step
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.cost import CostModel
+from hotswitch.backend.train.dispatch import HotSwitchPlan, instantiation_strategy
+
+
+@dataclass(frozen=True)
+class Contender:
+    """``step`` is None when the plan does not fit; ``why`` then says which limit it broke."""
+
+    name: str
+    plan: HotSwitchPlan | None
+    instantiation: Strategy | None
+    step: SimulatedStep | None
+    memory_bytes: dict[str, float]  # per strategy: peak bytes per device
+    why: str = ""
+
+    @property
+    def step_s(self) -> float | None:
+        return self.step.seconds if self.step else None
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "plan": str(self.plan) if self.plan else None,
+            "instantiation": str(self.instantiation) if self.instantiation else None,
+            "step_s": self.step_s,
+            "memory_gib": {s: b / 2**30 for s, b in self.memory_bytes.items()},
+            "breakdown_s": self.step.breakdown() if self.step else None,
+            "why": self.why or None,
+        }
+
+
+def _run(setup: Setup, name: str, plan: HotSwitchPlan, cost: CostModel, instantiation: Strategy) -> Contender:
+    step = simulate_step(cost, plan, setup.lengths, instantiation, setup.cluster.world_size)
+    master = setup.precision.master_bytes * setup.optimizer_share(instantiation)
+    memory = {
+        str(s): master + cost.strategies[s].static_bytes + step.activation_bytes.get(str(s), 0.0)
+        for s in plan.strategies
+    }
+    return Contender(name, plan, instantiation, step, memory)
+
+
+def run_plan(setup: Setup, plan: HotSwitchPlan, name: str | None = None) -> Contender:
+    """A static or hand-picked plan, its instantiation chosen as the trainer chooses it."""
+    for s in plan.strategies:
+        setup.check(s)
+    instantiation = instantiation_strategy(plan.strategies)
+    cost = setup.cost_model(list(plan.strategies), instantiation)
+    name = name or str(plan)
+    try:
+        check_feasible(plan, cost, setup.context)
+    except ValueError as error:
+        return Contender(name, plan, instantiation, None, {}, str(error))
+    return _run(setup, name, plan, cost, instantiation)
+
+
+def run_static(setup: Setup, strategy: Strategy | str) -> Contender:
+    strategy = Strategy.parse(strategy)
+    return run_plan(setup, HotSwitchPlan.of(strategy), str(strategy))
+
+
+def sim_candidates(setup: Setup) -> list[Strategy]:
+    """The trainer's ``auto`` candidates, and the tensor-parallel ones with sequence parallelism
+    also with activation checkpointing: at 32K tokens the engine's activations (which keep the
+    gathered input of every column-parallel linear) need it where the paper's system did not.
+    The trainer leaves these out to keep its search small; ``auto_plan`` takes them alike."""
+    candidates = candidate_strategies(setup.config, setup.cluster.world_size)
+    checkpointed = [Strategy(s.dp, s.tp, s.pp, sp=True, ckpt=True) for s in candidates if s.sp]
+    return [*candidates, *checkpointed]
+
+
+def fastest_statics(setup: Setup, strategies: list[Strategy]) -> list[Strategy]:
+    """``strategies`` that hold the context, fastest first when each runs the batch alone."""
+    seconds = {}
+    for s in strategies:
+        cost = setup.cost_model([s], s)
+        if cost.fits(s, setup.context):
+            seconds[s] = cost.static_step_s(s, setup.lengths)
+    return sorted(seconds, key=seconds.get)
+
+
+def run_auto(setup: Setup, instantiations: Sequence[Strategy] | None = None) -> Contender:
+    """``auto_plan`` over ``sim_candidates`` for this batch, once per instantiation tried (default:
+    the trainer's choice, the three fastest candidates run statically, then each strategy of the
+    best plan so far that holds the context): the fastest prediction.
+
+    Planned as the trainer plans each batch: the longest bucket must hold the context (the
+    data's ``max_len``), as every static strategy must, so no contender gains from this batch
+    happening to lack the longest documents.
+    """
+    candidates = sim_candidates(setup)
+    queue = list(instantiations or [instantiation_strategy(candidates), *fastest_statics(setup, candidates)[:3]])
+    best, tried, errors = None, set(), []
+    while queue:
+        instantiation = queue.pop(0)
+        if instantiation in tried:
+            continue
+        tried.add(instantiation)
+        cost = setup.cost_model(candidates, instantiation)
+        try:
+            plan, predicted = auto_plan(setup.lengths, cost, instantiation, setup.context)
+        except ValueError as error:
+            errors.append(str(error))
+            continue
+        if best is None or predicted < best[0] - 1e-12:
+            best = (predicted, plan, cost, instantiation)
+            if instantiations is None:
+                queue += [s for s in plan.strategies if s not in tried and cost.fits(s, setup.context)]
+    if best is None:
+        return Contender("auto", None, None, None, {}, errors[0] if errors else "no candidate strategy")
+    return _run(setup, "auto", best[1], best[2], best[3])

@@ -1,0 +1,91 @@
+"""The paper's grid, simulated: one row of figures per (model, GPUs, dataset, context). The one
+definition of each figure that ``benchmarks/paper.py``, ``hotswitch simulate`` and notebook 6 show."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hotswitch.backend.sim import paper
+from hotswitch.backend.sim.compare import Comparison, compare
+from hotswitch.backend.sim.datasets import DATASETS, batch_lengths
+from hotswitch.backend.sim.setup import Setup
+
+CONTEXTS = (4096, 8192, 16384, 32768)
+
+
+def simulate_setting(
+    model: str, gpus: int, dataset: str, context: int, device: str = "A800", seed: int = 0
+) -> Comparison:
+    """Every contender of one setting on one global batch of the paper's size."""
+    if dataset not in DATASETS:  # before any work, whatever the lengths
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+    setup = Setup(model, gpus, context, batch_lengths(dataset, context, seed=seed), device=device)
+    return compare(setup, model_name=model)
+
+
+def _speedup(slow: float | None, fast: float | None) -> float | None:
+    return slow / fast if slow and fast else None
+
+
+def row(comparison: Comparison, model: str, dataset: str) -> dict:
+    """The figures of one setting (``None`` where a contender does not fit or is not given)."""
+    setup, best = comparison.setup, comparison.best_static
+    c1, c2, auto = comparison.hot.get("c1"), comparison.hot.get("c2"), comparison.auto
+    best_s = best.step_s if best else None
+    return {
+        "model": model,
+        "gpus": setup.cluster.world_size,
+        "dataset": dataset,
+        "context": setup.context,
+        "tokens": sum(setup.lengths),
+        "best_static": str(best.plan) if best else None,
+        "best_static_s": best_s,
+        "hot_c1_s": c1.step_s if c1 else None,
+        "hot_c1_plan": str(c1.plan) if c1 else None,
+        "hot_c2_s": c2.step_s if c2 else None,
+        "auto_s": auto.step_s,
+        "auto_plan": str(auto.plan) if auto.plan else None,
+        "auto_instantiation": str(auto.instantiation) if auto.instantiation else None,
+        "auto_vs_static": _speedup(best_s, auto.step_s),
+        "c1_vs_static": _speedup(best_s, c1.step_s if c1 else None),
+        "auto_vs_c1": _speedup(c1.step_s if c1 else None, auto.step_s),
+        "statics_fitting": sum(c.step is not None for c in comparison.statics),
+        "paper_speedup": None,  # the paper gives per-setting speedups in plots only (see paper.HEADLINE)
+    }
+
+
+def paper_grid(
+    settings: Iterable[tuple[str, int]] | None = None,
+    datasets: Iterable[str] = DATASETS,
+    contexts: Iterable[int] = CONTEXTS,
+    device: str = "A800",
+) -> list[dict]:
+    """``row`` for every (model, GPUs) of the paper's c1 settings, dataset and context."""
+    return [
+        row(simulate_setting(model, gpus, dataset, context, device), model, dataset)
+        for model, gpus in settings or paper.settings()
+        for dataset in datasets
+        for context in contexts
+    ]
+
+
+def summary(rows: list[dict]) -> dict:
+    """The goals' figures over a grid: auto against c1 and the best static, and whether the
+    speedup over the best static grows with context on CommonCrawl in every (model, GPUs)."""
+    vs_c1 = [r["auto_vs_c1"] for r in rows if r["auto_vs_c1"]]
+    vs_static = [r["auto_vs_static"] for r in rows if r["auto_vs_static"]]
+    growing = {}
+    for r in rows:
+        if r["dataset"] == "commoncrawl" and r["auto_vs_static"]:
+            growing.setdefault(f"{r['model']}/{r['gpus']}", []).append((r["context"], r["auto_vs_static"]))
+    return {
+        "auto_at_least_c1_everywhere": all(x >= 1 - 1e-9 for x in vs_c1),
+        "auto_vs_c1_mean": sum(vs_c1) / len(vs_c1) if vs_c1 else None,
+        "auto_vs_static_mean": sum(vs_static) / len(vs_static) if vs_static else None,
+        "auto_vs_static_max": {
+            d: max((r["auto_vs_static"] or 0 for r in rows if r["dataset"] == d), default=None) for d in DATASETS
+        },
+        "paper_headline_vs_megatron": paper.HEADLINE,
+        "commoncrawl_speedup_by_context": {k: [x for _, x in sorted(v)] for k, v in growing.items()},
+        "commoncrawl_gains_more_at_the_longest_context": {k: max(v)[1] > min(v)[1] for k, v in growing.items()},
+    }

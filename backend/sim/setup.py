@@ -1,0 +1,128 @@
+"""What a simulation is of: a model, a cluster of a device kind, a context length, the precision,
+and the ``CostModel`` it implies for a set of strategies and an instantiation strategy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from hotswitch.backend.cluster import Cluster
+from hotswitch.backend.layout import check_strategy
+from hotswitch.backend.models.config import ModelConfig, get_config
+from hotswitch.backend.precision import Precision
+from hotswitch.backend.sim.compute import Links, SimulatedStrategy, ring_s
+from hotswitch.backend.sim.device import DeviceSpec, device_spec
+from hotswitch.backend.sim.switches import PlannedSwitches
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.cost import CostModel, LinkProfile, StrategyCost
+
+PAPER_MODELS = ("7b", "13b", "32b")
+PAPER_CONTEXT = 32768  # the paper trains its LLaMA-2 shapes at up to 32K tokens
+UPDATE_BYTES = 30  # per parameter, AdamW: fp32 master read+write 8, grad read 4, moments read+write 16, bf16 copy 2
+
+
+def sim_model(name: str | ModelConfig) -> ModelConfig:
+    """A model preset; the paper's shapes (7b, 13b, 32b) with the 32K context it trains them at."""
+    config = get_config(name)
+    return config.with_(max_seq_len=PAPER_CONTEXT) if config.name in PAPER_MODELS else config
+
+
+def profile_lengths(context: int) -> list[int]:
+    """Where strategy costs are evaluated and fitted: powers of two from 128, and the context."""
+    lengths, n = [], 128
+    while n < context:
+        lengths.append(n)
+        n *= 2
+    return [*lengths, context]
+
+
+@dataclass
+class Setup:
+    """A model on ``gpus`` devices of ``device`` kind, a global batch of sequence ``lengths``
+    (each at most ``context`` tokens).
+
+    ``shard_optimizer``: the fp32 master weights and AdamW moments are split over the
+    instantiation strategy's dp ranks, as Megatron's distributed optimizer (the paper's
+    baseline) does; the engine itself keeps them whole on every dp rank, so ``False`` is what
+    it would take today. ``token_budget``: tokens per micro-batch, as the trainer packs them
+    (its default; a longer sequence travels alone)."""
+
+    model: str | ModelConfig
+    gpus: int
+    context: int
+    lengths: list[int]
+    device: str = "A800"
+    precision: Precision = field(default_factory=lambda: Precision.of("bf16"))
+    token_budget: int = 4096
+    shard_optimizer: bool = True
+    config: ModelConfig = field(init=False)
+    spec: DeviceSpec = field(init=False)
+    cluster: Cluster = field(init=False)
+    costs: dict[Strategy, StrategyCost] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.config = sim_model(self.model)
+        self.spec = device_spec(self.device)
+        self.cluster = self.spec.cluster(self.gpus)
+        if not 0 < self.context <= self.config.max_seq_len:
+            raise ValueError(
+                f"context {self.context} is outside what {self.config.name} takes (1 to {self.config.max_seq_len} "
+                f"tokens); give --context at most {self.config.max_seq_len}"
+            )
+        if not self.lengths or min(self.lengths) < 1 or max(self.lengths) > self.context:
+            raise ValueError(
+                f"a batch needs sequences of 1 to {self.context} tokens (the context), got "
+                f"{len(self.lengths)} sequences of {min(self.lengths, default=0)} to {max(self.lengths, default=0)}"
+            )
+
+    @cached_property
+    def switches(self) -> PlannedSwitches:
+        return PlannedSwitches(self.config, self.cluster, self.precision, self.spec.latency_s)
+
+    def check(self, strategy: Strategy) -> Strategy:
+        """Raise, naming the limit, if ``strategy`` cannot lay the model out on this cluster."""
+        strategy.check_fits(self.cluster.world_size)
+        check_strategy(self.config, strategy)
+        return strategy
+
+    def strategy_cost(self, strategy: Strategy) -> StrategyCost:
+        if strategy not in self.costs:
+            simulated = SimulatedStrategy(self.config, self.check(strategy), self.cluster, self.spec, self.precision)
+            self.costs[strategy] = simulated.cost(profile_lengths(self.context), self.token_budget)
+        return self.costs[strategy]
+
+    def optimizer_share(self, instantiation: Strategy) -> float:
+        """Parameters whose master weights and moments one device of the instantiation keeps."""
+        s = instantiation
+        return self.config.n_params / (s.tp * s.pp * (s.dp if self.shard_optimizer else 1))
+
+    def budget(self, instantiation: Strategy) -> float:
+        """Bytes per device for a strategy's own parameters, gradients and activations: the
+        device's usable memory less the instantiation's master weights and moments."""
+        usable = self.spec.memory - self.spec.reserved
+        return usable - self.precision.master_bytes * self.optimizer_share(instantiation)
+
+    def update_s(self, instantiation: Strategy) -> float:
+        """AdamW over the device's share, bound by memory bandwidth; with a sharded optimizer
+        the updated compute copies are then gathered over dp."""
+        s = instantiation
+        seconds = UPDATE_BYTES * self.optimizer_share(s) / self.spec.hbm_bw
+        if self.shard_optimizer:
+            nbytes = self.precision.param_bytes * self.config.n_params / (s.tp * s.pp)
+            seconds += ring_s(nbytes, s.dp, Links.of(s, self.cluster).dp_bw, self.spec.latency_s, passes=1)
+        return seconds
+
+    def cost_model(self, strategies: list[Strategy], instantiation: Strategy) -> CostModel:
+        """The ``CostModel`` of ``strategies`` with ``instantiation`` holding the master weights:
+        what ``train.profile`` would build from measurements on this cluster."""
+        every = list(dict.fromkeys([*strategies, instantiation]))
+        self.switches.allow(every)
+        link = LinkProfile(self.cluster.intra_bw, self.spec.latency_s, self.spec.hbm_bw)
+        return CostModel(
+            strategies={s: self.strategy_cost(s) for s in every},
+            budget=self.budget(instantiation),
+            link=link,
+            update_s=self.update_s(instantiation),
+            switch_s=self.switches,
+            token_budget=self.token_budget,
+        )

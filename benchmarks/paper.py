@@ -1,0 +1,102 @@
+"""The HotSPa paper's grid by simulation, and the simulator checked against real runs.
+
+Grid (no processes): LLaMA-2 7B/13B and the 32B shape on the paper's c1 settings (7B and 13B on
+8 and 16 A800s, 32B on 32), CommonCrawl- and GitHub-like batches of 512 documents truncated at
+4K-32K tokens; per setting the best static strategy of the paper's baselines, the paper's c1
+(checkpointed where the engine's activations need it), and ``auto``. The GPU efficiency is an
+uncalibrated assumption (``backend/sim/device.py``): no GPU was available to this project.
+
+Validation ("this machine" mode, ``--validate``): real training on ``--ranks`` local CPU ranks,
+as ``benchmarks/e2e.py`` runs it (same model, data and memory budget), hot-switched (``auto``)
+and static; the simulator's step (``sim.simulate_step`` on the trainer's measured cost model)
+against the measured mean step time. A few minutes on 2 cores.
+
+    python benchmarks/paper.py --json [--validate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # e2e's contenders and measurement
+
+from hotswitch.backend.sim.grid import paper_grid, summary
+
+
+def validate_rank(rank: int, world: int, args) -> dict:
+    import e2e
+
+    from hotswitch.backend import Strategy, get_config
+    from hotswitch.backend.data import stdlib_documents
+    from hotswitch.backend.sim.step import simulate_step
+    from hotswitch.backend.train.dispatch import HotSwitchPlan
+    from hotswitch.backend.train.memory import budget_holding
+
+    source = stdlib_documents().use_tokenizer(args.tokenizer)
+    config = get_config("tiny").with_(**e2e.MODEL, vocab_size=source.tokenizer.vocab_size, max_seq_len=1024)
+    budget = budget_holding(config, Strategy(dp=world), args.max_len // 3)  # as e2e: only TP holds the longest
+    cases = []
+    hot = HotSwitchPlan.of([(s, int(b)) for s, b in (part.split(":") for part in args.hot.split(","))])
+    plans = [("hot-switched (auto)", "auto"), (f"hot-switched {hot}", hot)]
+    plans += [(f"static {s}", HotSwitchPlan.of(s)) for s in args.static]
+    for what, plan in plans:
+        trainer, _ = e2e.engine_contender(config, source, plan, args, budget)
+
+        def step(trainer=trainer):
+            batch = trainer.data.next_batch()
+            report = trainer.step(batch)
+            return report["tokens"], (trainer.plan, [s.length for s in batch])
+
+        seconds, _, extras = e2e.measure(args.steps, args.warmup, step)
+        instantiation = trainer.engine.instantiation
+        predicted = [simulate_step(trainer.cost, p, n, instantiation, world).seconds for p, n in extras]
+        cases.append({"what": what, "predicted_s": sum(predicted) / len(predicted), "measured_s": seconds / args.steps})
+        del trainer
+    errors = [abs(c["predicted_s"] - c["measured_s"]) / c["measured_s"] for c in cases]
+    return {"ranks": world, "steps": args.steps, "cases": cases, "worst_rel_err": max(errors)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument("--validate", action="store_true", help="also run the measured 4-rank validation")
+    parser.add_argument("--device", default="A800", help="A800 (the paper's), H100 or H200")
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-len", type=int, default=1024)
+    parser.add_argument("--tokenizer", default="bpe:4096")
+    parser.add_argument("--token-budget", type=int, default=4096)
+    parser.add_argument("--static", nargs="*", default=["dp1tp4pp1", "dp1tp4pp1sp"], help="static cases to validate")
+    parser.add_argument("--hot", default="dp1tp4pp1:256,dp4:0", help="a fixed hot-switched case to validate")
+    parser.add_argument("--skip-grid", action="store_true", help="the validation only")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    rows = [] if args.skip_grid else paper_grid(device=args.device)
+    out = {"device": args.device, "settings": rows, "summary": summary(rows) if rows else None}
+    out["grid_s"] = time.perf_counter() - started
+    if args.validate:
+        from hotswitch.backend.runtime.spawn import spawn_ranks
+
+        started = time.perf_counter()
+        out["validation"] = spawn_ranks(validate_rank, args.ranks, args, timeout=3600)[0]
+        out["validation"]["seconds"] = time.perf_counter() - started
+    else:
+        out["validation"] = None
+    if not args.json:
+        for r in rows:
+            print(
+                f"{r['model']:>4} {r['gpus']:>2} {r['dataset']:<12}{r['context']:>6}"
+                f"  static {r['best_static_s'] or 0:7.2f}s"
+                f"  c1 {r['hot_c1_s'] or 0:7.2f}s  auto {r['auto_s'] or 0:7.2f}s  {r['auto_plan']}"
+            )
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

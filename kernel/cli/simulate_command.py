@@ -1,0 +1,96 @@
+"""``hotswitch simulate``: one training step of a model on a described cluster, for every
+contender (the paper's static baselines, its hand-picked hot switching, ``auto``, your plan)."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate a training step on a described GPU cluster (nothing launched)")
+    p.add_argument("--model", default="7b", help="model config: 7b, 13b, 32b (the paper's shapes) or another preset")
+    p.add_argument("--gpus", type=int, default=8, help="devices, 8 per server (default 8)")
+    p.add_argument("--device", default="A800", help="A800 (default, the paper's), H100 or H200")
+    p.add_argument("--dataset", default="commoncrawl", help="length distribution: commoncrawl or github")
+    p.add_argument("--context", type=int, default=32768, help="documents truncated at this many tokens")
+    p.add_argument("--batch", type=int, default=512, help="sequences per global batch (default 512, the paper's)")
+    p.add_argument(
+        "--plan",
+        default=None,
+        help="your plan: a strategy ('dp2tp4pp1sp') or buckets 'tp8:16384,dp2tp4:4096,dp8:0' (longest first)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=run)
+
+
+def parse_plan(text: str):
+    """``"dp8"`` (static) or ``"tp8:16384,dp8:0"`` (strategy:lower-bound buckets)."""
+    from hotswitch.backend.train.dispatch import HotSwitchPlan
+
+    if ":" not in text:
+        return HotSwitchPlan.of(text)
+    buckets = []
+    for part in text.split(","):
+        strategy, _, above = part.partition(":")
+        if not above.strip().isdigit():
+            raise ValueError(f"--plan bucket {part!r} needs a lower bound in tokens, e.g. 'dp2tp4:4096'")
+        buckets.append((strategy.strip(), int(above)))
+    return HotSwitchPlan.of(buckets)
+
+
+def _check(args) -> None:
+    """Everything that can be wrong with the arguments, before anything is simulated."""
+    from hotswitch.backend.sim.datasets import DATASETS
+    from hotswitch.backend.sim.device import device_spec
+
+    device_spec(args.device)
+    if args.dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {args.dataset!r}; choose one of {', '.join(DATASETS)}")
+    if args.gpus < 1 or args.batch < 1:
+        raise ValueError(f"--gpus {args.gpus} and --batch {args.batch} must be at least 1")
+
+
+def report(comparison) -> dict:
+    """The contenders of one comparison as plain values (what ``--json`` prints)."""
+    setup = comparison.setup
+    return {
+        "model": setup.config.name,
+        "gpus": setup.cluster.world_size,
+        "device": setup.spec.name,
+        "context": setup.context,
+        "sequences": len(setup.lengths),
+        "tokens": sum(setup.lengths),
+        "best_static": comparison.best_static.name if comparison.best_static else None,
+        "contenders": [c.summary() for c in comparison.contenders()],
+    }
+
+
+def _print_table(out: dict) -> None:
+    print(
+        f"{out['model']} on {out['gpus']} x {out['device']}: {out['sequences']} sequences, "
+        f"{out['tokens']:,} tokens, context {out['context']}"
+    )
+    print(f"{'contender':<14}{'step':>10}{'peak GiB':>10}  plan")
+    for c in out["contenders"]:
+        step = f"{c['step_s']:.2f}s" if c["step_s"] is not None else "no fit"
+        memory = max(c["memory_gib"].values(), default=0.0)
+        detail = c["plan"] if c["step_s"] is not None else c["why"]
+        print(f"{c['name']:<14}{step:>10}{memory:>10.1f}  {detail}")
+
+
+def run(args) -> int:
+    from hotswitch.backend.sim.compare import compare
+    from hotswitch.backend.sim.datasets import batch_lengths
+    from hotswitch.backend.sim.setup import Setup
+
+    _check(args)
+    plan = parse_plan(args.plan) if args.plan else None
+    setup = Setup(
+        args.model, args.gpus, args.context, batch_lengths(args.dataset, args.context, args.batch), args.device
+    )
+    out = report(compare(setup, model_name=args.model.lower(), plan=plan))
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        _print_table(out)
+    return 0

@@ -1,0 +1,49 @@
+"""``hotswitch simulate``: contenders' step times, memory and plans; bad input refused by name."""
+
+import json
+
+import pytest
+
+from hotswitch.kernel.cli.main import main
+from hotswitch.kernel.cli.simulate_command import parse_plan
+
+
+def test_json_lists_every_contender_with_step_memory_and_plan(capsys):
+    assert main(["simulate", "--model", "7b", "--gpus", "8", "--context", "4096", "--batch", "64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["model"], out["gpus"], out["sequences"]) == ("7b", 8, 64)
+    names = [c["name"] for c in out["contenders"]]
+    assert {"dp8tp1pp1", "c1", "c2", "auto"} <= set(names)
+    auto = out["contenders"][names.index("auto")]
+    assert auto["step_s"] > 0 and auto["plan"] and max(auto["memory_gib"].values()) < 80
+    assert out["best_static"] in names
+
+
+def test_the_table_shows_the_users_plan(capsys):
+    args = ["simulate", "--gpus", "8", "--context", "8192", "--batch", "32", "--plan", "dp2tp4sp:4096,dp8:0"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "7b on 8 x A800-80G: 32 sequences" in text
+    assert "plan" in text and "dp2tp4pp1sp(L>4096) | dp8tp1pp1(L>0)" in text
+
+
+def test_plans_parse_as_a_strategy_or_buckets():
+    assert str(parse_plan("dp8")) == "dp8tp1pp1(L>0)"
+    assert str(parse_plan("tp8sp:1024, dp8:0")) == "dp1tp8pp1sp(L>1024) | dp8tp1pp1(L>0)"
+    with pytest.raises(ValueError, match="needs a lower bound"):
+        parse_plan("tp8:,dp8:0")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--device", "TPU"], "unknown device 'TPU'"),
+        (["--dataset", "wiki"], "unknown dataset 'wiki'"),
+        (["--context", "65536"], "context 65536 is outside what 7b takes"),
+        (["--model", "32b", "--gpus", "2", "--context", "4096"], "32b does not fit 2 x A800-80G at 4096 tokens"),
+        (["--model", "gpt5"], "unknown model 'gpt5'"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_limit(args, message, capsys):
+    assert main(["simulate", "--batch", "8", *args]) == 2
+    assert message in capsys.readouterr().err
