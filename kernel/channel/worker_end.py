@@ -6,7 +6,9 @@ thread. Imports only zmq and the standard library: workers never load Jupyter ma
 
 from __future__ import annotations
 
+import collections
 import threading
+import time
 
 import zmq
 
@@ -28,6 +30,8 @@ class WorkerChannel:
         self._signer = MessageSigner(key, f"rank-{rank}")
         self._verifier = MessageVerifier(key, max_bytes)
         self._lock = threading.Lock()
+        self._inbox: collections.deque[dict] = collections.deque()  # read, not yet taken
+        self._heard_at = time.monotonic()  # when the kernel's latest valid message arrived
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
         # No IDENTITY: the kernel routes by signed sender, not by a name any peer could claim.
@@ -56,9 +60,12 @@ class WorkerChannel:
             if not self._socket.closed:
                 self._socket.send_multipart(frames)
 
-    def receive_all(self) -> list[dict]:
-        """Every valid message the kernel sent since the last call, oldest first; never blocks."""
-        bodies = []
+    @property
+    def closed(self) -> bool:
+        return self._socket.closed
+
+    def pump(self) -> None:
+        """Read what has arrived: note when the kernel was last heard, keep all but heartbeats."""
         with self._lock:
             while not self._socket.closed:
                 try:
@@ -67,7 +74,22 @@ class WorkerChannel:
                     break
                 opened = self._verifier.open(frames)
                 if opened is not None and opened[0] == "kernel":
-                    bodies.append(opened[1])
+                    self._heard_at = time.monotonic()
+                    if opened[1].get("kind") != "heartbeat":
+                        self._inbox.append(opened[1])
+
+    def silent_for(self) -> float:
+        """Seconds since the kernel's latest valid message (or since this channel opened)."""
+        return time.monotonic() - self._heard_at
+
+    def receive_all(self) -> list[dict]:
+        """Every valid message the kernel sent since the last call (heartbeats aside), oldest
+        first; never blocks."""
+        self.pump()
+        bodies = []
+        with self._lock:
+            while self._inbox:
+                bodies.append(self._inbox.popleft())
         return bodies
 
     def close(self) -> None:

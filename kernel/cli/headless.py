@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hotswitch.kernel.launch.launcher import LaunchSpec
+from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.job import Job
@@ -26,9 +26,18 @@ def check_launch(nproc: int, timeout: float | None) -> None:
         raise ValueError(f"--timeout {timeout:g} is not a duration; give seconds above 0, or leave it out")
 
 
-def follow(name: str, body: str, nproc: int, on_events: Callable[[list[dict]], None], timeout: float | None) -> Job:
-    """Run ``body`` on ``nproc`` ranks; hand every batch of new events to ``on_events`` as they
-    arrive; return the ended job. Ctrl-C stops every rank before it propagates; rank output
+def follow(
+    name: str,
+    body: str,
+    nproc: int,
+    on_events: Callable[[list[dict]], None],
+    timeout: float | None,
+    launcher: Launcher | None = None,
+    nodes: int = 1,
+) -> Job:
+    """Run ``body`` on ``nproc`` ranks on each of ``nodes`` nodes (through ``launcher``, local
+    torchrun by default); hand every batch of new events to ``on_events`` as they arrive;
+    return the ended job. Ctrl-C stops every rank before it propagates; rank output
     goes to stderr, so stdout stays free for the command's own result."""
     job_dir = Path(tempfile.mkdtemp(prefix=f"hotswitch-{name}-"))
     body_path = job_dir / "body.py"
@@ -36,8 +45,13 @@ def follow(name: str, body: str, nproc: int, on_events: Callable[[list[dict]], N
     job = None
     try:
         output = ConsoleOutput(all_to_stderr=True)
-        job = Job(name, LaunchSpec(job_dir, body_path, nproc=nproc), TorchrunLauncher(), output, timeout)
-        record = RunRecord(new_run_dir(name), body)
+        run_dir = new_run_dir(name)
+        spec = LaunchSpec(job_dir, body_path, nproc=nproc, nodes=nodes, log_dir=run_dir / "logs")
+        launcher = launcher or TorchrunLauncher()
+        launcher.check(spec)
+        job = Job(name, spec, launcher, output, timeout)
+        record = RunRecord(run_dir, body)
+        record.started(job)
         job.on_event(record.write)
         job.add_done_callback(record.finish)
         print(f"hotswitch {name}: events recorded in {record.folder}", file=sys.stderr)

@@ -10,6 +10,7 @@ from hotswitch.backend.runtime.devices import DEVICE_KINDS
 from hotswitch.backend.train.events import summarize
 from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
+from hotswitch.kernel.launch.named import LAUNCHERS, make_launcher
 from hotswitch.kernel.notebook.job import Job
 
 BODY = """\
@@ -25,7 +26,13 @@ def add_parser(sub) -> None:
         description="Settings come from the defaults, then --config run.toml, then the flags given.",
         argument_default=argparse.SUPPRESS,  # a flag not given leaves the config's value
     )
-    p.add_argument("-n", "--nproc", type=int, default=4, help="local ranks (default 4)")
+    p.add_argument("-n", "--nproc", type=int, default=4, help="ranks per node (default 4)")
+    p.add_argument("--launcher", choices=LAUNCHERS, default="local", help="local (torchrun here), ray or slurm")
+    p.add_argument("--nodes", type=int, default=1, help="nodes, with --launcher ray or slurm (default 1)")
+    p.add_argument("--ray-address", default=None, help="--launcher ray: the head's HOST:PORT ($RAY_ADDRESS)")
+    p.add_argument("--partition", default=None, help="--launcher slurm: the partition")
+    p.add_argument("--time", default=None, help="--launcher slurm: the time limit, e.g. 2:00:00")
+    p.add_argument("--gpus-per-node", type=int, default=None, help="--launcher slurm: GPUs per node")
     p.add_argument("--config", help="a TOML run configuration (the recipe's keys); flags override it")
     p.add_argument("--model", help="tiny (default), 125m, 1b, 7b, ..., or hf:DIR (a Hugging Face LLaMA checkpoint)")
     p.add_argument(
@@ -94,7 +101,9 @@ def spec_from(args) -> dict:
     return {**spec, **given}
 
 
-def train(spec: dict, nproc: int, timeout: float | None = None, show_progress: bool = True) -> tuple[Job, dict]:
+def train(
+    spec: dict, nproc: int, timeout: float | None = None, show_progress: bool = True, launcher=None, nodes: int = 1
+) -> tuple[Job, dict]:
     """Launch the run, follow it to the end (Ctrl-C stops it cleanly); the job and its summary."""
 
     def show(events: list[dict]) -> None:
@@ -102,7 +111,7 @@ def train(spec: dict, nproc: int, timeout: float | None = None, show_progress: b
         if steps and show_progress:
             progress.write(progress.bar(steps[-1]))
 
-    job = follow("train", BODY.format(spec=spec), nproc, show, timeout)
+    job = follow("train", BODY.format(spec=spec), nproc, show, timeout, launcher, nodes)
     if show_progress:
         progress.write("\n")
     return job, summarize(job.events)
@@ -126,8 +135,11 @@ def check(spec: dict, nproc: int) -> dict:
 
 def run(args) -> int:
     check_launch(args.nproc, args.timeout)
-    spec = check(spec_from(args), args.nproc)
-    job, result = train(spec, args.nproc, args.timeout, show_progress=not args.json)
+    if args.nodes < 1:
+        raise ValueError(f"--nodes {args.nodes} starts nothing; give at least 1")
+    spec = check(spec_from(args), args.nproc * args.nodes)
+    launcher = make_launcher(args.launcher, args.ray_address, args.partition, args.time, args.gpus_per_node)
+    job, result = train(spec, args.nproc, args.timeout, not args.json, launcher, args.nodes)
     if args.json:
         print(json.dumps({"status": job.status, **result}, indent=1))
     else:

@@ -1,10 +1,15 @@
-"""What every launcher provides, so Ray or Kubernetes launchers can be added beside torchrun.
+"""What every launcher provides, shaped for remote jobs (torchx's verbs, without the dependency):
+``submit(spec) -> handle``, ``status(handle)``, ``cancel(handle)``, ``logs(handle, rank)``.
 
-A ``Launcher`` turns a ``LaunchSpec`` into a running ``Launch``. A launch owns every process it
-started: ``terminate``/``kill`` reach all of them (not only the first), ``poll`` never blocks.
-Per-rank stdout/stderr does not go through the launcher: each rank sends its own lines on the
-job channel (see ``rank_stream``), so the output path is the same for every launcher; a launch
-only keeps its agent's own output (``agent_output``) for failures that happen below Python.
+A handle is a string: it can be written to a run folder and read back. A launcher answers for
+every process its launch started (``cancel`` reaches all of them, not only the first), and
+``status`` never blocks. No pid or node rank is part of the interface.
+
+Live output does not go through the launcher: each rank sends its own lines on the job channel
+(see ``rank_stream``), so the live path is the same for every launcher. ``logs`` is what stays
+behind: each rank's output as it wrote it (every rank tees its output to ``rank-N.log`` in the
+spec's ``log_dir``), and with ``rank=None`` the launcher's own (torchrun's error report, for
+failures below Python).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ ENV_NOTEBOOK_DIR = "HOTSWITCH_NOTEBOOK_DIR"
 class LaunchSpec:
     """One node's share of a job: ``nproc`` ranks running ``python -m hotswitch.kernel.worker body``.
 
-    ``workdir`` is the notebook's folder (default: the working directory at launch)."""
+    ``workdir`` is the notebook's folder (default: the working directory at launch);
+    ``log_dir`` where each rank writes ``rank-N.log`` (default: ``job_dir / "logs"``)."""
 
     job_dir: Path
     body_path: Path
@@ -34,6 +40,7 @@ class LaunchSpec:
     rdzv_id: str | None = None
     env: dict = field(default_factory=dict)
     workdir: Path | None = None
+    log_dir: Path | None = None
 
     def __post_init__(self):
         if self.nproc < 1:
@@ -48,39 +55,43 @@ class LaunchSpec:
             host, _, port = self.rdzv_endpoint.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"--rdzv-endpoint takes HOST:PORT (e.g. 127.0.0.1:29500), got {self.rdzv_endpoint!r}")
-        if self.nodes > 1 and not self.rdzv_endpoint:
-            raise ValueError(f"--nodes {self.nodes} needs --rdzv-endpoint HOST:PORT, the same on every node")
 
 
-class Launch(ABC):
-    """A running launch."""
-
-    @abstractmethod
-    def poll(self) -> int | None:
-        """The exit status once everything has exited (negative: killed by that signal), else None."""
-
-    @abstractmethod
-    def terminate(self) -> None:
-        """SIGTERM (or the launcher's equivalent) to every process of the launch."""
-
-    @abstractmethod
-    def kill(self) -> None:
-        """SIGKILL to every process of the launch that is still alive."""
-
-    @abstractmethod
-    def alive_pids(self) -> list[int]:
-        """Process ids of the launch still running on this machine."""
-
-    @abstractmethod
-    def agent_output(self) -> str:
-        """What the launcher's agent itself printed (torchrun's error report, for example)."""
+def rank_log(log_dir: Path, rank: int) -> Path:
+    """Where rank ``rank`` tees its output (the worker writes it, ``logs`` reads it)."""
+    return log_dir / f"rank-{rank}.log"
 
 
 class Launcher(ABC):
-    """Starts launches; ``name`` is the value of ``%%train --launcher``."""
+    """Starts and follows launches by handle; ``name`` is the value of ``%%train --launcher``."""
 
     name: str
 
+    def check(self, spec: LaunchSpec) -> None:
+        """Raise ValueError, saying what to change, if this launcher cannot run ``spec`` (every
+        spec it can take passes by default)."""
+        return None
+
     @abstractmethod
-    def start(self, spec: LaunchSpec) -> Launch:
-        """Start the ranks of ``spec`` and return at once."""
+    def submit(self, spec: LaunchSpec) -> str:
+        """Start the ranks of ``spec`` and return its handle at once."""
+
+    @abstractmethod
+    def status(self, handle: str) -> int | None:
+        """None while any process of the launch runs; then its exit status (negative: ended by
+        that signal)."""
+
+    @abstractmethod
+    def cancel(self, handle: str, force: bool = False) -> None:
+        """Ask every process of the launch to end (SIGTERM or the launcher's equivalent); with
+        ``force``, end them now (SIGKILL)."""
+
+    @abstractmethod
+    def logs(self, handle: str, rank: int | None = None) -> str:
+        """What rank ``rank`` wrote to stdout and stderr so far; with None, what the launcher's
+        own agent printed."""
+
+    def processes(self, handle: str) -> list[int]:
+        """Process ids of the launch still running on this machine, for diagnostics (a remote
+        launcher has none here)."""
+        return []

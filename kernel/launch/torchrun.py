@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from hotswitch.kernel.launch.launcher import ENV_NOTEBOOK_DIR, Launch, Launcher, LaunchSpec
+from hotswitch.kernel.launch.launcher import ENV_NOTEBOOK_DIR, Launcher, LaunchSpec, rank_log
 from hotswitch.kernel.launch.loopback_agent import LOOPBACK, TORCHRUN
 
 LOOPBACK_AGENT = "hotswitch.kernel.launch.loopback_agent"
@@ -49,11 +49,18 @@ def torchrun_argv(spec: LaunchSpec) -> list[str]:
     return [*argv, "-m", "hotswitch.kernel.worker", str(spec.body_path)]
 
 
-class TorchrunLaunch(Launch):
+def agent_env(spec: LaunchSpec) -> dict[str, str]:
+    """The environment torchrun's agent (and so every rank) starts with."""
+    workdir = Path(spec.workdir or os.getcwd()).resolve()
+    return {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1", ENV_NOTEBOOK_DIR: str(workdir)}
+
+
+class TorchrunLaunch:
     """Tracks the agent and every process it starts (torchrun puts each rank in a new session,
     so signalling the agent's process group alone would miss the ranks)."""
 
-    def __init__(self, process: subprocess.Popen, output_path: Path):
+    def __init__(self, spec: LaunchSpec, process: subprocess.Popen, output_path: Path):
+        self.spec = spec
         self._process = process
         self._output_path = output_path
         self._known: dict[int, psutil.Process] = {}
@@ -88,6 +95,7 @@ class TorchrunLaunch(Launch):
         return alive
 
     def poll(self) -> int | None:
+        """None while the agent or any of its processes runs; then the agent's exit status."""
         self._refresh()
         code = self._process.poll()
         orphans = [p for p in self._alive() if p.pid != self._process.pid]
@@ -134,14 +142,27 @@ class TorchrunLaunch(Launch):
 
 
 class TorchrunLauncher(Launcher):
-    """``--launcher local``: torchrun on this machine (one node, or one node of a c10d job)."""
+    """``--launcher local``: torchrun on this machine (one node, or one node of a c10d job).
+
+    A handle names the job folder and the node (``local:NODE:JOB_DIR``); this launcher answers for
+    the handles it submitted."""
 
     name = "local"
 
-    def start(self, spec: LaunchSpec) -> TorchrunLaunch:
+    def __init__(self):
+        self._launches: dict[str, TorchrunLaunch] = {}
+
+    def check(self, spec: LaunchSpec) -> None:
+        if spec.nodes > 1 and not spec.rdzv_endpoint:
+            raise ValueError(
+                f"--nodes {spec.nodes} with --launcher local needs --rdzv-endpoint HOST:PORT, the same on every "
+                "node (each node runs its own kernel); --launcher ray starts every node from this one"
+            )
+
+    def submit(self, spec: LaunchSpec) -> str:
+        self.check(spec)
         output_path = spec.job_dir / f"agent-node{spec.node_rank}.log"
-        workdir = Path(spec.workdir or os.getcwd()).resolve()
-        env = {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1", ENV_NOTEBOOK_DIR: str(workdir)}
+        env = agent_env(spec)
         with open(output_path, "wb") as output:
             process = subprocess.Popen(
                 torchrun_argv(spec),
@@ -152,4 +173,34 @@ class TorchrunLauncher(Launcher):
                 cwd=spec.job_dir,
                 start_new_session=True,  # no terminal signal reaches it; we stop it ourselves
             )
-        return TorchrunLaunch(process, output_path)
+        handle = f"local:{spec.node_rank}:{spec.job_dir}"
+        self._launches[handle] = TorchrunLaunch(spec, process, output_path)
+        return handle
+
+    def launch(self, handle: str) -> TorchrunLaunch:
+        try:
+            return self._launches[handle]
+        except KeyError:
+            raise ValueError(f"no local launch {handle!r} was submitted by this launcher") from None
+
+    def status(self, handle: str) -> int | None:
+        return self.launch(handle).poll()
+
+    def cancel(self, handle: str, force: bool = False) -> None:
+        launch = self.launch(handle)
+        launch.kill() if force else launch.terminate()
+
+    def logs(self, handle: str, rank: int | None = None) -> str:
+        launch = self.launch(handle)
+        if rank is None:
+            return launch.agent_output()
+        first = launch.spec.node_rank * launch.spec.nproc
+        if not first <= rank < first + launch.spec.nproc:
+            raise ValueError(f"rank {rank} does not run on this node (ranks {first}-{first + launch.spec.nproc - 1})")
+        try:
+            return rank_log(launch.spec.log_dir or launch.spec.job_dir / "logs", rank).read_text(errors="replace")
+        except FileNotFoundError:
+            return ""  # not started yet
+
+    def processes(self, handle: str) -> list[int]:
+        return self.launch(handle).alive_pids()

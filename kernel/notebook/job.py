@@ -19,21 +19,24 @@ from hotswitch.kernel.channel.secrets import SECRET_FILE, KernelSecret, leaves_l
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.notebook.job_checks import checked_rank, checkpoint_target
-from hotswitch.kernel.notebook.job_display import job_bundle, job_html
+from hotswitch.kernel.notebook.job_display import JobDisplay
 from hotswitch.kernel.notebook.job_outcome import ending
 from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, drain, wait_for_exit
+from hotswitch.kernel.notebook.pulse import Pulse
 from hotswitch.kernel.notebook.rank_reports import RankReports
 from hotswitch.kernel.notebook.switch_request import switch_request
 from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_JOB_NAME, ENV_KERNEL_PID, ENV_MAX_BYTES, ENV_SECRET_FILE
+from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
-FINAL = ("succeeded", "failed", "stopped", "timed out")
+FINAL = ("succeeded", "failed", "stopped", "timed out", "lost")
 STOP_MESSAGE_WAIT_S = 1.0
 
 
-class Job:
+class Job(JobDisplay):
     """A running or finished training job.
 
-    ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out'.
+    ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out' and
+    'lost' (its ranks went silent: no heartbeat for ``$HOTSWITCH_HEARTBEAT_TIMEOUT_S``).
     ``events`` holds the newest events the ranks emitted (with "rank"), in arrival order (their types in
     ``hotswitch.backend.train.events``); ``on_event`` subscribes to them, ``events_of`` selects
     them and ``wait_until`` waits for one, like an ipyparallel ``AsyncResult``.
@@ -64,6 +67,7 @@ class Job:
         self._reports = RankReports(output, on_started=self._on_rank_started, on_failure=self._teardown.set)
         secret = KernelSecret.new(curve=leaves_loopback(host))  # encrypted beyond loopback
         self._channel = KernelChannel(secret.key, self._reports.receive, host, max_bytes, secret.server)
+        self._pulse = Pulse(self._channel, self._reports)
         env = {  # the job's own variables last: no --env overrides them
             **spec.env,
             ENV_ADDRESS: self._channel.address,
@@ -71,11 +75,13 @@ class Job:
             ENV_KERNEL_PID: str(os.getpid()),
             ENV_MAX_BYTES: str(max_bytes),
             ENV_JOB_NAME: name,
+            ENV_LOG_DIR: str(spec.log_dir or spec.job_dir / "logs"),
         }
         self.started_at = time.time()
         self.ended_at: float | None = None
         try:
-            self._launch = launcher.start(LaunchSpec(**{**spec.__dict__, "env": env, "workdir": self.notebook_dir}))
+            self.launcher = launcher
+            self.handle = launcher.submit(LaunchSpec(**{**spec.__dict__, "env": env, "workdir": self.notebook_dir}))
         except BaseException:
             self._channel.close()
             raise
@@ -131,6 +137,11 @@ class Job:
         callback(self)
 
     @property
+    def placement(self) -> dict[int, dict]:
+        """Where each rank that started runs: ``{rank: {"node", "host", "pid"}}``."""
+        return dict(self._reports.placement)
+
+    @property
     def failure(self) -> dict | None:
         """The first rank error, ``{"rank", "error", "traceback"}``, or None."""
         return self._reports.failure
@@ -142,22 +153,20 @@ class Job:
 
     @property
     def plan(self) -> dict | None:
-        """The last event of type "plan", or None."""
+        """The last "plan" event, or None."""
         return self._last_event("plan")
 
     @property
-    def graphs(self) -> dict | None:
-        """The last event of type "graphs", or None."""
+    def graphs(self) -> dict | None:  # the last "graphs" event, or None
         return self._last_event("graphs")
 
     def logs(self, rank: int = 0) -> str:
-        """Everything rank ``rank`` wrote to stdout and stderr, as ``[stdout:N] line`` lines.
-        Raises ValueError for a rank the job does not have."""
+        """Rank ``rank``'s stdout and stderr as ``[stdout:N] line`` lines (ValueError: no such rank)."""
         return self._reports.logs(checked_rank(rank, self.spec.nproc * self.spec.nodes))
 
     def pids(self) -> list[int]:
         """Processes of this job still alive on this machine."""
-        return self._launch.alive_pids()
+        return self.launcher.processes(self.handle)
 
     def _last_event(self, kind: str) -> dict | None:
         return next((e for e in reversed(self.events) if e.get("type") == kind), None)
@@ -191,10 +200,10 @@ class Job:
             self._send_control("stop")
         self.wait(min(STOP_MESSAGE_WAIT_S, grace))
         if not self.done:
-            self._launch.terminate()
+            self.launcher.cancel(self.handle)
             self.wait(grace)
         if not self.done:
-            self._launch.kill()
+            self.launcher.cancel(self.handle, force=True)
         return self.wait(5.0)
 
     def switch(self, plan: str | Sequence = "auto") -> None:
@@ -246,7 +255,7 @@ class Job:
 
     def _watch(self) -> None:
         deadline = None if self.timeout is None else self.started_at + self.timeout
-        code = wait_for_exit(self._launch, self._teardown, deadline, self._on_timeout)
+        code = wait_for_exit(self.launcher, self.handle, self._teardown, deadline, self._on_timeout, self._on_tick)
         drain(self._channel, self._reports, clean=code == 0)
         self._finish(code)
 
@@ -259,12 +268,20 @@ class Job:
                 "stderr",
             )
 
+    def _on_tick(self) -> None:
+        silent = self._pulse.tick()
+        if silent and self._status not in FINAL:
+            ranks = ", ".join(f"rank {r} for {s:.0f} s" for r, s in sorted(silent.items()))
+            self.exit_reason = f"no heartbeat from {ranks}; the job was torn down"
+            self._set_status("lost")
+            self._teardown.set()
+
     def _finish(self, code: int) -> None:
         self.ended_at = time.time()
         elapsed = self.ended_at - self.started_at
         if self._status not in FINAL:
             self._status, self.exit_reason, text = ending(
-                code, self.failure, self._launch.agent_output(), self.channel_stats
+                code, self.failure, self.launcher.logs(self.handle), self.channel_stats
             )
             if text:
                 self._output.write(text, "stderr")
@@ -280,14 +297,3 @@ class Job:
                 callback(self)
             except Exception as error:  # the watcher must finish; the notebook hears of it
                 self._output.write(f"[hotswitch] a done callback of job {self.name!r} raised {error!r}\n", "stderr")
-
-    def __repr__(self) -> str:
-        return (
-            f"<Job {self.name!r} {self._status}, {self.spec.nproc}x{self.spec.nodes} ranks, {len(self.events)} events>"
-        )
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return job_bundle(self, include, exclude)
-
-    def _repr_html_(self) -> str:
-        return job_html(self)

@@ -18,6 +18,20 @@ def job_bundle(job, include=None, exclude=None) -> dict | None:
     return bundle
 
 
+class JobDisplay:
+    """A ``Job``'s representations: text, HTML, and the live dashboard."""
+
+    def __repr__(self) -> str:
+        spec = self.spec
+        return f"<Job {self.name!r} {self.status}, {spec.nproc}x{spec.nodes} ranks, {len(self.events)} events>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return job_bundle(self, include, exclude)
+
+    def _repr_html_(self) -> str:
+        return job_html(self)
+
+
 def job_html(job) -> str:
     return (
         f"<b>Job {escape(job.name)}</b>: {escape(job.status)} &mdash; "

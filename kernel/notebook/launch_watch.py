@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
-from hotswitch.kernel.launch.launcher import Launch
+from hotswitch.kernel.launch.launcher import Launcher
 from hotswitch.kernel.notebook.rank_reports import RankReports
 
 WATCH_EVERY_S = 0.1
@@ -22,27 +22,33 @@ DRAIN_CLEAN_MAX_S = 10.0
 
 
 def wait_for_exit(
-    launch: Launch, teardown: threading.Event, deadline: float | None, on_timeout: Callable[[], None]
+    launcher: Launcher,
+    handle: str,
+    teardown: threading.Event,
+    deadline: float | None,
+    on_timeout: Callable[[], None],
+    on_tick: Callable[[], None] = lambda: None,
 ) -> int:
-    """Poll ``launch`` until every process of it has exited; return its exit status.
+    """Follow the launch ``handle`` until every process of it has exited; return its exit status.
 
     Once ``teardown`` is set or ``deadline`` (a ``time.time()``) has passed, every process gets
     SIGTERM, and SIGKILL ``KILL_AFTER_S`` later. ``on_timeout`` is called at every poll after
-    the deadline.
+    the deadline; ``on_tick`` at every poll.
     """
     terminated_at = None
     while True:
-        code = launch.poll()
+        code = launcher.status(handle)
         if code is not None:
             return code
+        on_tick()
         timed_out = deadline is not None and time.time() > deadline
         if timed_out:
             on_timeout()
         if (teardown.is_set() or timed_out) and terminated_at is None:
-            launch.terminate()
+            launcher.cancel(handle)
             terminated_at = time.monotonic()
         if terminated_at is not None and time.monotonic() - terminated_at > KILL_AFTER_S:
-            launch.kill()
+            launcher.cancel(handle, force=True)
         time.sleep(WATCH_EVERY_S)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from IPython.core.error import UsageError
@@ -11,7 +12,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.named import make_launcher
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.job import Job
 from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
@@ -20,11 +21,33 @@ from hotswitch.kernel.notebook.run_record import RunRecord, new_run_dir
 from hotswitch.kernel.notebook.train_options import check_name, check_options, compile_body, parse_env
 
 
-def launcher_named(name: str) -> Launcher:
-    """The launcher for ``--launcher NAME``."""
-    if name == "local":
-        return TorchrunLauncher()
-    raise UsageError(f"--launcher {name!r} is not available; use --launcher local (torchrun on this machine)")
+def launcher_of(args) -> Launcher:
+    """The launcher ``--launcher`` names, made from its options."""
+    try:
+        return make_launcher(args.launcher, args.ray_address, args.partition, args.time, args.gpus_per_node)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def launch_spec(args, job_dir: Path, env: dict, launcher: Launcher) -> LaunchSpec:
+    """The cell's options as the job's spec (its body already in ``job_dir``), checked by
+    ``launcher``."""
+    try:
+        spec = LaunchSpec(
+            job_dir=job_dir,
+            body_path=job_dir / "body.py",
+            nproc=args.nproc,
+            nodes=args.nodes,
+            node_rank=args.node_rank,
+            rdzv_endpoint=args.rdzv_endpoint,
+            rdzv_id=args.rdzv_id,
+            env=env,
+            workdir=Path.cwd(),
+        )
+        launcher.check(spec)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return spec
 
 
 @magics_class
@@ -38,7 +61,7 @@ class TrainMagics(Magics):
 
     @magic_arguments()
     @argument("-n", "--nproc", type=int, default=2, help="processes (ranks) per node; default 2")
-    @argument("--nodes", type=int, default=1, help="nodes in the job; >1 needs --rdzv-endpoint")
+    @argument("--nodes", type=int, default=1, help="nodes in the job; >1 with --launcher local needs --rdzv-endpoint")
     @argument("--node-rank", type=int, default=0, help="this node's index, 0..nodes-1 (node 0 hosts rendezvous)")
     @argument("--rdzv-endpoint", default=None, help="HOST:PORT of the c10d rendezvous, the same on every node")
     @argument("--rdzv-id", default=None, help="rendezvous id, the same on every node of one job")
@@ -49,7 +72,11 @@ class TrainMagics(Magics):
     @argument("--timeout", type=float, default=None, help="stop the job after SECONDS and mark it 'timed out'")
     @argument("--run-dir", default=None, help="where run folders go (default $HOTSWITCH_RUNS or ~/.hotswitch/runs)")
     @argument("--push", default=None, metavar="A,B", help="notebook variables the body sees, by name")
-    @argument("--launcher", default="local", help="how ranks start: local (torchrun on this machine)")
+    @argument("--launcher", default="local", help="how ranks start: local (torchrun here), ray or slurm (every node)")
+    @argument("--partition", default=None, help="with --launcher slurm: the partition (default: the cluster's)")
+    @argument("--time", default=None, help="with --launcher slurm: the time limit, e.g. 2:00:00")
+    @argument("--gpus-per-node", type=int, default=None, help="with --launcher slurm: GPUs per node")
+    @argument("--ray-address", default=None, help="with --launcher ray: the head's HOST:PORT (default $RAY_ADDRESS)")
     @argument("--channel-host", default="127.0.0.1", help="address the kernel listens on for the ranks")
     @argument(
         "--max-message-bytes",
@@ -70,32 +97,19 @@ class TrainMagics(Magics):
         check_options(args)
         pushed = pushed_values(self.shell.user_ns, push_names(args.push)) if args.push is not None else None
         env = {**parse_env(args.env), ENV_DEVICE: args.device}
-        launcher = launcher_named(args.launcher)
+        launcher = launcher_of(args)
         name = check_name(args.name) if args.name else self.jobs.next_name()
         if name in self.jobs.names():
             raise UsageError(f"a job named {name!r} exists already; pick another --name")
         job_dir = self.jobs.new_job_dir(name)
-        body_path = job_dir / "body.py"
-        body_path.write_text(cell)
+        (job_dir / "body.py").write_text(cell)
         if pushed is not None:
             write_pushed(pushed, job_dir)
-        try:
-            spec = LaunchSpec(
-                job_dir=job_dir,
-                body_path=body_path,
-                nproc=args.nproc,
-                nodes=args.nodes,
-                node_rank=args.node_rank,
-                rdzv_endpoint=args.rdzv_endpoint,
-                rdzv_id=args.rdzv_id,
-                env=env,
-                workdir=Path.cwd(),
-            )
-        except ValueError as error:
-            raise UsageError(str(error)) from None
+        spec = launch_spec(args, job_dir, env, launcher)
+        run_dir = new_run_dir(name, args.run_dir)
         job = Job(
             name,
-            spec,
+            replace(spec, log_dir=run_dir / "logs"),
             launcher,
             output_for_current_cell(self.shell),
             timeout=args.timeout,
@@ -103,7 +117,8 @@ class TrainMagics(Magics):
             max_bytes=args.max_message_bytes,
         )
         self.jobs.add(job)
-        record = RunRecord(new_run_dir(name, args.run_dir), cell)
+        record = RunRecord(run_dir, cell)
+        record.started(job)
         job.on_event(record.write)
         job.add_done_callback(record.finish)
         print(f"[hotswitch] job {name!r}: events recorded in {record.folder}")

@@ -6,6 +6,7 @@ cell is told once when older ones start to be dropped."""
 from __future__ import annotations
 
 import collections
+import time
 from collections.abc import Callable
 
 from hotswitch.kernel.channel.line_limit import MAX_LINE_CHARS, cut_line
@@ -71,6 +72,8 @@ class RankReports:
         self._line_limits = (max_lines or LOG_LINES, max_chars or LOG_CHARS)
         self._noted: set[str] = set()  # what the cell was already told was cut
         self._started_ranks: set[int] = set()
+        self._heard: dict[int, float] = {}  # rank -> time.monotonic() of its latest message
+        self.placement: dict[int, dict] = {}  # rank -> {"node", "host", "pid"}, from its "started"
         self._ended_ranks: set[int] = set()
 
     def logs(self, rank: int) -> str:
@@ -84,6 +87,15 @@ class RankReports:
         lines = self._logs.get(rank)
         return len(lines) if lines is not None else 0
 
+    def running_ranks(self) -> list[int]:
+        """Ranks that reported "started" and not yet their end."""
+        return sorted(self._started_ranks - self._ended_ranks)
+
+    def silences(self) -> dict[int, float]:
+        """Seconds since each running rank's latest message."""
+        now = time.monotonic()
+        return {rank: now - self._heard[rank] for rank in self.running_ranks()}
+
     def every_started_rank_ended(self) -> bool:
         """Whether each rank that reported "started" has also reported "finished" or an error."""
         return self._started_ranks <= self._ended_ranks
@@ -91,6 +103,7 @@ class RankReports:
     def receive(self, sender: str, body: dict) -> None:
         """Fold one verified message from ``sender`` ("rank-N") into the reports."""
         rank = int(sender.removeprefix("rank-")) if sender.startswith("rank-") else -1
+        self._heard[rank] = time.monotonic()
         kind = body.get("kind")
         if kind == "log":
             self._log_line(rank, body)
@@ -101,6 +114,7 @@ class RankReports:
                 self._note_once("events", f"job.events keeps the newest {kept} events; older ones are dropped")
         elif kind == "started":
             self._started_ranks.add(rank)
+            self.placement[rank] = {k: body.get(k) for k in ("node", "host", "pid")}
             self._on_started()
         elif kind == "finished":
             self._ended_ranks.add(rank)
@@ -128,7 +142,9 @@ class RankReports:
     def _rank_failed(self, rank: int, body: dict) -> None:
         if self.failure is None:
             self.failure = {"rank": rank, "error": str(body.get("error")), "traceback": str(body.get("traceback"))}
-            text = "".join(f"[rank {rank}] {line}\n" for line in self.failure["traceback"].splitlines())
+            where = self.placement.get(rank)
+            text = f"[rank {rank}] failed on node {where['node']} (pid {where['pid']})\n" if where else ""
+            text += "".join(f"[rank {rank}] {line}\n" for line in self.failure["traceback"].splitlines())
             self._output.write(text, "stderr")
             self._on_failure()
         else:

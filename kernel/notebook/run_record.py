@@ -1,6 +1,8 @@
 """A job's run folder: what outlives the kernel's memory. Every event the kernel receives is
 appended to ``events.jsonl`` as it arrives (``Dashboard.replay(folder)`` redraws the run), the
-body is kept beside it, and ``job.json`` says how the job ended.
+body is kept beside it, each rank tees its output into ``logs/rank-N.log`` (the launch's
+``log_dir``), and ``job.json`` holds the launcher, the handle and the spec from the start, and
+how the job ended once it has.
 
 Run folders live under $HOTSWITCH_RUNS, else ``~/.hotswitch/runs``, readable by the owner only.
 """
@@ -45,6 +47,7 @@ class RunRecord:
         self.folder = folder
         (folder / "body.py").write_text(body)
         self._lock = threading.Lock()
+        self._summary: dict = {}
         self._file = (folder / EVENTS_FILE).open("a", encoding="utf-8")
 
     def write(self, event: dict) -> None:
@@ -54,15 +57,40 @@ class RunRecord:
                 self._file.write(line)
                 self._file.flush()
 
+    def started(self, job) -> None:
+        """Write ``job.json`` as the job starts: its name, launcher, handle and spec (without
+        its environment, which may hold values the user passed with --env)."""
+        spec = job.spec
+        self._summary = {
+            "name": job.name,
+            "launcher": job.launcher.name,
+            "handle": job.handle,
+            "spec": {
+                "nproc": spec.nproc,
+                "nodes": spec.nodes,
+                "node_rank": spec.node_rank,
+                "rdzv_endpoint": spec.rdzv_endpoint,
+                "log_dir": str(spec.log_dir) if spec.log_dir else None,
+                "workdir": str(job.notebook_dir),
+            },
+            "status": job.status,
+            "started_at": job.started_at,
+        }
+        self._write_summary()
+
     def finish(self, job) -> None:
-        """Close the events file and write ``job.json`` (name, status, reason, times)."""
+        """Close the events file and complete ``job.json`` (status, reason, end time)."""
         with self._lock:
             self._file.close()
-        summary = {
+        self._summary = {
+            **self._summary,
             "name": job.name,
             "status": job.status,
             "exit_reason": job.exit_reason,
             "started_at": job.started_at,
             "ended_at": job.ended_at,
         }
-        (self.folder / "job.json").write_text(json.dumps(summary, indent=1) + "\n")
+        self._write_summary()
+
+    def _write_summary(self) -> None:
+        (self.folder / "job.json").write_text(json.dumps(self._summary, indent=1) + "\n")

@@ -19,7 +19,9 @@ from hotswitch.backend.runtime.devices import ENV_DEVICE
 from hotswitch.kernel.channel.secrets import WorkerSecret
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.heartbeat import heartbeat_timeout, start_heartbeat
 from hotswitch.kernel.worker.pushed import read_pushed
+from hotswitch.kernel.worker.rank_log import Tee, open_rank_log
 from hotswitch.kernel.worker.rank_stream import RankStream
 from hotswitch.kernel.worker.watchdog import start_watchdog
 
@@ -28,6 +30,7 @@ ENV_SECRET_FILE = "HOTSWITCH_SECRET_FILE"  # the channel's key (and CURVE keys):
 ENV_KERNEL_PID = "HOTSWITCH_KERNEL_PID"
 ENV_MAX_BYTES = "HOTSWITCH_MAX_MESSAGE_BYTES"
 ENV_JOB_NAME = "HOTSWITCH_JOB_NAME"
+ENV_NODE = "HOTSWITCH_NODE"  # the node a rank runs on, as its launcher names it (default: the host name)
 
 
 def _required(name: str) -> str:
@@ -86,7 +89,9 @@ def main(argv: list[str]) -> int:
             device=os.environ.get(ENV_DEVICE, "cpu"),
         )
         host = socket.gethostname()
-        channel.send({"kind": "started", "pid": os.getpid(), "host": host, "world_size": job.world_size})
+        node = os.environ.get(ENV_NODE) or host
+        channel.send({"kind": "started", "pid": os.getpid(), "host": host, "node": node, "world_size": job.world_size})
+        start_heartbeat(channel, heartbeat_timeout())
     except (Exception, SystemExit) as error:
         report_own_error(rank, error)
         return 1
@@ -97,8 +102,9 @@ def main(argv: list[str]) -> int:
 
 def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel) -> int:
     """Run the body with output on the channel; report its end; its exit status."""
-    sys.stdout = RankStream(channel, "stdout", sys.__stdout__)
-    sys.stderr = RankStream(channel, "stderr", sys.__stderr__)
+    log = open_rank_log(job.rank)
+    sys.stdout = RankStream(channel, "stdout", Tee(sys.__stdout__, log))
+    sys.stderr = RankStream(channel, "stderr", Tee(sys.__stderr__, log))
     status, report = 0, {"kind": "finished"}
     try:
         run_body(body_path, job)
@@ -121,6 +127,9 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel) -> 
         except Exception as error:
             report_own_error(job.rank, error)
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    if log is not None:
+        with log:
+            log.write(report.get("traceback", ""))
     try:
         channel.send(report)
     except Exception as error:

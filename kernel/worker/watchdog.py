@@ -36,6 +36,13 @@ def _gone(process: psutil.Process) -> bool:
         return False
 
 
+def exit_worker(why: str) -> None:
+    """End this worker at once (status 1), saying ``why`` on its original stderr."""
+    sys.__stderr__.write(f"hotswitch worker {os.getpid()}: {why}; exiting\n")
+    sys.__stderr__.flush()
+    os._exit(1)
+
+
 def start_watchdog(kernel_pid: int | None) -> threading.Thread:
     """Exit this process (status 1) once the kernel ``kernel_pid`` is dead or a zombie, or the
     parent (the agent) changes."""
@@ -48,9 +55,7 @@ def start_watchdog(kernel_pid: int | None) -> threading.Thread:
             orphaned = os.getppid() != parent
             if orphaned or kernel_gone_at_start or (kernel is not None and _gone(kernel)):
                 who = "torchrun agent" if orphaned else f"kernel (pid {kernel_pid})"
-                sys.__stderr__.write(f"hotswitch worker {os.getpid()}: the {who} is gone; exiting\n")
-                sys.__stderr__.flush()
-                os._exit(1)
+                exit_worker(f"the {who} is gone")
             threading.Event().wait(CHECK_EVERY_S)
 
     thread = threading.Thread(target=watch, name="hotswitch-watchdog", daemon=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -106,6 +108,22 @@ class KernelSession:
     def shutdown(self) -> None:
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=False)
+
+
+def hotswitch_kernel(tmp_path_factory) -> KernelSession:
+    """A real ``hotswitch`` kernel, its kernelspec installed into a fresh prefix."""
+    prefix = tmp_path_factory.mktemp("jupyter-prefix")
+    cli = [sys.executable, "-m", "hotswitch.kernel.cli", "kernel", "install", "--prefix", str(prefix)]
+    subprocess.run(cli, check=True, capture_output=True)
+    return KernelSession("hotswitch", prefix / "share" / "jupyter" / "kernels")
+
+
+def hotswitch_json(argv: list[str], cwd: Path, timeout: float) -> dict:
+    """Run ``hotswitch ARGV --json`` and return what it printed, failing with its stderr."""
+    command = [sys.executable, "-m", "hotswitch.kernel.cli", *argv, "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def processes_mentioning(text: str) -> list[psutil.Process]:

@@ -7,6 +7,7 @@ import subprocess
 
 import psutil
 
+from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLaunch
 from tests.kernel.kernel_session import cpu_seconds, wait_progressing
 
@@ -26,7 +27,7 @@ def _running(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 def test_processes_outliving_their_killed_agent_are_killed_and_the_launch_ends(tmp_path):
     agent = subprocess.Popen(AGENT, start_new_session=True)
-    launch = TorchrunLaunch(agent, tmp_path / "agent.log")
+    launch = TorchrunLaunch(LaunchSpec(tmp_path, tmp_path / "body.py"), agent, tmp_path / "agent.log")
     children: list[psutil.Process] = []
     try:
         shell = psutil.Process(agent.pid)

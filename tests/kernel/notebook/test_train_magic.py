@@ -29,13 +29,7 @@ while job.rank == 0 and time.time() < deadline:
     time.sleep(0.05)
 """
 
-RANK_ONE_FAILS = """
-import time
-if job.rank == 1:
-    print("about to fail")
-    1 / 0
-time.sleep(120)
-"""
+RANK_ONE_FAILS = 'import time\nif job.rank == 1:\n    print("about to fail")\n    1 / 0\ntime.sleep(120)\n'
 
 SLEEP = "import time\ntime.sleep(120)\n"
 
@@ -97,10 +91,13 @@ def test_train_wait_delivers_every_step_event_and_labelled_rank_output(kernel):
     assert kernel.value('jobs["steps"].status') == "succeeded"
     assert kernel.value('jobs["steps"].channel_stats.dropped') == 0
     assert _workers(kernel) == []
-    folder = re.search(r"job 'steps': events recorded in (\S+)", text).group(1)
-    recorded = read_events(folder)
-    assert recorded == kernel.value('list(jobs["steps"].events)')
-    assert json.loads((Path(folder) / "job.json").read_text())["status"] == "succeeded"
+    folder = Path(re.search(r"job 'steps': events recorded in (\S+)", text).group(1))
+    assert read_events(folder) == kernel.value('list(jobs["steps"].events)')
+    summary = json.loads((folder / "job.json").read_text())
+    assert (summary["status"], summary["handle"]) == ("succeeded", kernel.value('jobs["steps"].handle'))
+    for rank in (0, 1):  # each rank's own output stays in the run folder, as the cell showed it
+        kept = [x for x in (folder / "logs" / f"rank-{rank}.log").read_text().splitlines() if x.startswith("step ")]
+        assert kept == [x.split("] ", 1)[1] for x in text.splitlines() if x.startswith(f"[stdout:{rank}] step ")]
 
 
 def test_cell_returns_at_once_and_switch_reaches_rank_zero(kernel):

@@ -1,0 +1,134 @@
+"""``--launcher ray`` from one notebook on a real two-node Ray cluster on loopback (two raylets
+and a GCS started by the fixture): a job spans both nodes, each rank names its node, a rank
+killed on the second node fails the job and tears the other node down, and nothing is left on
+either node. Bad input (no cluster there, Ray missing, a channel the nodes cannot reach) is
+refused before anything starts."""
+
+import os
+import sys
+import time
+
+import pytest
+
+from hotswitch.kernel.launch import ray_launcher
+from tests.kernel.kernel_session import (
+    CAP_S,
+    cpu_seconds,
+    hotswitch_json,
+    hotswitch_kernel,
+    processes_mentioning,
+    wait_progressing,
+)
+
+pytestmark = pytest.mark.slow
+
+# Every Ray server binds loopback only: with clusters "disabled", Ray's default for laptops, it
+# advertises and binds 127.0.0.1 instead of the machine's address. (Ray's CLI then refuses a
+# second node on one machine; its test cluster, which starts raylets directly, does not.)
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+
+ACROSS = """
+import os, time
+job.emit({"type": "step", "step": 0, "loss": float(job.rank)})
+print(f"rank {job.rank} of {job.world_size} on node {os.environ['HOTSWITCH_NODE']}")
+"""
+KILLED = """
+import os, signal, time
+job.emit({"type": "step", "step": 0, "loss": 0.0})
+time.sleep(1.0)
+if job.rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+while True:
+    time.sleep(0.1)
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    saved = {k: os.environ.get(k) for k in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=2)
+        yield cluster.address
+    finally:
+        cluster.shutdown()
+        for key, value in saved.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+
+
+@pytest.fixture(scope="module")
+def kernel(ray_address, tmp_path_factory):
+    session = hotswitch_kernel(tmp_path_factory)
+    yield session
+    session.shutdown()
+
+
+def _nothing_left(what: str) -> None:
+    def progress():
+        left = processes_mentioning("hotswitch-ray-")
+        return len(left), cpu_seconds(left)
+
+    wait_progressing(lambda: not processes_mentioning("hotswitch-ray-"), progress, what)
+
+
+def test_ray_job_spans_two_nodes_each_rank_naming_its_node(kernel, ray_address):
+    cell = f"%%train --launcher ray --ray-address {ray_address} --nodes 2 -n 1 --wait --name across\n{ACROSS}"
+    msg_id, reply = kernel.execute(cell, timeout=CAP_S)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert kernel.value("jobs['across'].status") == "succeeded", kernel.text(msg_id)
+    placement = kernel.value("{r: p['node'] for r, p in jobs['across'].placement.items()}")
+    assert sorted(placement) == ["0", "1"] and placement["0"] != placement["1"]  # two Ray nodes
+    steps = kernel.value("sorted(e['rank'] for e in jobs['across'].events_of('step'))")
+    assert steps == [0, 1]
+    text = kernel.text(msg_id)
+    for rank in (0, 1):
+        assert f"[stdout:{rank}] rank {rank} of 2 on node {placement[str(rank)]}" in text
+        logs = kernel.value(f"jobs['across'].launcher.logs(jobs['across'].handle, {rank})")
+        assert f"rank {rank} of 2 on node" in logs  # kept after the job's folders are gone
+    assert kernel.value("jobs['across'].handle").startswith("ray:")
+    _nothing_left("the processes of a finished Ray job ending")
+
+
+def test_ray_rank_killed_on_the_second_node_fails_the_job_and_stops_the_first(kernel, ray_address):
+    cell = f"%%train --launcher ray --ray-address {ray_address} --nodes 2 -n 1 --wait --name killed\n{KILLED}"
+    msg_id, reply = kernel.execute(cell, timeout=CAP_S)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert kernel.value("jobs['killed'].status") == "failed", kernel.text(msg_id)
+    reason = kernel.value("jobs['killed'].exit_reason")
+    assert "rank 1" in reason and "SIGKILL" in reason, reason
+    _nothing_left("rank 0 on the first node ending after rank 1 was killed on the second")
+
+
+def test_ray_address_with_no_cluster_is_refused_within_seconds(kernel):
+    jobs_before = kernel.value("len(jobs.names())")
+    started = time.monotonic()
+    msg_id, reply = kernel.execute("%%train --launcher ray --ray-address 127.0.0.1:1 --nodes 2\npass\n")
+    assert reply["status"] == "error"
+    assert "no Ray cluster answers at 127.0.0.1:1" in kernel.text(msg_id)
+    assert time.monotonic() - started < 30  # the address is probed before Ray is even imported
+    assert kernel.value("len(jobs.names())") == jobs_before
+
+
+def test_ray_missing_names_the_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ValueError, match=r"--launcher ray needs Ray on this machine: pip install 'hotswitch\[ray\]'"):
+        ray_launcher.import_ray()
+
+
+def test_ray_refuses_a_loopback_channel_for_nodes_on_other_machines():
+    nodes = [{"Alive": True, "NodeManagerAddress": "10.0.0.5"}]
+    with pytest.raises(ValueError, match=r"--channel-host"):
+        ray_launcher.check_channel_reachable("tcp://127.0.0.1:5555", nodes)
+    ray_launcher.check_channel_reachable("tcp://127.0.0.1:5555", [{"Alive": True, "NodeManagerAddress": "127.0.0.1"}])
+    ray_launcher.check_channel_reachable("tcp://10.0.0.1:5555", nodes)
+
+
+def test_ray_headless_train_spans_both_nodes(ray_address, tmp_path):
+    argv = ["train", "--launcher", "ray", "--ray-address", ray_address, "--nodes", "2", "-n", "1", "--plan", "dp2"]
+    argv += ["--steps", "2", "--batch-size", "4", "--max-len", "64"]
+    result = hotswitch_json(argv, tmp_path, CAP_S)
+    assert result["status"] == "succeeded" and result["steps"] == 2
+    _nothing_left("the headless Ray job's processes ending")
