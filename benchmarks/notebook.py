@@ -1,10 +1,12 @@
-"""How responsive ``%%train`` keeps a real Jupyter kernel, measured in this run.
+"""How responsive ``%%train`` keeps a real Jupyter kernel, measured in this run, per launcher.
 
-    python benchmarks/notebook.py [--json] [--steps 40]
+    python benchmarks/notebook.py [--json] [--steps 40] [--launchers local,ray,slurm]
 
-Starts the stock python3 kernel with ``%load_ext hotswitch.kernel`` and runs a 2-rank gloo job
-(tiny nn.Linear, all_reduce of gradients) that emits one event per step with the worker's
-``time.time()``. Prints:
+For each launcher, starts the stock python3 kernel with ``%load_ext hotswitch.kernel`` and runs a
+2-rank gloo job (tiny nn.Linear, all_reduce of gradients) that emits one event per step with the
+worker's ``time.time()``: ``local`` on this machine; ``ray`` on a two-node Ray cluster started on
+loopback (one rank per node); ``slurm`` through a Slurm controller and node daemon started on
+loopback (Debian's slurm-wlm and munge must be installed). Prints, per launcher:
   train_return_s         time for the ``%%train`` cell to return (client-side, reply received)
   first_cell_after_load_s  the same for a cell run the instant the extension loaded
   first_step_s           launch to the first step event arriving in the kernel
@@ -15,9 +17,12 @@ Starts the stock python3 kernel with ``%load_ext hotswitch.kernel`` and runs a 2
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,18 +36,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def measure(steps: int) -> dict:
+GOALS = {"event_latency_ms_p99": 250.0, "train_return_s": 1.0}
+
+
+def measure(steps: int, options: str = "-n 2") -> dict:
     session = KernelSession("python3")
     try:
         session.execute("%load_ext hotswitch.kernel")
-        # the first cell right after loading (the dashboard's plotly stack may still be importing)
+        # the first cell right after loading (the dashboard's plotly stack may still be importing;
+        # a cluster launcher connects to its cluster)
         began = time.monotonic()
-        _, reply = session.execute("%%train -n 2 --name cold\n" + train_body(steps=1, pause=0))
+        _, reply = session.execute(f"%%train {options} --name cold\n" + train_body(steps=1, pause=0))
         cold_return_s = time.monotonic() - began
-        if reply["status"] != "ok" or session.value("jobs['cold'].wait(120)") != "succeeded":
+        if reply["status"] != "ok" or session.value("jobs['cold'].wait(300)") != "succeeded":
             raise RuntimeError(f"the first %%train cell failed: {reply}")
         began = time.monotonic()
-        _, reply = session.execute("%%train -n 2 --name bench\n" + train_body(steps=steps, pause=0.05))
+        _, reply = session.execute(f"%%train {options} --name bench\n" + train_body(steps=steps, pause=0.05))
         train_return_s = time.monotonic() - began
         if reply["status"] != "ok":
             raise RuntimeError(f"the %%train cell failed: {reply}")
@@ -74,17 +83,53 @@ def measure(steps: int) -> dict:
     }
 
 
+@contextlib.contextmanager
+def launcher_options(name: str, folder: Path):
+    """``%%train`` options that run 2 ranks with launcher ``name``, its cluster started here."""
+    if name == "local":
+        yield "-n 2"
+    elif name == "ray":
+        os.environ.update({"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"})
+        from ray.cluster_utils import Cluster
+
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+        try:
+            cluster.add_node(num_cpus=2)
+            yield f"--launcher ray --ray-address {cluster.address} --nodes 2 -n 1"
+        finally:
+            cluster.shutdown()
+    elif name == "slurm":
+        from tests.kernel.launch.slurm_cluster import slurm_on_loopback
+
+        with slurm_on_loopback(folder) as conf:
+            os.environ["SLURM_CONF"] = str(conf)
+            yield "--launcher slurm -n 2"
+    else:
+        raise SystemExit(f"unknown launcher {name!r}; choose from local, ray, slurm")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--steps", type=int, default=40, help="training steps (default 40, 0.05 s apart)")
+    parser.add_argument("--launchers", default="local,ray,slurm", help="comma-separated (default all three)")
     args = parser.parse_args()
-    result = measure(args.steps)
+    result = {"goals": GOALS, "launchers": {}}
+    for name in args.launchers.split(","):
+        with (
+            tempfile.TemporaryDirectory(prefix=f"hotswitch-bench-{name}-") as folder,
+            launcher_options(name, Path(folder)) as options,
+        ):
+            figures = measure(args.steps, options)
+        figures["meets_goals"] = all(figures[key] <= goal for key, goal in GOALS.items())
+        result["launchers"][name] = figures
     if args.json:
         print(json.dumps(result))
     else:
-        for key, value in result.items():
-            print(f"{key:<24}{value}")
+        for name, figures in result["launchers"].items():
+            print(name)
+            for key, value in figures.items():
+                print(f"  {key:<24}{value}")
     return 0
 
 

@@ -30,14 +30,16 @@ from hotswitch.kernel.channel.secrets import CurveKeys
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES, ChannelStats, MessageSigner, MessageVerifier
 
 POLL_MS = 20
+RECEIVE_BATCH = 1000
 # ZMQ disconnects a peer sending more than this, before Python sees it: a memory guard only.
 # Messages between max_bytes and this are received, dropped and counted as oversized.
 TRANSPORT_LIMIT_FACTOR = 4
 
 
 class KernelChannel:
-    """Binds on ``host`` (loopback by default) at a free port; ``address`` is what workers connect to.
-    With ``curve`` (the server's key pair) the socket is a CURVE server: traffic is encrypted."""
+    """Binds on ``host`` (loopback by default) at ``port`` or a free one; ``address`` is what
+    workers connect to. With ``curve`` (the server's key pair) the socket is a CURVE server:
+    traffic is encrypted."""
 
     def __init__(
         self,
@@ -46,9 +48,11 @@ class KernelChannel:
         host: str = "127.0.0.1",
         max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         curve: CurveKeys | None = None,
+        port: int | None = None,
     ):
         self._verifier = MessageVerifier(key, max_bytes)
-        self._signer = MessageSigner(key, "kernel")
+        # numbered from the clock: a kernel that attaches to running ranks numbers on past the last
+        self._signer = MessageSigner(key, "kernel", first_seq=time.time_ns())
         self._on_message = on_message
         self._outbox: collections.deque[tuple[str, list[bytes]]] = collections.deque()
         self._routes: dict[str, bytes] = {}  # sender -> routing id of its latest verified message
@@ -60,7 +64,17 @@ class KernelChannel:
         if curve is not None:  # encrypted: only peers that know the server's public key connect
             self._socket.curve_server = True
             self._socket.curve_publickey, self._socket.curve_secretkey = curve.public, curve.secret
-        port = self._socket.bind_to_random_port(f"tcp://{host}")
+        if port is None:
+            port = self._socket.bind_to_random_port(f"tcp://{host}")
+        else:  # the address a detached job's ranks know
+            try:
+                self._socket.bind(f"tcp://{host}:{port}")
+            except zmq.ZMQError as error:
+                self._socket.close(linger=0)
+                self._context.term()
+                raise ValueError(
+                    f"cannot listen on {host}:{port} again ({error}); is another kernel attached?"
+                ) from None
         self.address = f"tcp://{host}:{port}"
         self._last_arrival = time.monotonic()
         self._stop = threading.Event()
@@ -99,7 +113,7 @@ class KernelChannel:
             self._flush_outbox()
 
     def _receive_all(self) -> None:
-        while True:
+        for _ in range(RECEIVE_BATCH):  # then the outbox: heartbeats go out under a flood too
             try:
                 frames = self._socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:

@@ -34,6 +34,23 @@ def leaves_loopback(host: str) -> bool:
         return True  # a host name: assume the network
 
 
+def write_private(path: Path, data: dict) -> Path:
+    """Create ``path`` holding ``data`` as JSON, readable and writable by its owner only
+    (refusing to overwrite)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as f:
+        json.dump(data, f)
+    return path
+
+
+def read_private(path: str | os.PathLike) -> dict:
+    """The JSON in ``path``, refusing a file that others could read or that is not ours."""
+    info = os.stat(path)
+    if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise PermissionError(f"{path}: a channel secret must be owned by this user and readable by no one else")
+    return json.loads(Path(path).read_text())
+
+
 @dataclass(frozen=True)
 class CurveKeys:
     public: bytes
@@ -61,18 +78,12 @@ class WorkerSecret:
             "client_public": self.client.public.decode() if self.client else None,
             "client_secret": self.client.secret.decode() if self.client else None,
         }
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as f:
-            json.dump(data, f)
-        return path
+        return write_private(path, data)
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> WorkerSecret:
         """The secret in ``path``; refuses a file that others could read or that is not ours."""
-        info = os.stat(path)
-        if info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
-            raise PermissionError(f"{path}: a channel secret must be owned by this user and readable by no one else")
-        data = json.loads(Path(path).read_text())
+        data = read_private(path)
         client = None
         if data["client_public"]:
             client = CurveKeys(data["client_public"].encode(), data["client_secret"].encode())
@@ -90,6 +101,22 @@ class KernelSecret:
     @classmethod
     def new(cls, curve: bool) -> KernelSecret:
         return cls(new_key(), CurveKeys.new() if curve else None)
+
+    def write(self, path: Path) -> Path:
+        """Keep the kernel's side in ``path``, readable and writable by its owner only."""
+        data = {
+            "key": self.key.hex(),
+            "public": self.server.public.decode() if self.server else None,
+            "secret": self.server.secret.decode() if self.server else None,
+        }
+        return write_private(path, data)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> KernelSecret:
+        """The kernel's side kept in ``path``; refuses a file others could read or not ours."""
+        data = read_private(path)
+        server = CurveKeys(data["public"].encode(), data["secret"].encode()) if data["public"] else None
+        return cls(bytes.fromhex(data["key"]), server)
 
     def for_workers(self) -> WorkerSecret:
         """What the ranks get: never the server's secret key."""

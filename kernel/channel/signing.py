@@ -31,12 +31,12 @@ def _signature(key: bytes, header: bytes, body: bytes) -> bytes:
 
 
 class MessageSigner:
-    """Signs messages from one sender, numbering them 1, 2, 3, ..."""
+    """Signs messages from one sender, numbering them ``first_seq`` + 1, + 2, ..."""
 
-    def __init__(self, key: bytes, sender: str):
+    def __init__(self, key: bytes, sender: str, first_seq: int = 0):
         self._key = key
         self._sender = sender
-        self._seq = 0
+        self._seq = first_seq
 
     def seal(self, body: dict) -> list[bytes]:
         """The three frames of ``body``; raises TypeError if ``body`` is not JSON-able."""

@@ -17,6 +17,9 @@ from hotswitch.kernel.channel.signing import ChannelStats, MessageSigner, Messag
 
 # Delivery of the last messages (a traceback, "finished") when the worker exits.
 CLOSE_LINGER_MS = 3000
+# A message that finds the queue to the kernel full waits while the kernel has been heard within
+# this many seconds, and is dropped after: a rank never stalls on a kernel that is gone.
+AWAY_S = 60.0
 
 
 class WorkerChannel:
@@ -32,6 +35,7 @@ class WorkerChannel:
         self._lock = threading.Lock()
         self._inbox: collections.deque[dict] = collections.deque()  # read, not yet taken
         self._heard_at = time.monotonic()  # when the kernel's latest valid message arrived
+        self.unsent = 0  # messages dropped while the kernel was away
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
         # No IDENTITY: the kernel routes by signed sender, not by a name any peer could claim.
@@ -56,9 +60,20 @@ class WorkerChannel:
                 f"message of {size} bytes is over the channel limit of {self.max_bytes} bytes; "
                 "send less (summaries, not tensors) or raise HOTSWITCH_MAX_MESSAGE_BYTES"
             )
-        with self._lock:
-            if not self._socket.closed:
-                self._socket.send_multipart(frames)
+        while True:  # a full queue waits for the kernel to catch up; one away for long gets nothing
+            with self._lock:
+                if self._socket.closed:
+                    return
+                try:
+                    self._socket.send_multipart(frames, zmq.NOBLOCK)
+                    return
+                except zmq.Again:
+                    pass
+            self.pump()  # is the kernel still there?
+            if self.silent_for() > AWAY_S:  # a detached job's kernel may be away for hours
+                self.unsent += 1
+                return
+            time.sleep(0.01)
 
     @property
     def closed(self) -> bool:

@@ -41,6 +41,7 @@ class LaunchSpec:
     env: dict = field(default_factory=dict)
     workdir: Path | None = None
     log_dir: Path | None = None
+    detach: bool = False  # the job outlives its kernel (``%%train --detach``)
 
     def __post_init__(self):
         if self.nproc < 1:
@@ -55,6 +56,10 @@ class LaunchSpec:
             host, _, port = self.rdzv_endpoint.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"--rdzv-endpoint takes HOST:PORT (e.g. 127.0.0.1:29500), got {self.rdzv_endpoint!r}")
+
+
+class LaunchGone(ValueError):
+    """The launch a handle names has ended (nothing of it runs any more)."""
 
 
 def rank_log(log_dir: Path, rank: int) -> Path:
@@ -90,6 +95,15 @@ class Launcher(ABC):
     def logs(self, handle: str, rank: int | None = None) -> str:
         """What rank ``rank`` wrote to stdout and stderr so far; with None, what the launcher's
         own agent printed."""
+
+    def settings(self) -> dict:
+        """The options this launcher was made with, as ``named.make_launcher`` takes them."""
+        return {}
+
+    def adopt(self, handle: str, spec: LaunchSpec) -> None:
+        """Follow ``handle``, submitted by another kernel with ``spec`` (``%train_attach``);
+        ``LaunchGone`` if nothing of it runs any more."""
+        raise ValueError(f"--launcher {self.name} cannot reattach to a job")
 
     def processes(self, handle: str) -> list[int]:
         """Process ids of the launch still running on this machine, for diagnostics (a remote

@@ -9,10 +9,13 @@ network. Here every store server whose host is a loopback name listens on a sock
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
+from pathlib import Path
 
 LOOPBACK = ("127.0.0.1", "localhost")
+ENV_AGENT_EXIT = "HOTSWITCH_AGENT_EXIT"  # where the agent writes its exit status
 
 
 def loopback_listener(port: int) -> socket.socket:
@@ -56,7 +59,16 @@ def main() -> None:
     if sys.argv[1:3] != TORCHRUN:
         raise SystemExit(f"usage: python -m {__spec__.name} -m torch.distributed.run TORCHRUN_ARGS")
     keep_stores_on_loopback()
-    torchrun_main(sys.argv[3:])
+    status = 1
+    try:
+        torchrun_main(sys.argv[3:])
+        status = 0
+    except SystemExit as stop:
+        status = stop.code if isinstance(stop.code, int) else 1
+        raise
+    finally:  # a kernel that attaches later cannot wait() for this process: it reads this
+        if os.environ.get(ENV_AGENT_EXIT):
+            Path(os.environ[ENV_AGENT_EXIT]).write_text(str(status))
 
 
 if __name__ == "__main__":

@@ -15,17 +15,15 @@ named actors in the ``hotswitch`` namespace.
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
-import tempfile
+import threading
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.loopback_agent import LOOPBACK
-from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_KERNEL_PID, ENV_NODE, ENV_SECRET_FILE
+from hotswitch.kernel.launch.ray_node import NodeAgent, job_files
+from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_KERNEL_PID
 
 NAMESPACE = "hotswitch"
 CONNECT_TIMEOUT_S = 5.0
@@ -68,77 +66,17 @@ def check_channel_reachable(channel_address: str, nodes: list[dict]) -> None:
         )
 
 
-def job_files(job_dir: Path) -> dict[str, bytes]:
-    """The files every node needs: the job folder's own (body, key, pushed values), no logs."""
-    return {p.name: p.read_bytes() for p in job_dir.iterdir() if p.is_file() and not p.name.endswith(".log")}
-
-
-class NodeAgent:
-    """One node of a job, as a Ray actor: torchrun for that node in a folder of its own."""
-
-    def __init__(self):
-        from hotswitch.kernel.launch.torchrun import TorchrunLauncher
-
-        self.launcher = TorchrunLauncher()
-        self.handle: str | None = None
-        self.folder: Path | None = None
-
-    def address(self) -> str:
-        """This node's IP address, as Ray knows it (where node 0 hosts the rendezvous)."""
-        import ray
-
-        return ray.util.get_node_ip_address()
-
-    def free_port(self) -> int:
-        with socket.socket() as probe:
-            probe.bind((self.address(), 0))
-            return probe.getsockname()[1]
-
-    def submit(self, files: dict[str, bytes], fields: dict, env: dict) -> str:
-        import ray
-
-        from hotswitch.kernel.channel.secrets import SECRET_FILE
-        from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
-
-        self.folder = Path(tempfile.mkdtemp(prefix="hotswitch-ray-"))
-        for name, data in files.items():
-            descriptor = os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as f:
-                f.write(data)
-        logs = self.folder / "logs"
-        env = {
-            **env,
-            ENV_SECRET_FILE: str(self.folder / SECRET_FILE),
-            ENV_LOG_DIR: str(logs),
-            ENV_KERNEL_PID: str(os.getpid()),
-            ENV_NODE: ray.get_runtime_context().get_node_id()[:12],
-        }
-        spec = LaunchSpec(self.folder, self.folder / "body.py", env=env, log_dir=logs, **fields)
-        self.handle = self.launcher.submit(spec)
-        return self.handle
-
-    def status(self) -> int | None:
-        return self.launcher.status(self.handle)
-
-    def cancel(self, force: bool) -> None:
-        self.launcher.cancel(self.handle, force)
-
-    def logs(self, rank: int | None) -> str:
-        return self.launcher.logs(self.handle, rank)
-
-    def remove(self) -> None:
-        """Delete this node's job folder (once every process of it has ended)."""
-        if self.folder is not None and self.status() is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-
 @dataclass
 class RayJob:
-    """A submitted job's placement group and agents; once it has ended, its logs and status."""
+    """A submitted job's placement group and agents (placed in the background: the cell returns
+    at once); once it has ended, its logs and status."""
 
-    group: object
-    agents: list
+    nodes: int
     nproc: int
+    group: object = None
+    agents: list = field(default_factory=list)
+    starting: threading.Thread | None = None  # placing the agents and starting torchrun
+    error: str | None = None  # why it could not start
     code: int | None = None
     torn_down: bool = False  # a node failed and the others were asked to end
     rank_logs: list[str] = field(default_factory=list)
@@ -161,20 +99,41 @@ class RayLauncher(Launcher):
         if connected.rpartition(":")[2] != address.rpartition(":")[2]:
             raise ValueError(f"this kernel is connected to the Ray cluster at {connected}; restart it to use {address}")
 
+    def settings(self) -> dict:
+        return {"ray_address": self.address}
+
+    def check(self, spec: LaunchSpec) -> None:
+        if spec.detach:
+            raise ValueError("--detach is not available with --launcher ray yet (its node agents end with the kernel)")
+
     def submit(self, spec: LaunchSpec) -> str:
-        check_channel_reachable(spec.env.get(ENV_ADDRESS, ""), self.ray.nodes())
+        self.check(spec)
+        nodes = self.ray.nodes()
+        check_channel_reachable(spec.env.get(ENV_ADDRESS, ""), nodes)
+        alive = sum(bool(n.get("Alive")) for n in nodes)
+        if alive < spec.nodes:
+            raise ValueError(
+                f"--nodes {spec.nodes} needs {spec.nodes} Ray nodes; the cluster at {self.address} has {alive}"
+            )
         job_id = f"{spec.job_dir.name}-{uuid.uuid4().hex[:8]}"
-        group, agents = self._place(job_id, spec.nodes)
-        try:
-            handle = self._start(job_id, spec, agents)
-        except BaseException:
-            self._free(group, agents)
-            raise
-        self.jobs[handle] = RayJob(group, agents, spec.nproc)
+        job = RayJob(spec.nodes, spec.nproc)
+        job.starting = threading.Thread(target=self._start_job, args=(job, job_id, spec), daemon=True)
+        job.starting.start()
+        handle = f"ray:{job_id}:{spec.nodes}"
+        self.jobs[handle] = job
         return handle
 
-    def _start(self, job_id: str, spec: LaunchSpec, agents: list) -> str:
-        """Torchrun on every agent's node, meeting on the first; the job's handle."""
+    def _start_job(self, job: RayJob, job_id: str, spec: LaunchSpec) -> None:
+        try:
+            job.group, job.agents = self._place(job_id, spec.nodes)
+            self._start(job_id, spec, job.agents)
+        except Exception as error:
+            job.error = f"the job could not start on the Ray cluster at {self.address}: {error}"
+            if job.group is not None:
+                self._free(job.group, job.agents)
+
+    def _start(self, job_id: str, spec: LaunchSpec, agents: list) -> None:
+        """Torchrun on every agent's node, meeting on the first."""
         endpoint = spec.rdzv_endpoint
         if endpoint is None:
             host, port = self.ray.get([agents[0].address.remote(), agents[0].free_port.remote()])
@@ -184,7 +143,6 @@ class RayLauncher(Launcher):
         fields["workdir"] = spec.workdir
         files = job_files(spec.job_dir)
         self.ray.get([a.submit.remote(files, {**fields, "node_rank": k}, env) for k, a in enumerate(agents)])
-        return f"ray:{job_id}:{spec.nodes}"
 
     def _free(self, group, agents: list) -> None:
         from ray.util.placement_group import remove_placement_group
@@ -194,14 +152,10 @@ class RayLauncher(Launcher):
         remove_placement_group(group)
 
     def _place(self, job_id: str, nodes: int) -> tuple[object, list]:
-        """One agent per node of the job, each on a Ray node of its own; an error naming the
-        shortfall when the cluster has fewer nodes."""
+        """One agent per node of the job, each on a Ray node of its own."""
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        alive = [n for n in self.ray.nodes() if n.get("Alive")]
-        if len(alive) < nodes:
-            raise ValueError(f"--nodes {nodes} needs {nodes} Ray nodes; the cluster at {self.address} has {len(alive)}")
         group = placement_group([{"CPU": 1}] * nodes, strategy="STRICT_SPREAD", name=job_id)
         try:
             self.ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
@@ -229,7 +183,10 @@ class RayLauncher(Launcher):
 
     def status(self, handle: str) -> int | None:
         job = self._job(handle)
-        if job.code is not None:
+        if job.code is not None or job.starting.is_alive():
+            return job.code
+        if job.error is not None:
+            job.code, job.agent_logs = 1, [job.error]
             return job.code
         codes = self.ray.get([a.status.remote() for a in job.agents])
         failed = next((code for code in codes if code), None)
@@ -254,13 +211,16 @@ class RayLauncher(Launcher):
         self.cancel_agents(self._job(handle), force)
 
     def cancel_agents(self, job: RayJob, force: bool = False) -> None:
+        job.starting.join(PLACEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S)  # then there are agents to ask
         if job.code is None:
             self.ray.get([a.cancel.remote(force) for a in job.agents])
 
     def logs(self, handle: str, rank: int | None = None) -> str:
         job = self._job(handle)
-        if rank is not None and not 0 <= rank < len(job.agents) * job.nproc:
-            raise ValueError(f"the job has ranks 0-{len(job.agents) * job.nproc - 1}, not {rank}")
+        if rank is not None and not 0 <= rank < job.nodes * job.nproc:
+            raise ValueError(f"the job has ranks 0-{job.nodes * job.nproc - 1}, not {rank}")
+        if job.code is None and (job.starting.is_alive() or job.error):
+            return job.error or ""
         if job.code is None:
             if rank is not None:
                 return self.ray.get(job.agents[rank // job.nproc].logs.remote(rank))

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec, rank_log
+from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec, rank_log
 from hotswitch.kernel.worker.entry import ENV_KERNEL_PID
 
 COMMAND_TIMEOUT_S = 20.0
@@ -125,6 +125,19 @@ class SlurmLauncher(Launcher):
         handle = f"slurm:{job_id}"
         self.jobs[handle] = (folder, log_dir)
         return handle
+
+    def settings(self) -> dict:
+        return {
+            "partition": self.options["partition"],
+            "time": self.options["time"],
+            "gpus_per_node": self.options["gpus-per-node"],
+        }
+
+    def adopt(self, handle: str, spec: LaunchSpec) -> None:
+        log_dir = spec.log_dir or spec.job_dir / "logs"
+        self.jobs[handle] = (log_dir.parent / "slurm", log_dir)
+        if exit_status(job_fields(self._job_id(handle)) or {"JobState": "COMPLETED"}) is not None:
+            raise LaunchGone(f"Slurm job {handle.removeprefix('slurm:')} has ended")
 
     def _job_id(self, handle: str) -> str:
         if handle not in self.jobs:

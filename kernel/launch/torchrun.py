@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from hotswitch.kernel.launch.launcher import ENV_NOTEBOOK_DIR, Launcher, LaunchSpec, rank_log
-from hotswitch.kernel.launch.loopback_agent import LOOPBACK, TORCHRUN
+from hotswitch.kernel.launch.launcher import ENV_NOTEBOOK_DIR, Launcher, LaunchGone, LaunchSpec, rank_log
+from hotswitch.kernel.launch.loopback_agent import ENV_AGENT_EXIT, LOOPBACK, TORCHRUN
 
 LOOPBACK_AGENT = "hotswitch.kernel.launch.loopback_agent"
 # Once the agent is gone, its ranks end themselves within a second (their watchdog sees their
@@ -52,7 +52,38 @@ def torchrun_argv(spec: LaunchSpec) -> list[str]:
 def agent_env(spec: LaunchSpec) -> dict[str, str]:
     """The environment torchrun's agent (and so every rank) starts with."""
     workdir = Path(spec.workdir or os.getcwd()).resolve()
-    return {**os.environ, **spec.env, "PYTHONUNBUFFERED": "1", ENV_NOTEBOOK_DIR: str(workdir)}
+    exit_file = agent_exit_file(spec)
+    return {
+        **os.environ,
+        **spec.env,
+        "PYTHONUNBUFFERED": "1",
+        ENV_NOTEBOOK_DIR: str(workdir),
+        ENV_AGENT_EXIT: exit_file,
+    }
+
+
+def agent_exit_file(spec: LaunchSpec) -> str:
+    return str(spec.job_dir / f"agent-node{spec.node_rank}.exit")
+
+
+class AdoptedAgent:
+    """A torchrun agent this process did not start (``Popen``'s ``pid``/``returncode``/``poll``):
+    gone once psutil says so, its exit status then read from the file it writes as it exits."""
+
+    def __init__(self, process: psutil.Process, exit_file: Path):
+        self.pid, self.returncode = process.pid, None
+        self._process, self._exit_file = process, exit_file
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                alive = self._process.is_running() and self._process.status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                alive = False
+            if not alive:
+                text = self._exit_file.read_text().strip() if self._exit_file.exists() else ""
+                self.returncode = int(text) if text.lstrip("-").isdigit() else -signal.SIGKILL  # ended unheard
+        return self.returncode
 
 
 class TorchrunLaunch:
@@ -176,6 +207,18 @@ class TorchrunLauncher(Launcher):
         handle = f"local:{spec.node_rank}:{spec.job_dir}"
         self._launches[handle] = TorchrunLaunch(spec, process, output_path)
         return handle
+
+    def adopt(self, handle: str, spec: LaunchSpec) -> None:
+        body = str(spec.body_path)
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = process.info["cmdline"] or []
+            if LOOPBACK_AGENT in cmdline and body in cmdline:
+                output_path = spec.job_dir / f"agent-node{spec.node_rank}.log"
+                self._launches[handle] = TorchrunLaunch(
+                    spec, AdoptedAgent(process, Path(agent_exit_file(spec))), output_path
+                )
+                return
+        raise LaunchGone(f"no process of {handle} runs on this machine any more")
 
     def launch(self, handle: str) -> TorchrunLaunch:
         try:

@@ -12,27 +12,28 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
-from hotswitch.kernel.channel.secrets import SECRET_FILE, KernelSecret, leaves_loopback
+from hotswitch.kernel.channel.secrets import KernelSecret, leaves_loopback
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
-from hotswitch.kernel.notebook.job_checks import checked_rank, checkpoint_target
+from hotswitch.kernel.notebook.attach import Attachment
+from hotswitch.kernel.notebook.job_checks import checked_rank
+from hotswitch.kernel.notebook.job_controls import JobControls
 from hotswitch.kernel.notebook.job_display import JobDisplay
 from hotswitch.kernel.notebook.job_outcome import ending
 from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, drain, wait_for_exit
 from hotswitch.kernel.notebook.pulse import Pulse
+from hotswitch.kernel.notebook.rank_env import rank_env
 from hotswitch.kernel.notebook.rank_reports import RankReports
-from hotswitch.kernel.notebook.switch_request import switch_request
-from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_JOB_NAME, ENV_KERNEL_PID, ENV_MAX_BYTES, ENV_SECRET_FILE
-from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
 FINAL = ("succeeded", "failed", "stopped", "timed out", "lost")
 STOP_MESSAGE_WAIT_S = 1.0
 
 
-class Job(JobDisplay):
+class Job(JobDisplay, JobControls):
     """A running or finished training job.
 
     ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out' and
@@ -40,6 +41,9 @@ class Job(JobDisplay):
     ``events`` holds the newest events the ranks emitted (with "rank"), in arrival order (their types in
     ``hotswitch.backend.train.events``); ``on_event`` subscribes to them, ``events_of`` selects
     them and ``wait_until`` waits for one, like an ipyparallel ``AsyncResult``.
+
+    A job whose spec says ``detach`` outlives its kernel; another kernel follows it again with
+    ``attached`` (what ``%train_attach`` read from its run folder) instead of submitting it.
     """
 
     def __init__(
@@ -51,8 +55,10 @@ class Job(JobDisplay):
         timeout: float | None = None,
         host: str = "127.0.0.1",
         max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        attached: Attachment | None = None,
     ):
         self.name = name
+        self.detached = spec.detach
         self.spec = spec
         self.job_dir: Path = spec.job_dir
         self.notebook_dir = Path(spec.workdir or os.getcwd()).resolve()  # where relative paths resolve
@@ -65,28 +71,34 @@ class Job(JobDisplay):
         self._done_callbacks: list[Callable[[Job], None]] = []
         self._finished = False  # the watcher has seen every process exit and drained the channel
         self._reports = RankReports(output, on_started=self._on_rank_started, on_failure=self._teardown.set)
-        secret = KernelSecret.new(curve=leaves_loopback(host))  # encrypted beyond loopback
-        self._channel = KernelChannel(secret.key, self._reports.receive, host, max_bytes, secret.server)
+        for event in attached.events if attached else []:  # what the run folder recorded before
+            self._reports.log.append(event)
+        # encrypted beyond loopback; kept in a detached job's run folder for the kernels that attach
+        self.kernel_secret = attached.secret if attached else KernelSecret.new(curve=leaves_loopback(host))
+        secret, port = self.kernel_secret, attached.port if attached else None
+        host = attached.host if attached else host
+        self._channel = KernelChannel(secret.key, self._reports.receive, host, max_bytes, secret.server, port)
         self._pulse = Pulse(self._channel, self._reports)
-        env = {  # the job's own variables last: no --env overrides them
-            **spec.env,
-            ENV_ADDRESS: self._channel.address,
-            ENV_SECRET_FILE: str(secret.for_workers().write(spec.job_dir / SECRET_FILE)),
-            ENV_KERNEL_PID: str(os.getpid()),
-            ENV_MAX_BYTES: str(max_bytes),
-            ENV_JOB_NAME: name,
-            ENV_LOG_DIR: str(spec.log_dir or spec.job_dir / "logs"),
-        }
-        self.started_at = time.time()
+        self.started_at = attached.started_at if attached else time.time()
         self.ended_at: float | None = None
+        self.launcher = launcher
         try:
-            self.launcher = launcher
-            self.handle = launcher.submit(LaunchSpec(**{**spec.__dict__, "env": env, "workdir": self.notebook_dir}))
+            self.handle = attached.handle if attached else self._submit(max_bytes)
         except BaseException:
             self._channel.close()
             raise
+        if attached:
+            self._status = "running"
         self._watcher = threading.Thread(target=self._watch, name=f"hotswitch-job-{name}", daemon=True)
         self._watcher.start()
+
+    def _submit(self, max_bytes: int) -> str:
+        env = rank_env(self.spec, self.name, self._channel.address, self.kernel_secret, max_bytes)
+        return self.launcher.submit(replace(self.spec, env=env, workdir=self.notebook_dir))
+
+    @property
+    def channel_address(self) -> str:
+        return self._channel.address
 
     # ---- what the notebook reads -------------------------------------------------------------
 
@@ -205,26 +217,6 @@ class Job(JobDisplay):
         if not self.done:
             self.launcher.cancel(self.handle, force=True)
         return self.wait(5.0)
-
-    def switch(self, plan: str | Sequence = "auto") -> None:
-        """Ask the trainer to hot-switch at the next step boundary to ``plan``: "auto" (it picks
-        the buckets of every batch), one strategy ("dp2tp2") or buckets ([["tp4", 128], ["dp4",
-        0]], longest first). Raises ValueError before sending anything the job cannot run."""
-        self._send_control("switch", strategy=switch_request(plan, self.spec.nproc * self.spec.nodes))
-
-    def pause(self) -> None:
-        """Ask the trainer to pause at the next step boundary."""
-        self._send_control("pause")
-
-    def resume(self) -> None:
-        """Ask a paused trainer to go on."""
-        self._send_control("resume")
-
-    def checkpoint(self, path: str | None = None) -> None:
-        """Ask the trainer to write a checkpoint to ``path`` (relative: to the notebook's folder),
-        or its default place. Raises ValueError before sending when ``path`` exists or its folder
-        cannot be written; a write that fails on the ranks anyway is a ``warning`` event."""
-        self._send_control("checkpoint", path=checkpoint_target(path, self.notebook_dir))
 
     def _send_control(self, command: str, **fields) -> None:
         if self.done:

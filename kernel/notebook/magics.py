@@ -11,8 +11,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
-from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
+from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import make_launcher
+from hotswitch.kernel.notebook.attach import attachable, attachment, find_run, read_summary, spec_of
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.job import Job
 from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
@@ -43,11 +44,34 @@ def launch_spec(args, job_dir: Path, env: dict, launcher: Launcher) -> LaunchSpe
             rdzv_id=args.rdzv_id,
             env=env,
             workdir=Path.cwd(),
+            detach=args.detach,
         )
         launcher.check(spec)
     except ValueError as error:
         raise UsageError(str(error)) from None
     return spec
+
+
+def record_run(job: Job, folder: Path, body: str, replay: bool = True) -> None:
+    """Record ``job`` into its run folder: events as they arrive (those already received too,
+    with ``replay``), ``job.json`` at its start and at its end."""
+    record = RunRecord(folder, body)
+    record.started(job)
+    job.on_event(record.write, replay)
+    job.add_done_callback(record.finish)
+
+
+def private_dir(folder: Path) -> Path:
+    folder.mkdir(mode=0o700)
+    return folder
+
+
+def reattach(summary: dict, folder: Path, output) -> Job:
+    """A ``Job`` following the detached launch recorded in ``folder`` again."""
+    launcher = make_launcher(summary["launcher"], **summary.get("launcher_settings", {}))
+    spec = spec_of(summary, folder)
+    launcher.adopt(summary["handle"], spec)
+    return Job(summary["name"], spec, launcher, output, attached=attachment(summary, folder))
 
 
 @magics_class
@@ -68,6 +92,9 @@ class TrainMagics(Magics):
     @argument("--device", choices=DEVICE_KINDS, default="cpu", help="cpu (gloo) or cuda (one GPU per rank)")
     @argument("--name", default=None, help="job name in `jobs`; default job1, job2, ...")
     @argument("--wait", action="store_true", help="block the cell until the job ends (interrupt stops it)")
+    @argument(
+        "--detach", action="store_true", help="the job outlives this kernel; %%train_attach NAME follows it again"
+    )
     @argument("--env", action="append", metavar="K=V", help="environment variable for every rank; repeatable")
     @argument("--timeout", type=float, default=None, help="stop the job after SECONDS and mark it 'timed out'")
     @argument("--run-dir", default=None, help="where run folders go (default $HOTSWITCH_RUNS or ~/.hotswitch/runs)")
@@ -95,18 +122,26 @@ class TrainMagics(Magics):
         args = parse_argstring(self.train, line)
         compile_body(cell)
         check_options(args)
+        if args.detach and args.wait:
+            raise UsageError(
+                "--detach with --wait: a detached job outlives this kernel, so the cell would block on a job it "
+                "does not hold; drop --wait (jobs[NAME].wait() still waits) or drop --detach"
+            )
         pushed = pushed_values(self.shell.user_ns, push_names(args.push)) if args.push is not None else None
         env = {**parse_env(args.env), ENV_DEVICE: args.device}
         launcher = launcher_of(args)
         name = check_name(args.name) if args.name else self.jobs.next_name()
         if name in self.jobs.names():
             raise UsageError(f"a job named {name!r} exists already; pick another --name")
-        job_dir = self.jobs.new_job_dir(name)
+        run_dir = new_run_dir(name, args.run_dir) if args.detach else None
+        job_dir = (
+            private_dir(run_dir / "job") if run_dir else self.jobs.new_job_dir(name)
+        )  # a detached job's outlives us
         (job_dir / "body.py").write_text(cell)
         if pushed is not None:
             write_pushed(pushed, job_dir)
         spec = launch_spec(args, job_dir, env, launcher)
-        run_dir = new_run_dir(name, args.run_dir)
+        run_dir = run_dir or new_run_dir(name, args.run_dir)
         job = Job(
             name,
             replace(spec, log_dir=run_dir / "logs"),
@@ -117,11 +152,8 @@ class TrainMagics(Magics):
             max_bytes=args.max_message_bytes,
         )
         self.jobs.add(job)
-        record = RunRecord(run_dir, cell)
-        record.started(job)
-        job.on_event(record.write)
-        job.add_done_callback(record.finish)
-        print(f"[hotswitch] job {name!r}: events recorded in {record.folder}")
+        record_run(job, run_dir, cell)
+        print(f"[hotswitch] job {name!r}: events recorded in {run_dir}")
         if args.wait:
             try:
                 job.wait()
@@ -129,6 +161,35 @@ class TrainMagics(Magics):
                 print(f"[hotswitch] interrupted: stopping job {name!r}")
                 job.stop(grace=2.0)
                 raise
+        return job
+
+    @line_magic
+    def train_attach(self, line: str):
+        """``%train_attach NAME|DIR``: follow a detached job again (after a kernel restart, say),
+        by its name (its newest run folder) or its run folder; a finished run is replayed."""
+        try:
+            folder = find_run(line.strip())
+            summary = read_summary(folder)
+        except (ValueError, OSError) as error:
+            raise UsageError(str(error)) from None
+        name, job = summary["name"], None
+        if attachable(summary):
+            if name in self.jobs.names():
+                raise UsageError(f"a job named {name!r} is in this kernel already: jobs[{name!r}]")
+            try:
+                job = reattach(summary, folder, output_for_current_cell(self.shell))
+            except LaunchGone as gone:
+                print(f"[hotswitch] job {name!r} ended while no kernel followed it ({gone})")
+            except (ValueError, OSError) as error:
+                raise UsageError(str(error)) from None
+        if job is None:
+            from hotswitch.widgets import Dashboard
+
+            print(f"[hotswitch] job {name!r}: {summary.get('status', 'ended')}; replaying {folder}")
+            return Dashboard.replay(folder)
+        self.jobs.add(job)
+        record_run(job, folder, (folder / "body.py").read_text(), replay=False)
+        print(f"[hotswitch] job {name!r} attached: {len(job.events)} events so far, recorded in {folder}")
         return job
 
     @line_magic

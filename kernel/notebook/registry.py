@@ -69,9 +69,10 @@ class JobRegistry:
         return "\n".join(rows)
 
     def close(self, grace: float = 2.0) -> None:
-        """Stop every job still running and remove the job directories; safe to call twice."""
+        """Stop every job still running, unless detached, and remove the job directories (a
+        detached job's is in its run folder); safe to call twice."""
         for job in self._jobs:
-            if not job.done:
+            if not job.done and not job.detached:
                 job.stop(grace=grace)
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from hotswitch.backend.train.events import EVENTS_FILE
 
 ENV_RUNS = "HOTSWITCH_RUNS"
+KERNEL_SECRET_FILE = "kernel.secret"  # a detached job's channel secret, the kernel's side (owner-only)
 
 
 def runs_root() -> Path:
@@ -65,7 +66,11 @@ class RunRecord:
             "name": job.name,
             "launcher": job.launcher.name,
             "handle": job.handle,
+            "detached": job.detached,
+            "channel": job.channel_address,
+            "launcher_settings": job.launcher.settings(),
             "spec": {
+                "job_dir": str(spec.job_dir),
                 "nproc": spec.nproc,
                 "nodes": spec.nodes,
                 "node_rank": spec.node_rank,
@@ -77,6 +82,9 @@ class RunRecord:
             "started_at": job.started_at,
         }
         self._write_summary()
+        secret = self.folder / KERNEL_SECRET_FILE
+        if job.detached and not secret.exists():  # for %train_attach in another kernel
+            job.kernel_secret.write(secret)
 
     def finish(self, job) -> None:
         """Close the events file and complete ``job.json`` (status, reason, end time)."""

@@ -132,3 +132,9 @@ def test_ray_headless_train_spans_both_nodes(ray_address, tmp_path):
     result = hotswitch_json(argv, tmp_path, CAP_S)
     assert result["status"] == "succeeded" and result["steps"] == 2
     _nothing_left("the headless Ray job's processes ending")
+
+
+def test_ray_more_nodes_than_the_cluster_has_are_refused_naming_both(kernel, ray_address):
+    msg_id, reply = kernel.execute(f"%%train --launcher ray --ray-address {ray_address} --nodes 3\npass\n")
+    assert reply["status"] == "error"
+    assert "--nodes 3 needs 3 Ray nodes; the cluster at" in kernel.text(msg_id) and "has 2" in kernel.text(msg_id)

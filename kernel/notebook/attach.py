@@ -1,0 +1,84 @@
+"""``%train_attach NAME|DIR``: find a job's run folder and what it takes to follow the job again
+from another kernel (after a restart, say): its launcher and handle, its spec, the channel's
+address and the kernel's side of its secret (kept owner-only in the run folder of a detached
+job), and the events recorded so far.
+
+A detached job's ranks keep training without a kernel (they watch no pid and no heartbeat) and
+keep sending to the channel's address; a kernel that binds that address again with the same
+key hears them again, and its controls reach them (its messages are numbered on from the
+clock, so the ranks never take them for replays)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hotswitch.backend.train.events import read_events
+from hotswitch.kernel.channel.secrets import KernelSecret
+from hotswitch.kernel.launch.launcher import LaunchSpec
+from hotswitch.kernel.notebook.run_record import KERNEL_SECRET_FILE, runs_root
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What a ``Job`` needs to follow a launch it did not submit."""
+
+    handle: str
+    secret: KernelSecret
+    host: str
+    port: int
+    started_at: float
+    events: list[dict] = field(default_factory=list)
+
+
+def find_run(text: str, root: Path | None = None) -> Path:
+    """The run folder ``text`` names: a folder, or a job name (its newest run under ``root``)."""
+    if not text:
+        raise ValueError("%train_attach takes a job name or a run folder")
+    folder = Path(text).expanduser()
+    if (folder / "job.json").is_file():
+        return folder
+    root = root or runs_root()
+    runs = sorted(root.glob(f"{text}-*/job.json"), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
+    if not runs:
+        raise ValueError(f"no run folder {text!r}, and no run of a job named {text!r} under {root}")
+    return runs[-1].parent
+
+
+def read_summary(folder: Path) -> dict:
+    return json.loads((folder / "job.json").read_text())
+
+
+def attachable(summary: dict) -> bool:
+    """Whether the run was detached and had not ended when it was last recorded."""
+    return bool(summary.get("detached")) and "ended_at" not in summary
+
+
+def spec_of(summary: dict, folder: Path) -> LaunchSpec:
+    """The launch spec recorded in ``job.json``."""
+    spec = summary["spec"]
+    job_dir = Path(spec["job_dir"])
+    return LaunchSpec(
+        job_dir=job_dir,
+        body_path=job_dir / "body.py",
+        nproc=spec["nproc"],
+        nodes=spec["nodes"],
+        node_rank=spec["node_rank"],
+        rdzv_endpoint=spec["rdzv_endpoint"],
+        workdir=Path(spec["workdir"]),
+        log_dir=Path(spec["log_dir"]) if spec["log_dir"] else folder / "logs",
+        detach=True,
+    )
+
+
+def attachment(summary: dict, folder: Path) -> Attachment:
+    host, _, port = summary["channel"].removeprefix("tcp://").rpartition(":")
+    return Attachment(
+        handle=summary["handle"],
+        secret=KernelSecret.read(folder / KERNEL_SECRET_FILE),
+        host=host,
+        port=int(port),
+        started_at=summary["started_at"],
+        events=read_events(folder),
+    )

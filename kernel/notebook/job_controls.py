@@ -1,0 +1,35 @@
+"""What a notebook can ask of a running job: a plan switch, a pause, a checkpoint. Each goes to
+rank 0 as a signed control message on the job's channel, at the next step boundary; a request the
+job cannot run is refused before anything is sent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hotswitch.kernel.notebook.job_checks import checkpoint_target
+from hotswitch.kernel.notebook.switch_request import switch_request
+
+
+class JobControls:
+    """Mixed into ``Job``, whose ``_send_control`` delivers them and whose ``spec`` and
+    ``notebook_dir`` they are checked against."""
+
+    def switch(self, plan: str | Sequence = "auto") -> None:
+        """Ask the trainer to hot-switch at the next step boundary to ``plan``: "auto" (it picks
+        the buckets of every batch), one strategy ("dp2tp2") or buckets ([["tp4", 128], ["dp4",
+        0]], longest first). Raises ValueError before sending anything the job cannot run."""
+        self._send_control("switch", strategy=switch_request(plan, self.spec.nproc * self.spec.nodes))
+
+    def pause(self) -> None:
+        """Ask the trainer to pause at the next step boundary."""
+        self._send_control("pause")
+
+    def resume(self) -> None:
+        """Ask a paused trainer to go on."""
+        self._send_control("resume")
+
+    def checkpoint(self, path: str | None = None) -> None:
+        """Ask the trainer to write a checkpoint to ``path`` (relative: to the notebook's folder),
+        or its default place. Raises ValueError before sending when ``path`` exists or its folder
+        cannot be written; a write that fails on the ranks anyway is a ``warning`` event."""
+        self._send_control("checkpoint", path=checkpoint_target(path, self.notebook_dir))

@@ -1,0 +1,97 @@
+"""Runs that outlive the kernel: a job started with ``--detach`` trains on through a kernel
+restart, ``%train_attach NAME`` in the new kernel follows it again (its recorded events, new
+ones, controls that reach rank 0), and a finished run attaches as a replay. Without
+``--detach`` a restart still leaves nothing running (test_kill_scenarios.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.kernel.kernel_session import CAP_S, cpu_seconds, hotswitch_kernel, processes_mentioning, wait_progressing
+
+pytestmark = pytest.mark.slow
+
+# Trains until stopped: a step every 0.2 s; rank 0 echoes every control it receives.
+TRAINS = """
+import time
+step = 0
+while True:
+    for control in job.control():
+        job.emit({"type": "echo", "command": control["command"]})
+    job.emit({"type": "step", "step": step, "loss": 1.0 / (step + 1)})
+    step += 1
+    time.sleep(0.2)
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    session = hotswitch_kernel(tmp_path_factory)
+    yield session
+    session.shutdown()
+
+
+def _steps(session, name: str) -> int:
+    return session.value(f"len(jobs[{name!r}].events_of('step'))")
+
+
+def test_a_detached_job_trains_through_a_kernel_restart_and_attaches_again(kernel):
+    msg_id, reply = kernel.execute(f"%%train -n 2 --detach --name outlives\n{TRAINS}")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    folder = Path(kernel.value("str(jobs['outlives'].spec.log_dir.parent)"))
+    body = str(folder / "job" / "body.py")
+
+    def progress():
+        left = processes_mentioning(body)
+        return len(left), cpu_seconds(left)
+
+    wait_progressing(lambda: _steps(kernel, "outlives") >= 4, progress, "the detached job's first steps")
+    ranks = {p.pid for p in processes_mentioning(body)}
+    assert len(ranks) == 3  # the agent and two ranks
+    assert json.loads((folder / "job.json").read_text())["detached"] is True
+    kernel.manager.restart_kernel(now=False)
+    kernel.client.wait_for_ready(timeout=CAP_S)
+    kernel.pid = kernel.manager.provisioner.process.pid
+    assert {p.pid for p in processes_mentioning(body)} == ranks, "the restart stopped a detached job"
+
+    msg_id, reply = kernel.execute("%train_attach outlives")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert "job 'outlives' attached" in kernel.text(msg_id)
+    before = _steps(kernel, "outlives")
+    assert before >= 4  # what the first kernel recorded
+    wait_progressing(lambda: _steps(kernel, "outlives") > before + 3, progress, "new steps reaching the new kernel")
+    kernel.execute("jobs['outlives'].pause()")  # a control from the new kernel reaches rank 0
+    wait_progressing(
+        lambda: kernel.value("jobs['outlives'].events_of('echo', command='pause')"), progress, "rank 0 hearing pause"
+    )
+    assert kernel.value("jobs['outlives'].stop()") == "stopped"
+    wait_progressing(lambda: not processes_mentioning(body), progress, "every process of the job ending")
+    summary = json.loads((folder / "job.json").read_text())
+    assert summary["status"] == "stopped" and "ended_at" in summary
+    recorded = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    steps = [e["step"] for e in recorded if e["type"] == "step" and e["rank"] == 0]
+    assert steps == sorted(set(steps)), "the run folder holds each step once, in order"
+
+
+def test_a_finished_run_attaches_as_a_replay(kernel):
+    msg_id, reply = kernel.execute("%%train -n 2 --wait --name short\njob.emit({'type': 'step', 'step': 0})\n")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    folder = kernel.value("str(jobs['short'].spec.log_dir.parent)")
+    msg_id, reply = kernel.execute(f"replay = %train_attach {folder}")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert "job 'short': succeeded; replaying" in kernel.text(msg_id)
+    assert kernel.value("type(replay).__name__") == "Dashboard"
+
+
+@pytest.mark.parametrize(
+    "cell, message",
+    [
+        ("%%train --detach --wait\npass\n", "--detach with --wait"),
+        ("%train_attach no-such-job", "no run of a job named 'no-such-job'"),
+        ("%train_attach", "%train_attach takes a job name or a run folder"),
+    ],
+)
+def test_bad_detach_and_attach_requests_are_refused(kernel, cell, message):
+    msg_id, reply = kernel.execute(cell)
+    assert reply["status"] == "error" and message in kernel.text(msg_id)
