@@ -142,3 +142,23 @@ def test_slurm_headless_train_runs_the_same_job(slurm_conf, tmp_path):
     result = hotswitch_json(argv, tmp_path, CAP_S)
     assert result["status"] == "succeeded" and result["steps"] == 2
     _nothing_left("the headless Slurm job leaving the queue")
+
+
+def test_slurm_detached_job_is_attached_again_after_a_kernel_restart(kernel):
+    msg_id, reply = kernel.execute(f"%%train --launcher slurm -n 2 --detach --name kept\n{FOREVER}")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    job_id = kernel.value("jobs['kept'].handle").removeprefix("slurm:")
+    wait_progressing(
+        lambda: len(kernel.value("jobs['kept'].events_of('step')")) == 2,
+        lambda: (cpu_seconds(_rank_processes()), tuple(_queue())),
+        "both ranks of the detached Slurm job starting",
+    )
+    kernel.manager.restart_kernel(now=True)
+    kernel.client.wait_for_ready(timeout=CAP_S)
+    kernel.pid = kernel.manager.provisioner.process.pid
+    assert _queue() == [job_id], "the restart ended a detached Slurm job"
+    msg_id, reply = kernel.execute("%train_attach kept")
+    assert reply["status"] == "ok" and "job 'kept' attached" in kernel.text(msg_id), kernel.text(msg_id)
+    assert kernel.value("jobs['kept'].handle") == f"slurm:{job_id}"
+    assert kernel.value("jobs['kept'].stop()") == "stopped"
+    _nothing_left("the attached Slurm job ending once stopped")
