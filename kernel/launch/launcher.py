@@ -57,6 +57,29 @@ class LaunchSpec:
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"--rdzv-endpoint takes HOST:PORT (e.g. 127.0.0.1:29500), got {self.rdzv_endpoint!r}")
 
+    def record(self) -> dict:
+        """The spec as JSON values, without its environment (which may hold what the user passed
+        with --env): what a run folder keeps and another process reads back with ``from_record``."""
+        return {
+            "job_dir": str(self.job_dir),
+            "nproc": self.nproc,
+            "nodes": self.nodes,
+            "node_rank": self.node_rank,
+            "rdzv_endpoint": self.rdzv_endpoint,
+            "rdzv_id": self.rdzv_id,
+            "workdir": str(self.workdir) if self.workdir else None,
+            "log_dir": str(self.log_dir) if self.log_dir else None,
+            "detach": self.detach,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict, **changes) -> LaunchSpec:
+        """The spec ``record`` describes (its body ``job_dir/body.py``), with ``changes``."""
+        values = {**record, **changes}
+        job_dir = Path(values.pop("job_dir"))
+        paths = {key: Path(values[key]) if values.get(key) else None for key in ("workdir", "log_dir")}
+        return cls(job_dir=job_dir, body_path=job_dir / "body.py", **{**values, **paths})
+
 
 class LaunchGone(ValueError):
     """The launch a handle names has ended (nothing of it runs any more)."""
@@ -68,9 +91,13 @@ def rank_log(log_dir: Path, rank: int) -> Path:
 
 
 class Launcher(ABC):
-    """Starts and follows launches by handle; ``name`` is the value of ``%%train --launcher``."""
+    """Starts and follows launches by handle; ``name`` is the value of ``%%train --launcher``.
+    ``ranks_here``: the ranks run on this machine (so they can watch the kernel's pid);
+    ``status_every_s``: how often a job's watcher asks ``status`` (a remote call for some)."""
 
     name: str
+    ranks_here = False
+    status_every_s = 0.1
 
     def check(self, spec: LaunchSpec) -> None:
         """Raise ValueError, saying what to change, if this launcher cannot run ``spec`` (every

@@ -18,12 +18,13 @@ from __future__ import annotations
 import socket
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from hotswitch.kernel.channel.secrets import leaves_loopback
+from hotswitch.kernel.launch.job_files import job_files
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
-from hotswitch.kernel.launch.loopback_agent import LOOPBACK
-from hotswitch.kernel.launch.ray_node import NodeAgent, job_files
-from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_KERNEL_PID
+from hotswitch.kernel.launch.ray_node import NodeAgent
+from hotswitch.kernel.worker.entry import ENV_ADDRESS
 
 NAMESPACE = "hotswitch"
 CONNECT_TIMEOUT_S = 5.0
@@ -58,8 +59,10 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 def check_channel_reachable(channel_address: str, nodes: list[dict]) -> None:
     """Refuse a kernel channel bound to loopback when a Ray node is on another machine."""
     host = channel_address.removeprefix("tcp://").rpartition(":")[0]
-    remote = sorted({n["NodeManagerAddress"] for n in nodes if n.get("Alive")} - set(LOOPBACK))
-    if host in LOOPBACK and remote:
+    remote = sorted(
+        {n["NodeManagerAddress"] for n in nodes if n.get("Alive") and leaves_loopback(n["NodeManagerAddress"])}
+    )
+    if not leaves_loopback(host) and remote:
         raise ValueError(
             f"the Ray nodes at {', '.join(remote)} cannot reach this kernel's channel on {host}; give "
             "--channel-host with an address of this machine that they reach (the channel is then encrypted)"
@@ -87,6 +90,7 @@ class RayLauncher(Launcher):
     """Starts and follows jobs on the Ray cluster at ``address`` (its head's HOST:PORT)."""
 
     name = "ray"
+    status_every_s = 0.5
 
     def __init__(self, address: str):
         self.ray = import_ray()
@@ -138,11 +142,9 @@ class RayLauncher(Launcher):
         if endpoint is None:
             host, port = self.ray.get([agents[0].address.remote(), agents[0].free_port.remote()])
             endpoint = f"{host}:{port}"
-        env = {k: v for k, v in spec.env.items() if k != ENV_KERNEL_PID}
-        fields = {"nproc": spec.nproc, "nodes": spec.nodes, "rdzv_endpoint": endpoint, "rdzv_id": job_id}
-        fields["workdir"] = spec.workdir
+        record = replace(spec, rdzv_endpoint=endpoint, rdzv_id=job_id, log_dir=None).record()
         files = job_files(spec.job_dir)
-        self.ray.get([a.submit.remote(files, {**fields, "node_rank": k}, env) for k, a in enumerate(agents)])
+        self.ray.get([a.submit.remote(files, {**record, "node_rank": k}, spec.env) for k, a in enumerate(agents)])
 
     def _free(self, group, agents: list) -> None:
         from ray.util.placement_group import remove_placement_group

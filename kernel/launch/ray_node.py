@@ -12,13 +12,9 @@ import socket
 import tempfile
 from pathlib import Path
 
+from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.worker.entry import ENV_KERNEL_PID, ENV_NODE, ENV_SECRET_FILE
-
-
-def job_files(job_dir: Path) -> dict[str, bytes]:
-    """The files every node needs: the job folder's own (body, key, pushed values), no logs."""
-    return {p.name: p.read_bytes() for p in job_dir.iterdir() if p.is_file() and not p.name.endswith(".log")}
 
 
 class NodeAgent:
@@ -42,17 +38,15 @@ class NodeAgent:
             probe.bind((self.address(), 0))
             return probe.getsockname()[1]
 
-    def submit(self, files: dict[str, bytes], fields: dict, env: dict) -> str:
+    def submit(self, files: dict[str, bytes], record: dict, env: dict) -> str:
+        """Torchrun for node ``record["node_rank"]`` of the job ``record`` describes."""
         import ray
 
         from hotswitch.kernel.channel.secrets import SECRET_FILE
         from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
         self.folder = Path(tempfile.mkdtemp(prefix="hotswitch-ray-"))
-        for name, data in files.items():
-            descriptor = os.open(self.folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(descriptor, "wb") as f:
-                f.write(data)
+        write_job_files(self.folder, files)
         logs = self.folder / "logs"
         env = {
             **env,
@@ -61,7 +55,7 @@ class NodeAgent:
             ENV_KERNEL_PID: str(os.getpid()),
             ENV_NODE: ray.get_runtime_context().get_node_id()[:12],
         }
-        spec = LaunchSpec(self.folder, self.folder / "body.py", env=env, log_dir=logs, **fields)
+        spec = LaunchSpec.from_record(record, job_dir=self.folder, env=env, log_dir=logs)
         self.handle = self.launcher.submit(spec)
         return self.handle
 

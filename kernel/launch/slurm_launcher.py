@@ -13,16 +13,15 @@ Liveness without pids: the ranks' kernel is on another machine, so they watch it
 from __future__ import annotations
 
 import json
-import os
 import random
 import shlex
-import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from hotswitch.kernel.launch.job_files import job_files, write_job_files
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec, rank_log
-from hotswitch.kernel.worker.entry import ENV_KERNEL_PID
 
 COMMAND_TIMEOUT_S = 20.0
 # Job states that are not over yet (squeue's and scontrol's names).
@@ -94,6 +93,7 @@ class SlurmLauncher(Launcher):
     """Submits to the Slurm controller this machine's client commands talk to."""
 
     name = "slurm"
+    status_every_s = 2.0  # each status is a `scontrol show job`
 
     def __init__(self, partition: str | None = None, time: str | None = None, gpus_per_node: int | None = None):
         self.options = {"partition": partition, "time": time, "gpus-per-node": gpus_per_node}
@@ -109,17 +109,10 @@ class SlurmLauncher(Launcher):
     def submit(self, spec: LaunchSpec) -> str:
         folder = Path(spec.log_dir or spec.job_dir / "logs").parent / "slurm"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for source in spec.job_dir.iterdir():
-            if source.is_file() and not source.name.endswith(".log"):
-                shutil.copy2(source, folder / source.name)
-                os.chmod(folder / source.name, 0o600)
-        env = {k: v for k, v in spec.env.items() if k != ENV_KERNEL_PID}  # the kernel's pid is elsewhere
-        fields = {"nproc": spec.nproc, "nodes": spec.nodes, "workdir": str(spec.workdir or Path.cwd())}
+        write_job_files(folder, job_files(spec.job_dir))
         log_dir = spec.log_dir or folder / "logs"
-        fields["log_dir"] = str(log_dir)
-        descriptor = os.open(folder / "launch.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as f:
-            json.dump({"spec": fields, "env": env}, f)
+        launch = {"spec": replace(spec, log_dir=log_dir).record(), "env": spec.env}
+        write_job_files(folder, {"launch.json": json.dumps(launch).encode()})
         (folder / "job.sbatch").write_text(batch_script(folder, spec, self.options))
         job_id = slurm("sbatch", "--parsable", str(folder / "job.sbatch")).strip().split(";")[0]
         handle = f"slurm:{job_id}"

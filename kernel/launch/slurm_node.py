@@ -20,24 +20,20 @@ from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 def node_spec(folder: Path, environ: dict) -> LaunchSpec:
     """This node's share of the job described in ``folder``."""
     launch = json.loads((folder / "launch.json").read_text())
-    fields = launch["spec"]
+    record = launch["spec"]
     env = {
         **launch["env"],
         ENV_SECRET_FILE: str(folder / SECRET_FILE),
-        ENV_LOG_DIR: fields["log_dir"],
+        ENV_LOG_DIR: record["log_dir"],
         ENV_NODE: environ.get("SLURMD_NODENAME", ""),
     }
-    return LaunchSpec(
+    return LaunchSpec.from_record(
+        record,
         job_dir=folder,
-        body_path=folder / "body.py",
-        nproc=fields["nproc"],
-        nodes=fields["nodes"],
         node_rank=int(environ["SLURM_NODEID"]),
         rdzv_endpoint=environ["HOTSWITCH_RDZV_ENDPOINT"],
         rdzv_id=f"slurm-{environ['SLURM_JOB_ID']}",
         env=env,
-        workdir=Path(fields["workdir"]),
-        log_dir=Path(fields["log_dir"]),
     )
 
 

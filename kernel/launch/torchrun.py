@@ -179,6 +179,7 @@ class TorchrunLauncher(Launcher):
     the handles it submitted."""
 
     name = "local"
+    ranks_here = True
 
     def __init__(self):
         self._launches: dict[str, TorchrunLaunch] = {}

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from hotswitch.backend.train.events import read_events
 from hotswitch.kernel.channel.secrets import KernelSecret
-from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.notebook.run_record import KERNEL_SECRET_FILE, runs_root
 
 
@@ -53,23 +52,6 @@ def read_summary(folder: Path) -> dict:
 def attachable(summary: dict) -> bool:
     """Whether the run was detached and had not ended when it was last recorded."""
     return bool(summary.get("detached")) and "ended_at" not in summary
-
-
-def spec_of(summary: dict, folder: Path) -> LaunchSpec:
-    """The launch spec recorded in ``job.json``."""
-    spec = summary["spec"]
-    job_dir = Path(spec["job_dir"])
-    return LaunchSpec(
-        job_dir=job_dir,
-        body_path=job_dir / "body.py",
-        nproc=spec["nproc"],
-        nodes=spec["nodes"],
-        node_rank=spec["node_rank"],
-        rdzv_endpoint=spec["rdzv_endpoint"],
-        workdir=Path(spec["workdir"]),
-        log_dir=Path(spec["log_dir"]) if spec["log_dir"] else folder / "logs",
-        detach=True,
-    )
 
 
 def attachment(summary: dict, folder: Path) -> Attachment:

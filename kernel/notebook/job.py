@@ -59,9 +59,9 @@ class Job(JobDisplay, JobControls):
     ):
         self.name = name
         self.detached = spec.detach
-        self.spec = spec
-        self.job_dir: Path = spec.job_dir
         self.notebook_dir = Path(spec.workdir or os.getcwd()).resolve()  # where relative paths resolve
+        self.spec = replace(spec, workdir=self.notebook_dir)
+        self.job_dir: Path = spec.job_dir
         self.timeout = timeout
         self.exit_reason: str | None = None
         self._output = output
@@ -93,8 +93,10 @@ class Job(JobDisplay, JobControls):
         self._watcher.start()
 
     def _submit(self, max_bytes: int) -> str:
-        env = rank_env(self.spec, self.name, self._channel.address, self.kernel_secret, max_bytes)
-        return self.launcher.submit(replace(self.spec, env=env, workdir=self.notebook_dir))
+        env = rank_env(
+            self.spec, self.name, self._channel.address, self.kernel_secret, max_bytes, self.launcher.ranks_here
+        )
+        return self.launcher.submit(replace(self.spec, env=env))
 
     @property
     def channel_address(self) -> str:

@@ -35,11 +35,13 @@ def wait_for_exit(
     SIGTERM, and SIGKILL ``KILL_AFTER_S`` later. ``on_timeout`` is called at every poll after
     the deadline; ``on_tick`` at every poll.
     """
-    terminated_at = None
+    terminated_at, asked_at = None, 0.0
     while True:
-        code = launcher.status(handle)
-        if code is not None:
-            return code
+        if time.monotonic() - asked_at >= launcher.status_every_s:  # a remote call for some launchers
+            asked_at = time.monotonic()
+            code = launcher.status(handle)
+            if code is not None:
+                return code
         on_tick()
         timed_out = deadline is not None and time.time() > deadline
         if timed_out:

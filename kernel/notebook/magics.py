@@ -13,7 +13,7 @@ from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import make_launcher
-from hotswitch.kernel.notebook.attach import attachable, attachment, find_run, read_summary, spec_of
+from hotswitch.kernel.notebook.attach import attachable, attachment, find_run, read_summary
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.job import Job
 from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
@@ -69,7 +69,7 @@ def private_dir(folder: Path) -> Path:
 def reattach(summary: dict, folder: Path, output) -> Job:
     """A ``Job`` following the detached launch recorded in ``folder`` again."""
     launcher = make_launcher(summary["launcher"], **summary.get("launcher_settings", {}))
-    spec = spec_of(summary, folder)
+    spec = LaunchSpec.from_record(summary["spec"])
     launcher.adopt(summary["handle"], spec)
     return Job(summary["name"], spec, launcher, output, attached=attachment(summary, folder))
 

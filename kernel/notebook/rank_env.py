@@ -13,9 +13,12 @@ from hotswitch.kernel.worker.heartbeat import ENV_HEARTBEAT_TIMEOUT
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
 
-def rank_env(spec: LaunchSpec, name: str, address: str, secret: KernelSecret, max_bytes: int) -> dict[str, str]:
+def rank_env(
+    spec: LaunchSpec, name: str, address: str, secret: KernelSecret, max_bytes: int, ranks_here: bool
+) -> dict[str, str]:
     """The job's own variables over ``spec.env`` (no --env overrides them); writes the ranks'
-    share of ``secret`` into the job folder, owner-only."""
+    share of ``secret`` into the job folder, owner-only. Ranks ``ranks_here`` (on this machine)
+    also watch the kernel's pid; elsewhere the heartbeat alone tells them it lives."""
     env = {
         **spec.env,
         ENV_ADDRESS: address,
@@ -26,6 +29,6 @@ def rank_env(spec: LaunchSpec, name: str, address: str, secret: KernelSecret, ma
     }
     if spec.detach:  # outlives this kernel: no kernel pid to watch, no heartbeat to miss
         env[ENV_HEARTBEAT_TIMEOUT] = "0"
-    else:
+    elif ranks_here:
         env[ENV_KERNEL_PID] = str(os.getpid())
     return env

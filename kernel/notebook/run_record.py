@@ -61,7 +61,6 @@ class RunRecord:
     def started(self, job) -> None:
         """Write ``job.json`` as the job starts: its name, launcher, handle and spec (without
         its environment, which may hold values the user passed with --env)."""
-        spec = job.spec
         self._summary = {
             "name": job.name,
             "launcher": job.launcher.name,
@@ -69,15 +68,7 @@ class RunRecord:
             "detached": job.detached,
             "channel": job.channel_address,
             "launcher_settings": job.launcher.settings(),
-            "spec": {
-                "job_dir": str(spec.job_dir),
-                "nproc": spec.nproc,
-                "nodes": spec.nodes,
-                "node_rank": spec.node_rank,
-                "rdzv_endpoint": spec.rdzv_endpoint,
-                "log_dir": str(spec.log_dir) if spec.log_dir else None,
-                "workdir": str(job.notebook_dir),
-            },
+            "spec": job.spec.record(),
             "status": job.status,
             "started_at": job.started_at,
         }
