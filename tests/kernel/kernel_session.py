@@ -110,12 +110,17 @@ class KernelSession:
         self.manager.shutdown_kernel(now=False)
 
 
-def hotswitch_kernel(tmp_path_factory) -> KernelSession:
-    """A real ``hotswitch`` kernel, its kernelspec installed into a fresh prefix."""
+def hotswitch_kernels_dir(tmp_path_factory) -> Path:
+    """The ``hotswitch`` kernelspec installed into a fresh prefix; its kernels folder."""
     prefix = tmp_path_factory.mktemp("jupyter-prefix")
     cli = [sys.executable, "-m", "hotswitch.kernel.cli", "kernel", "install", "--prefix", str(prefix)]
     subprocess.run(cli, check=True, capture_output=True)
-    return KernelSession("hotswitch", prefix / "share" / "jupyter" / "kernels")
+    return prefix / "share" / "jupyter" / "kernels"
+
+
+def hotswitch_kernel(tmp_path_factory) -> KernelSession:
+    """A real ``hotswitch`` kernel, its kernelspec installed into a fresh prefix."""
+    return KernelSession("hotswitch", hotswitch_kernels_dir(tmp_path_factory))
 
 
 def hotswitch_json(argv: list[str], cwd: Path, timeout: float) -> dict:

@@ -5,11 +5,10 @@ one fail the same way; afterwards the kernel still runs cells and no process is 
 
 import re
 import subprocess
-import sys
 
 import pytest
 
-from tests.kernel.kernel_session import KernelSession, processes_mentioning, wait_until
+from tests.kernel.kernel_session import hotswitch_kernel, processes_mentioning, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -112,10 +111,7 @@ def notebook_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, notebook_dir):
-    prefix = tmp_path_factory.mktemp("jupyter-prefix")
-    cli = [sys.executable, "-m", "hotswitch.kernel.cli", "kernel", "install", "--prefix", str(prefix)]
-    subprocess.run(cli, check=True, capture_output=True)
-    session = KernelSession("hotswitch", prefix / "share" / "jupyter" / "kernels")
+    session = hotswitch_kernel(tmp_path_factory)
     _, reply = session.execute(f"import os; os.chdir({str(notebook_dir)!r}); a_generator = (i for i in range(3))")
     assert reply["status"] == "ok"
     yield session

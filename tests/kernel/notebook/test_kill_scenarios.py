@@ -9,12 +9,17 @@ a long while (``wait_progressing``): a busy machine slows these tests, it never 
 
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
-from tests.kernel.kernel_session import CAP_S, KernelSession, cpu_seconds, processes_mentioning, wait_progressing
+from tests.kernel.kernel_session import (
+    CAP_S,
+    KernelSession,
+    cpu_seconds,
+    hotswitch_kernels_dir,
+    processes_mentioning,
+    wait_progressing,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -33,10 +38,7 @@ QUICK = "%%train -n 2 --wait --name after\njob.emit({'type': 'step', 'step': 0, 
 
 @pytest.fixture(scope="module")
 def kernels_dir(tmp_path_factory):
-    prefix = tmp_path_factory.mktemp("jupyter-prefix")
-    cli = [sys.executable, "-m", "hotswitch.kernel.cli", "kernel", "install", "--prefix", str(prefix)]
-    subprocess.run(cli, check=True, capture_output=True)
-    return prefix / "share" / "jupyter" / "kernels"
+    return hotswitch_kernels_dir(tmp_path_factory)
 
 
 def _launch_progress(session: KernelSession) -> tuple:

@@ -1,19 +1,13 @@
 """``%%train --push``: notebook values reach the body on every rank, in a real kernel."""
 
-import subprocess
-import sys
-
 import pytest
 
-from tests.kernel.kernel_session import KernelSession
+from tests.kernel.kernel_session import hotswitch_kernel
 
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    prefix = tmp_path_factory.mktemp("jupyter-prefix")
-    cli = [sys.executable, "-m", "hotswitch.kernel.cli", "kernel", "install", "--prefix", str(prefix)]
-    subprocess.run(cli, check=True, capture_output=True)
-    session = KernelSession("hotswitch", prefix / "share" / "jupyter" / "kernels")
+    session = hotswitch_kernel(tmp_path_factory)
     yield session
     session.shutdown()
 
