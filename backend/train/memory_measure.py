@@ -10,7 +10,7 @@ is recomputed in backward, one block at a time (``memory.activation_bytes`` adds
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 
@@ -48,13 +48,6 @@ def counting_saved(exclude: Iterable[torch.Tensor] = ()) -> Iterator[SavedCount]
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), checkpoint_blocks.reporting(count.add):
         yield count
-
-
-def saved_bytes(forward: Callable[[], object], exclude: Iterable[torch.Tensor] = ()) -> int:
-    """Bytes ``forward()`` leaves saved for backward."""
-    with counting_saved(exclude) as count:
-        forward()
-    return count.bytes
 
 
 def measured_activation_bytes(engine, strategy, length: int) -> int:

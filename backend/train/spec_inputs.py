@@ -14,7 +14,6 @@ from hotswitch.backend.models.config import ModelConfig, get_config
 # The notebook's folder; set by hotswitch.kernel's launcher (the ranks run in a job folder).
 ENV_NOTEBOOK_DIR = "HOTSWITCH_NOTEBOOK_DIR"
 HF = "hf:"  # a model or tokenizer from a Hugging Face folder
-DATA_SUFFIXES = (".txt", ".jsonl", ".parquet", ".arrow")
 
 
 def notebook_dir() -> Path:
