@@ -1,12 +1,14 @@
 """How responsive ``%%train`` keeps a real Jupyter kernel, measured in this run, per launcher.
 
-    python benchmarks/notebook.py [--json] [--steps 40] [--launchers local,ray,slurm]
+    python benchmarks/notebook.py [--json] [--steps 40] [--launchers local,ray,slurm,kubeflow]
 
 For each launcher, starts the stock python3 kernel with ``%load_ext hotswitch.kernel`` and runs a
 2-rank gloo job (tiny nn.Linear, all_reduce of gradients) that emits one event per step with the
 worker's ``time.time()``: ``local`` on this machine; ``ray`` on a two-node Ray cluster started on
 loopback (one rank per node); ``slurm`` through a Slurm controller and node daemon started on
-loopback (Debian's slurm-wlm and munge must be installed). Prints, per launcher:
+loopback (Debian's slurm-wlm and munge must be installed); ``kubeflow`` through the Kubeflow SDK's
+local backend (its first step waits for the job's virtual environment and torch install). Prints,
+per launcher:
   train_return_s         time for the ``%%train`` cell to return (client-side, reply received)
   first_cell_after_load_s  the same for a cell run the instant the extension loaded
   first_step_s           launch to the first step event arriving in the kernel
@@ -104,15 +106,17 @@ def launcher_options(name: str, folder: Path):
         with slurm_on_loopback(folder) as conf:
             os.environ["SLURM_CONF"] = str(conf)
             yield "--launcher slurm -n 2"
+    elif name == "kubeflow":
+        yield "--launcher kubeflow --kubeflow-backend local -n 2"
     else:
-        raise SystemExit(f"unknown launcher {name!r}; choose from local, ray, slurm")
+        raise SystemExit(f"unknown launcher {name!r}; choose from local, ray, slurm, kubeflow")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--steps", type=int, default=40, help="training steps (default 40, 0.05 s apart)")
-    parser.add_argument("--launchers", default="local,ray,slurm", help="comma-separated (default all three)")
+    parser.add_argument("--launchers", default="local,ray,slurm,kubeflow", help="comma-separated (default all four)")
     args = parser.parse_args()
     result = {"goals": GOALS, "launchers": {}}
     for name in args.launchers.split(","):

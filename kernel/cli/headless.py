@@ -34,11 +34,13 @@ def follow(
     timeout: float | None,
     launcher: Launcher | None = None,
     nodes: int = 1,
+    host: str = "127.0.0.1",
 ) -> Job:
     """Run ``body`` on ``nproc`` ranks on each of ``nodes`` nodes (through ``launcher``, local
     torchrun by default); hand every batch of new events to ``on_events`` as they arrive;
-    return the ended job. Ctrl-C stops every rank before it propagates; rank output
-    goes to stderr, so stdout stays free for the command's own result."""
+    return the ended job. The ranks reach the channel on ``host``. Ctrl-C stops every rank
+    before it propagates; rank output goes to stderr, so stdout stays free for the command's
+    own result."""
     job_dir = Path(tempfile.mkdtemp(prefix=f"hotswitch-{name}-"))
     body_path = job_dir / "body.py"
     body_path.write_text(body)
@@ -49,7 +51,7 @@ def follow(
         spec = LaunchSpec(job_dir, body_path, nproc=nproc, nodes=nodes, log_dir=run_dir / "logs")
         launcher = launcher or TorchrunLauncher()
         launcher.check(spec)
-        job = Job(name, spec, launcher, output, timeout)
+        job = Job(name, spec, launcher, output, timeout, host=host)
         record = RunRecord(run_dir, body)
         record.started(job)
         job.on_event(record.write)

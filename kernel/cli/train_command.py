@@ -10,7 +10,7 @@ from hotswitch.backend.runtime.devices import DEVICE_KINDS
 from hotswitch.backend.train.events import summarize
 from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
-from hotswitch.kernel.launch.named import LAUNCHERS, make_launcher
+from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, LAUNCHERS, launcher_options, make_launcher
 from hotswitch.kernel.notebook.job import Job
 
 BODY = """\
@@ -27,12 +27,7 @@ def add_parser(sub) -> None:
         argument_default=argparse.SUPPRESS,  # a flag not given leaves the config's value
     )
     p.add_argument("-n", "--nproc", type=int, default=4, help="ranks per node (default 4)")
-    p.add_argument("--launcher", choices=LAUNCHERS, default="local", help="local (torchrun here), ray or slurm")
-    p.add_argument("--nodes", type=int, default=1, help="nodes, with --launcher ray or slurm (default 1)")
-    p.add_argument("--ray-address", default=None, help="--launcher ray: the head's HOST:PORT ($RAY_ADDRESS)")
-    p.add_argument("--partition", default=None, help="--launcher slurm: the partition")
-    p.add_argument("--time", default=None, help="--launcher slurm: the time limit, e.g. 2:00:00")
-    p.add_argument("--gpus-per-node", type=int, default=None, help="--launcher slurm: GPUs per node")
+    add_launcher_arguments(p)
     p.add_argument("--config", help="a TOML run configuration (the recipe's keys); flags override it")
     p.add_argument("--model", help="tiny (default), 125m, 1b, 7b, ..., or hf:DIR (a Hugging Face LLaMA checkpoint)")
     p.add_argument(
@@ -71,6 +66,29 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
+def add_launcher_arguments(p) -> None:
+    """Where the ranks run: the launcher and its options (those of ``%%train``)."""
+    p.add_argument(
+        "--launcher", choices=LAUNCHERS, default="local", help="local (torchrun here), ray, slurm or kubeflow"
+    )
+    p.add_argument("--nodes", type=int, default=1, help="nodes, with --launcher ray, slurm or kubeflow (default 1)")
+    p.add_argument("--ray-address", default=None, help="--launcher ray: the head's HOST:PORT ($RAY_ADDRESS)")
+    p.add_argument("--partition", default=None, help="--launcher slurm: the partition")
+    p.add_argument("--time", default=None, help="--launcher slurm: the time limit, e.g. 2:00:00")
+    p.add_argument("--gpus-per-node", type=int, default=None, help="--launcher slurm: GPUs per node")
+    p.add_argument(
+        "--channel-host",
+        default="127.0.0.1",
+        help="address the ranks reach this process on (other machines: encrypted)",
+    )
+    p.add_argument("--namespace", default=None, help="--launcher kubeflow: the TrainJob's Kubernetes namespace")
+    p.add_argument("--image", default=None, help="--launcher kubeflow: the pods' image, with hotswitch and torch")
+    p.add_argument("--resources", default=None, help="--launcher kubeflow: per node, e.g. cpu=8,memory=32Gi,gpu=4")
+    p.add_argument(
+        "--kubeflow-backend", choices=KUBEFLOW_BACKENDS, default=None, help="--launcher kubeflow: kubernetes or local"
+    )
+
+
 def parse_plan(text: str):
     if text == "auto" or ":" not in text:
         return text
@@ -102,7 +120,13 @@ def spec_from(args) -> dict:
 
 
 def train(
-    spec: dict, nproc: int, timeout: float | None = None, show_progress: bool = True, launcher=None, nodes: int = 1
+    spec: dict,
+    nproc: int,
+    timeout: float | None = None,
+    show_progress: bool = True,
+    launcher=None,
+    nodes: int = 1,
+    host: str = "127.0.0.1",
 ) -> tuple[Job, dict]:
     """Launch the run, follow it to the end (Ctrl-C stops it cleanly); the job and its summary."""
 
@@ -111,7 +135,7 @@ def train(
         if steps and show_progress:
             progress.write(progress.bar(steps[-1]))
 
-    job = follow("train", BODY.format(spec=spec), nproc, show, timeout, launcher, nodes)
+    job = follow("train", BODY.format(spec=spec), nproc, show, timeout, launcher, nodes, host)
     if show_progress:
         progress.write("\n")
     return job, summarize(job.events)
@@ -138,8 +162,8 @@ def run(args) -> int:
     if args.nodes < 1:
         raise ValueError(f"--nodes {args.nodes} starts nothing; give at least 1")
     spec = check(spec_from(args), args.nproc * args.nodes)
-    launcher = make_launcher(args.launcher, args.ray_address, args.partition, args.time, args.gpus_per_node)
-    job, result = train(spec, args.nproc, args.timeout, not args.json, launcher, args.nodes)
+    launcher = make_launcher(args.launcher, **launcher_options(args))
+    job, result = train(spec, args.nproc, args.timeout, not args.json, launcher, args.nodes, args.channel_host)
     if args.json:
         print(json.dumps({"status": job.status, **result}, indent=1))
     else:

@@ -5,7 +5,9 @@ from its own options; ValueError saying what to give otherwise.
 their own kernels); ``ray`` starts every node of a job from this kernel on an existing Ray
 cluster (``ray_address``, default ``$RAY_ADDRESS``); ``slurm`` submits it as one batch job
 (``partition``, ``time``, ``gpus_per_node``) to the controller this machine's Slurm commands
-reach."""
+reach; ``kubeflow`` creates a Kubeflow Trainer TrainJob (``namespace``, ``image``,
+``resources``) on the Kubernetes cluster the kube config names, or with ``kubeflow_backend``
+"local" runs it through the Kubeflow SDK's local backend on this machine."""
 
 from __future__ import annotations
 
@@ -13,22 +15,30 @@ import os
 
 from hotswitch.kernel.launch.launcher import Launcher
 
-LAUNCHERS = ("local", "ray", "slurm")
+LAUNCHERS = ("local", "ray", "slurm", "kubeflow")
+# Every launcher option, as ``%%train`` and ``hotswitch train`` name their flags (dashes for
+# underscores); a launcher's ``settings()`` gives back the ones it was made with.
+OPTIONS = ("ray_address", "partition", "time", "gpus_per_node", "namespace", "image", "resources", "kubeflow_backend")
+KUBEFLOW_BACKENDS = ("kubernetes", "local")
+KUBEFLOW_EXTRA = "pip install 'hotswitch[kubeflow]'"
 
 
-def make_launcher(
-    name: str,
-    ray_address: str | None = None,
-    partition: str | None = None,
-    time: str | None = None,
-    gpus_per_node: int | None = None,
-) -> Launcher:
+def launcher_options(args) -> dict:
+    """The launcher options among parsed command-line ``args``."""
+    return {key: getattr(args, key, None) for key in OPTIONS}
+
+
+def make_launcher(name: str, **options) -> Launcher:
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown launcher options: {', '.join(unknown)}")
+    given = {key: value for key, value in options.items() if value is not None}
     if name == "local":
         from hotswitch.kernel.launch.torchrun import TorchrunLauncher
 
         return TorchrunLauncher()
     if name == "ray":
-        address = ray_address or os.environ.get("RAY_ADDRESS")
+        address = given.get("ray_address") or os.environ.get("RAY_ADDRESS")
         if not address:
             raise ValueError("--launcher ray needs the cluster's head: --ray-address HOST:PORT (or $RAY_ADDRESS)")
         from hotswitch.kernel.launch.ray_launcher import RayLauncher
@@ -37,5 +47,31 @@ def make_launcher(
     if name == "slurm":
         from hotswitch.kernel.launch.slurm_launcher import SlurmLauncher
 
-        return SlurmLauncher(partition, time, gpus_per_node)
+        return SlurmLauncher(given.get("partition"), given.get("time"), given.get("gpus_per_node"))
+    if name == "kubeflow":
+        return kubeflow_launcher(given)
     raise ValueError(f"--launcher {name!r} is not available; choose one of {', '.join(LAUNCHERS)}")
+
+
+def kubeflow_launcher(options: dict) -> Launcher:
+    backend = options.get("kubeflow_backend", "kubernetes")
+    if backend not in KUBEFLOW_BACKENDS:
+        raise ValueError(f"--kubeflow-backend takes {' or '.join(KUBEFLOW_BACKENDS)}, got {backend!r}")
+    try:
+        import kubeflow.trainer  # noqa: F401
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise ValueError(f"--launcher kubeflow needs the Kubeflow SDK on this machine: {KUBEFLOW_EXTRA}") from None
+    if backend == "kubernetes":
+        from hotswitch.kernel.launch.kubeflow_launcher import KubeflowLauncher
+
+        return KubeflowLauncher(options.get("namespace"), options.get("image"), options.get("resources"))
+    cluster_only = sorted(key for key in ("namespace", "image", "resources") if options.get(key))
+    if cluster_only:
+        raise ValueError(
+            f"--{', --'.join(cluster_only)}: for pods on a cluster; the local backend runs on this machine with "
+            "this kernel's environment"
+        )
+    from hotswitch.kernel.launch.kubeflow_local import KubeflowLocalLauncher
+
+    return KubeflowLocalLauncher()

@@ -9,12 +9,16 @@ in torchrun's c10d rendezvous on the first agent's address.
 
 Liveness without the kernel's pid: the ranks watch their agent's process instead (the agent is
 the "kernel" of its node), and Ray ends the agents when their owner, the kernel, goes away, so
-the ranks of every node end with it. Handles (``ray:JOB_ID:NODES``) name the agents, which are
-named actors in the ``hotswitch`` namespace.
+the ranks of every node end with it. A detached job's agents and placement group are Ray's
+"detached" kind, which outlive the kernel; once such a job has ended they wait for a kernel to
+collect its logs (``%train_attach``) and release them, and release themselves after a while
+(an hour, or ``$HOTSWITCH_RAY_LINGER_S`` of the kernel) if none comes. Handles
+(``ray:JOB_ID:NODES``) name the agents, which are named actors in the ``hotswitch`` namespace.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import uuid
@@ -22,8 +26,8 @@ from dataclasses import dataclass, field, replace
 
 from hotswitch.kernel.channel.secrets import leaves_loopback
 from hotswitch.kernel.launch.job_files import job_files
-from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
-from hotswitch.kernel.launch.ray_node import NodeAgent
+from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
+from hotswitch.kernel.launch.ray_node import ENV_LINGER, NodeAgent, agent_name
 from hotswitch.kernel.worker.entry import ENV_ADDRESS
 
 NAMESPACE = "hotswitch"
@@ -106,12 +110,7 @@ class RayLauncher(Launcher):
     def settings(self) -> dict:
         return {"ray_address": self.address}
 
-    def check(self, spec: LaunchSpec) -> None:
-        if spec.detach:
-            raise ValueError("--detach is not available with --launcher ray yet (its node agents end with the kernel)")
-
     def submit(self, spec: LaunchSpec) -> str:
-        self.check(spec)
         nodes = self.ray.nodes()
         check_channel_reachable(spec.env.get(ENV_ADDRESS, ""), nodes)
         alive = sum(bool(n.get("Alive")) for n in nodes)
@@ -129,7 +128,7 @@ class RayLauncher(Launcher):
 
     def _start_job(self, job: RayJob, job_id: str, spec: LaunchSpec) -> None:
         try:
-            job.group, job.agents = self._place(job_id, spec.nodes)
+            job.group, job.agents = self._place(job_id, spec.nodes, spec.detach)
             self._start(job_id, spec, job.agents)
         except Exception as error:
             job.error = f"the job could not start on the Ray cluster at {self.address}: {error}"
@@ -144,7 +143,8 @@ class RayLauncher(Launcher):
             endpoint = f"{host}:{port}"
         record = replace(spec, rdzv_endpoint=endpoint, rdzv_id=job_id, log_dir=None).record()
         files = job_files(spec.job_dir)
-        self.ray.get([a.submit.remote(files, {**record, "node_rank": k}, spec.env) for k, a in enumerate(agents)])
+        env = {**spec.env, **({ENV_LINGER: os.environ[ENV_LINGER]} if ENV_LINGER in os.environ else {})}
+        self.ray.get([a.submit.remote(files, {**record, "node_rank": k}, env) for k, a in enumerate(agents)])
 
     def _free(self, group, agents: list) -> None:
         from ray.util.placement_group import remove_placement_group
@@ -153,12 +153,14 @@ class RayLauncher(Launcher):
             self.ray.kill(agent)
         remove_placement_group(group)
 
-    def _place(self, job_id: str, nodes: int) -> tuple[object, list]:
-        """One agent per node of the job, each on a Ray node of its own."""
+    def _place(self, job_id: str, nodes: int, detached: bool) -> tuple[object, list]:
+        """One agent per node of the job, each on a Ray node of its own; ``detached``: agents and
+        placement outlive this kernel's connection (Ray's detached lifetime)."""
         from ray.util.placement_group import placement_group, remove_placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        group = placement_group([{"CPU": 1}] * nodes, strategy="STRICT_SPREAD", name=job_id)
+        lifetime = "detached" if detached else None
+        group = placement_group([{"CPU": 1}] * nodes, strategy="STRICT_SPREAD", name=job_id, lifetime=lifetime)
         try:
             self.ray.get(group.ready(), timeout=PLACEMENT_TIMEOUT_S)
         except self.ray.exceptions.GetTimeoutError:
@@ -170,12 +172,27 @@ class RayLauncher(Launcher):
         actor = self.ray.remote(num_cpus=1, max_concurrency=4)(NodeAgent)
         agents = [
             actor.options(
-                name=f"{job_id}-node{k}",
+                name=agent_name(job_id, k),
+                lifetime=lifetime,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=k),
             ).remote()
             for k in range(nodes)
         ]
         return group, agents
+
+    def adopt(self, handle: str, spec: LaunchSpec) -> None:
+        """Follow a detached job again: its agents and placement group, found by name."""
+        from ray.util import get_placement_group
+
+        _, job_id, nodes = handle.split(":")
+        try:
+            agents = [self.ray.get_actor(agent_name(job_id, k), namespace=NAMESPACE) for k in range(int(nodes))]
+            group = get_placement_group(job_id)
+        except ValueError:
+            raise LaunchGone(f"the agents of Ray job {job_id} are gone (the job ended and was released)") from None
+        started = threading.Thread(target=lambda: None)
+        started.start()
+        self.jobs[handle] = RayJob(int(nodes), spec.nproc, group, agents, started)
 
     def _job(self, handle: str) -> RayJob:
         try:

@@ -2,7 +2,10 @@
 them). It copies the job folder's files (the body, the channel's key, pushed values) into a
 folder of its own, owner-only, and runs torchrun for its node there (``TorchrunLauncher``: every
 process of the node tracked and torn down together). Its ranks watch its pid as their kernel's:
-Ray ends the agent when its owner, the kernel, goes away, and the ranks with it."""
+Ray ends the agent when its owner, the kernel, goes away, and the ranks with it. A detached
+job's agent outlives the kernel: once its node's ranks have ended, it keeps their logs for a
+kernel to collect and, if none releases it within ``ENV_LINGER`` seconds, releases itself (the
+first node's agent also the job's placement group)."""
 
 from __future__ import annotations
 
@@ -10,11 +13,24 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.worker.entry import ENV_KERNEL_PID, ENV_NODE, ENV_SECRET_FILE
+
+# How long a detached job's agents wait, once their ranks have ended, for a kernel to collect the
+# logs (the submitting kernel's own $HOTSWITCH_RAY_LINGER_S, if set).
+ENV_LINGER = "HOTSWITCH_RAY_LINGER_S"
+LINGER_S = 3600.0
+POLL_S = 1.0
+
+
+def agent_name(job_id: str, node: int) -> str:
+    """The named actor of node ``node`` of the job (in the ``hotswitch`` namespace)."""
+    return f"{job_id}-node{node}"
 
 
 class NodeAgent:
@@ -57,7 +73,36 @@ class NodeAgent:
         }
         spec = LaunchSpec.from_record(record, job_dir=self.folder, env=env, log_dir=logs)
         self.handle = self.launcher.submit(spec)
+        if spec.detach:
+            linger = float(env.get(ENV_LINGER, LINGER_S))
+            job = (record["rdzv_id"], spec.nodes, spec.node_rank)
+            threading.Thread(target=self.release_when_forgotten, args=(*job, linger), daemon=True).start()
         return self.handle
+
+    def release_when_forgotten(self, job_id: str, nodes: int, node: int, linger: float) -> None:
+        """Once this node's ranks have ended and ``linger`` seconds more have passed (no kernel
+        having released the job meanwhile), free this agent and its folder; the first node's
+        agent then waits for the others to go and frees the job's placement group (which ends
+        it too)."""
+        import ray
+        from ray.util import get_current_placement_group, remove_placement_group
+
+        while self.status() is None:
+            time.sleep(POLL_S)
+        time.sleep(linger)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if node != 0:
+            ray.kill(ray.get_runtime_context().current_actor)
+            return
+        others = [agent_name(job_id, k) for k in range(1, nodes)]
+        deadline = time.monotonic() + linger + 60.0
+        while others and time.monotonic() < deadline:
+            others = [name for name in others if named_actor_alive(name)]
+            time.sleep(POLL_S)
+        group = get_current_placement_group()
+        if group is not None:
+            remove_placement_group(group)
+        ray.kill(ray.get_runtime_context().current_actor)
 
     def status(self) -> int | None:
         return self.launcher.status(self.handle)
@@ -72,3 +117,13 @@ class NodeAgent:
         """Delete this node's job folder (once every process of it has ended)."""
         if self.folder is not None and self.status() is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def named_actor_alive(name: str) -> bool:
+    import ray
+
+    try:
+        ray.get_actor(name)
+    except ValueError:
+        return False
+    return True

@@ -180,6 +180,7 @@ class TorchrunLauncher(Launcher):
 
     name = "local"
     ranks_here = True
+    agent_module = LOOPBACK_AGENT  # the agent's module: how ``adopt`` knows its process
 
     def __init__(self):
         self._launches: dict[str, TorchrunLaunch] = {}
@@ -197,7 +198,7 @@ class TorchrunLauncher(Launcher):
         env = agent_env(spec)
         with open(output_path, "wb") as output:
             process = subprocess.Popen(
-                torchrun_argv(spec),
+                self.agent_argv(spec),
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -205,15 +206,22 @@ class TorchrunLauncher(Launcher):
                 cwd=spec.job_dir,
                 start_new_session=True,  # no terminal signal reaches it; we stop it ourselves
             )
-        handle = f"local:{spec.node_rank}:{spec.job_dir}"
+        handle = self.handle_of(spec)
         self._launches[handle] = TorchrunLaunch(spec, process, output_path)
         return handle
+
+    def agent_argv(self, spec: LaunchSpec) -> list[str]:
+        """The command of the node's agent, the process whose descendants are the job."""
+        return torchrun_argv(spec)
+
+    def handle_of(self, spec: LaunchSpec) -> str:
+        return f"local:{spec.node_rank}:{spec.job_dir}"
 
     def adopt(self, handle: str, spec: LaunchSpec) -> None:
         body = str(spec.body_path)
         for process in psutil.process_iter(["cmdline"]):
             cmdline = process.info["cmdline"] or []
-            if LOOPBACK_AGENT in cmdline and body in cmdline:
+            if self.agent_module in cmdline and body in cmdline:
                 output_path = spec.job_dir / f"agent-node{spec.node_rank}.log"
                 self._launches[handle] = TorchrunLaunch(
                     spec, AdoptedAgent(process, Path(agent_exit_file(spec))), output_path

@@ -24,7 +24,7 @@ from hotswitch.kernel.notebook.job_checks import checked_rank
 from hotswitch.kernel.notebook.job_controls import JobControls
 from hotswitch.kernel.notebook.job_display import JobDisplay
 from hotswitch.kernel.notebook.job_outcome import ending
-from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, drain, wait_for_exit
+from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, LaunchUnanswered, drain, wait_for_exit
 from hotswitch.kernel.notebook.pulse import Pulse
 from hotswitch.kernel.notebook.rank_env import rank_env
 from hotswitch.kernel.notebook.rank_reports import RankReports
@@ -249,7 +249,12 @@ class Job(JobDisplay, JobControls):
 
     def _watch(self) -> None:
         deadline = None if self.timeout is None else self.started_at + self.timeout
-        code = wait_for_exit(self.launcher, self.handle, self._teardown, deadline, self._on_timeout, self._on_tick)
+        try:
+            code = wait_for_exit(self.launcher, self.handle, self._teardown, deadline, self._on_timeout, self._on_tick)
+        except LaunchUnanswered as error:
+            self.exit_reason = str(error)
+            self._set_status("lost")
+            code = 1
         drain(self._channel, self._reports, clean=code == 0)
         self._finish(code)
 

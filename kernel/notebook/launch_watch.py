@@ -19,6 +19,37 @@ KILL_AFTER_S = 5.0
 DRAIN_QUIET_S = 0.2
 DRAIN_MAX_S = 2.0
 DRAIN_CLEAN_MAX_S = 10.0
+# A launcher that cannot say how a job is (a cluster's API that does not answer) is asked again
+# at the next poll; once it has failed this long the job is given up as lost.
+UNANSWERED_S = 120.0
+RETRY = object()
+
+
+class LaunchUnanswered(RuntimeError):
+    """The launcher has failed to answer for ``UNANSWERED_S``."""
+
+
+class Asking:
+    """Calls to a launcher: a failing call returns ``RETRY`` until the launcher has failed for
+    ``unanswered_s`` in a row, then raises ``LaunchUnanswered`` with its last error."""
+
+    def __init__(self, launcher: Launcher, unanswered_s: float = UNANSWERED_S):
+        self.launcher, self.unanswered_s = launcher, unanswered_s
+        self.failing_since: float | None = None
+
+    def __call__(self, method: Callable, *args, **kwargs):
+        try:
+            result = method(*args, **kwargs)
+        except Exception as error:
+            self.failing_since = self.failing_since or time.monotonic()
+            if time.monotonic() - self.failing_since > self.unanswered_s:
+                raise LaunchUnanswered(
+                    f"--launcher {self.launcher.name} has not answered for {self.unanswered_s:g} s ({error}); "
+                    "the job may still run: see the cluster's own tools"
+                ) from error
+            return RETRY
+        self.failing_since = None
+        return result
 
 
 def wait_for_exit(
@@ -28,29 +59,38 @@ def wait_for_exit(
     deadline: float | None,
     on_timeout: Callable[[], None],
     on_tick: Callable[[], None] = lambda: None,
+    unanswered_s: float = UNANSWERED_S,
 ) -> int:
     """Follow the launch ``handle`` until every process of it has exited; return its exit status.
 
     Once ``teardown`` is set or ``deadline`` (a ``time.time()``) has passed, every process gets
     SIGTERM, and SIGKILL ``KILL_AFTER_S`` later. ``on_timeout`` is called at every poll after
-    the deadline; ``on_tick`` at every poll.
+    the deadline; ``on_tick`` at every poll. The launcher is asked (and told to kill) at most
+    every ``status_every_s`` (a remote call for some); ``LaunchUnanswered`` once it has failed
+    to answer for ``unanswered_s``.
     """
-    terminated_at, asked_at = None, 0.0
+    ask = Asking(launcher, unanswered_s)
+    terminated_at, asked_at, killed_at = None, 0.0, 0.0
     while True:
-        if time.monotonic() - asked_at >= launcher.status_every_s:  # a remote call for some launchers
-            asked_at = time.monotonic()
-            code = launcher.status(handle)
-            if code is not None:
+        now = time.monotonic()
+        if now - asked_at >= launcher.status_every_s:
+            asked_at = now
+            code = ask(launcher.status, handle)
+            if code is not None and code is not RETRY:
                 return code
         on_tick()
         timed_out = deadline is not None and time.time() > deadline
         if timed_out:
             on_timeout()
-        if (teardown.is_set() or timed_out) and terminated_at is None:
-            launcher.cancel(handle)
-            terminated_at = time.monotonic()
-        if terminated_at is not None and time.monotonic() - terminated_at > KILL_AFTER_S:
-            launcher.cancel(handle, force=True)
+        if (teardown.is_set() or timed_out) and terminated_at is None and ask(launcher.cancel, handle) is not RETRY:
+            terminated_at = now
+        if (
+            terminated_at is not None
+            and now - terminated_at > KILL_AFTER_S
+            and now - killed_at >= launcher.status_every_s
+        ):
+            killed_at = now
+            ask(launcher.cancel, handle, force=True)
         time.sleep(WATCH_EVERY_S)
 
 

@@ -12,7 +12,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
-from hotswitch.kernel.launch.named import make_launcher
+from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, launcher_options, make_launcher
 from hotswitch.kernel.notebook.attach import attachable, attachment, find_run, read_summary
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.job import Job
@@ -25,7 +25,7 @@ from hotswitch.kernel.notebook.train_options import check_name, check_options, c
 def launcher_of(args) -> Launcher:
     """The launcher ``--launcher`` names, made from its options."""
     try:
-        return make_launcher(args.launcher, args.ray_address, args.partition, args.time, args.gpus_per_node)
+        return make_launcher(args.launcher, **launcher_options(args))
     except ValueError as error:
         raise UsageError(str(error)) from None
 
@@ -99,11 +99,24 @@ class TrainMagics(Magics):
     @argument("--timeout", type=float, default=None, help="stop the job after SECONDS and mark it 'timed out'")
     @argument("--run-dir", default=None, help="where run folders go (default $HOTSWITCH_RUNS or ~/.hotswitch/runs)")
     @argument("--push", default=None, metavar="A,B", help="notebook variables the body sees, by name")
-    @argument("--launcher", default="local", help="how ranks start: local (torchrun here), ray or slurm (every node)")
+    @argument(
+        "--launcher",
+        default="local",
+        help="how ranks start: local (torchrun here), ray, slurm or kubeflow (every node)",
+    )
     @argument("--partition", default=None, help="with --launcher slurm: the partition (default: the cluster's)")
     @argument("--time", default=None, help="with --launcher slurm: the time limit, e.g. 2:00:00")
     @argument("--gpus-per-node", type=int, default=None, help="with --launcher slurm: GPUs per node")
     @argument("--ray-address", default=None, help="with --launcher ray: the head's HOST:PORT (default $RAY_ADDRESS)")
+    @argument("--namespace", default=None, help="with --launcher kubeflow: the Kubernetes namespace of the TrainJob")
+    @argument("--image", default=None, help="with --launcher kubeflow: the pods' image (with hotswitch and torch)")
+    @argument("--resources", default=None, help="with --launcher kubeflow: per node, e.g. cpu=8,memory=32Gi,gpu=4")
+    @argument(
+        "--kubeflow-backend",
+        choices=KUBEFLOW_BACKENDS,
+        default=None,
+        help="with --launcher kubeflow: kubernetes (default) or local (the SDK's local backend, one node here)",
+    )
     @argument("--channel-host", default="127.0.0.1", help="address the kernel listens on for the ranks")
     @argument(
         "--max-message-bytes",

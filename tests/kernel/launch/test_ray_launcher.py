@@ -4,7 +4,9 @@ killed on the second node fails the job and tears the other node down, and nothi
 either node. Bad input (no cluster there, Ray missing, a channel the nodes cannot reach) is
 refused before anything starts."""
 
+import json
 import os
+import subprocess
 import sys
 import time
 
@@ -138,3 +140,69 @@ def test_ray_more_nodes_than_the_cluster_has_are_refused_naming_both(kernel, ray
     msg_id, reply = kernel.execute(f"%%train --launcher ray --ray-address {ray_address} --nodes 3\npass\n")
     assert reply["status"] == "error"
     assert "--nodes 3 needs 3 Ray nodes; the cluster at" in kernel.text(msg_id) and "has 2" in kernel.text(msg_id)
+
+
+PATIENT = """
+import time
+job.emit({"type": "step", "step": 0, "loss": float(job.rank)})
+while True:
+    time.sleep(0.1)
+"""
+BRIEF = """
+job.emit({"type": "step", "step": 0, "loss": float(job.rank)})
+print(f"rank {job.rank} done")
+"""
+
+
+def _agents() -> list:
+    return processes_mentioning("ray::NodeAgent")
+
+
+def _detach_and_restart(kernel, cell: str, name: str) -> None:
+    """Run ``cell`` (a detached job called ``name``) until both ranks have stepped, then restart
+    the kernel, which forgets it."""
+    msg_id, reply = kernel.execute(cell)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    wait_progressing(
+        lambda: len(kernel.value(f"jobs['{name}'].events_of('step')")) == 2,
+        lambda: (cpu_seconds(processes_mentioning("hotswitch-ray-")), cpu_seconds(_agents())),
+        f"both ranks of the detached Ray job {name!r} starting",
+    )
+    assert len(_agents()) == 2  # what the tests below see go
+    kernel.manager.restart_kernel(now=True)
+    kernel.client.wait_for_ready(timeout=CAP_S)
+    kernel.pid = kernel.manager.provisioner.process.pid
+
+
+def _placements_held(ray_address: str) -> list[str]:
+    """The placement groups the cluster still holds (asked from a process of its own)."""
+    ask = (
+        "import json, ray; ray.init(address=%r, log_to_driver=False); "
+        "print(json.dumps([g['name'] for g in ray.util.placement_group_table().values() if g['state'] != 'REMOVED']))"
+    )
+    done = subprocess.run([sys.executable, "-c", ask % ray_address], capture_output=True, text=True, timeout=CAP_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_ray_detached_job_is_attached_again_after_a_kernel_restart(kernel, ray_address):
+    cell = f"%%train --launcher ray --ray-address {ray_address} --nodes 2 -n 1 --detach --name kept\n{PATIENT}"
+    _detach_and_restart(kernel, cell, "kept")
+    assert processes_mentioning("hotswitch-ray-"), "the restart ended a detached Ray job"
+    msg_id, reply = kernel.execute("%train_attach kept")
+    assert reply["status"] == "ok" and "job 'kept' attached" in kernel.text(msg_id), kernel.text(msg_id)
+    assert kernel.value("jobs['kept'].handle").startswith("ray:")
+    assert kernel.value("jobs['kept'].stop()") == "stopped"
+    _nothing_left("the attached Ray job ending once stopped")
+    wait_progressing(lambda: not _agents(), lambda: cpu_seconds(_agents()), "the job's node agents being released")
+    assert _placements_held(ray_address) == []
+
+
+def test_ray_detached_job_nobody_attaches_to_releases_itself(kernel, ray_address):
+    kernel.execute("import os; os.environ['HOTSWITCH_RAY_LINGER_S'] = '1'")  # not an hour
+    cell = f"%%train --launcher ray --ray-address {ray_address} --nodes 2 -n 1 --detach --name alone\n{BRIEF}"
+    _detach_and_restart(kernel, cell, "alone")
+    wait_progressing(
+        lambda: not _agents(), lambda: cpu_seconds(_agents()), "the forgotten job's agents releasing themselves"
+    )
+    _nothing_left("the forgotten job's ranks")

@@ -1,0 +1,44 @@
+"""A launcher whose cluster does not answer for a moment (an API server restarting, a slow
+``scontrol``) does not end the watch, and one that never answers again ends it as a clear error
+instead of a watcher thread dying and a job left ``running`` for ever."""
+
+import threading
+
+import pytest
+
+from hotswitch.kernel.launch.launcher import Launcher
+from hotswitch.kernel.notebook.launch_watch import LaunchUnanswered, wait_for_exit
+
+
+class Flaky(Launcher):
+    name = "flaky"
+    status_every_s = 0.01
+
+    def __init__(self, failures: int | None):
+        self.failures, self.asked = failures, 0
+
+    def submit(self, spec):
+        return "flaky:1"
+
+    def status(self, handle):
+        self.asked += 1
+        if self.failures is None or self.asked <= self.failures:
+            raise ValueError("`scontrol show job` did not answer within 20 s")
+        return 0
+
+    def cancel(self, handle, force=False):
+        pass
+
+    def logs(self, handle, rank=None):
+        return ""
+
+
+def test_a_launcher_that_fails_for_a_moment_is_asked_again():
+    launcher = Flaky(failures=3)
+    assert wait_for_exit(launcher, "flaky:1", threading.Event(), None, lambda: None) == 0
+    assert launcher.asked == 4
+
+
+def test_a_launcher_that_never_answers_ends_the_watch_naming_why():
+    with pytest.raises(LaunchUnanswered, match=r"--launcher flaky has not answered for 0.2 s \(`scontrol show job`"):
+        wait_for_exit(Flaky(failures=None), "flaky:1", threading.Event(), None, lambda: None, unanswered_s=0.2)
