@@ -72,7 +72,7 @@ def volumes_patch(name: str) -> dict:
     pod = {
         "volumes": [
             {"name": "hotswitch-job", "configMap": {"name": name}},
-            {"name": "hotswitch-secret", "secret": {"secretName": name, "defaultMode": 0o400}},
+            {"name": "hotswitch-secret", "secret": {"secretName": name, "defaultMode": 0o444}},
         ],
         "containers": [
             {

@@ -11,11 +11,21 @@ def hotswitch_rank(args=None, **kwargs):
     # them) on the local backend, whose fresh virtual environment lacks hotswitch; none on
     # Kubernetes, where the image has it. No backquote or dollar sign in this function: the
     # SDK pastes its source into a shell here-document.
+    import os
     import site
+    import tempfile
 
     args = args or kwargs
     for folder in args.get("path", []):
         site.addsitedir(folder)
+    # A Secret's file in a pod belongs to root and is readable by the pod's user, whoever that
+    # is; the worker takes a key only from a file its own user alone can read: copy it so.
+    key = os.environ.get("HOTSWITCH_SECRET_FILE")
+    if key and (os.stat(key).st_uid != os.getuid() or os.stat(key).st_mode & 0o077):
+        descriptor, private = tempfile.mkstemp(prefix="hotswitch-key-")
+        with open(key, "rb") as source, os.fdopen(descriptor, "wb") as copy:
+            copy.write(source.read())
+        os.environ["HOTSWITCH_SECRET_FILE"] = private
     from hotswitch.kernel.worker.entry import main
 
     status = main([args["body"]])

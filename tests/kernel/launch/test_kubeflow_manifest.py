@@ -9,6 +9,7 @@ import os
 import subprocess
 import textwrap
 from inspect import getsource
+from pathlib import Path
 
 import pytest
 
@@ -47,7 +48,7 @@ def test_kubeflow_trainjob_fits_the_schema_and_carries_no_key(tmp_path):
     pod = _pod_spec(job)
     assert {v["name"]: v.get("configMap", v.get("secret")) for v in pod["volumes"]} == {
         "hotswitch-job": {"name": "hs-job1-0a1b2c"},
-        "hotswitch-secret": {"secretName": "hs-job1-0a1b2c", "defaultMode": 0o400},
+        "hotswitch-secret": {"secretName": "hs-job1-0a1b2c", "defaultMode": 0o444},
     }
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert mounts == {manifest.JOB_MOUNT, manifest.SECRET_MOUNT} and pod["containers"][0]["name"] == "node"
@@ -91,3 +92,31 @@ def test_kubeflow_names_and_resources(tmp_path):
     assert manifest.parse_resources(None) is None
     with pytest.raises(ValueError, match=r"--resources takes NAME=AMOUNT"):
         manifest.parse_resources("cpu8")
+
+
+def test_kubeflow_rank_takes_the_key_from_a_private_copy_of_the_mounted_secret(tmp_path, monkeypatch):
+    """In a pod the Secret's file is root's and readable by any user there (mode 0444); the
+    worker refuses such a file, so the rank hands it a copy only its own user can read."""
+    mounted = tmp_path / SECRET_FILE
+    mounted.write_bytes(KEY)
+    mounted.chmod(0o444)
+    seen = {}
+
+    def worker_main(argv):
+        path = os.environ["HOTSWITCH_SECRET_FILE"]
+        info = os.stat(path)
+        seen.update(argv=argv, path=path, mode=info.st_mode & 0o777, uid=info.st_uid, key=Path(path).read_bytes())
+        return 0
+
+    monkeypatch.setattr("hotswitch.kernel.worker.entry.main", worker_main)
+    monkeypatch.setenv("HOTSWITCH_SECRET_FILE", str(mounted))
+    hotswitch_rank(body="/hotswitch/job/body.py")
+    assert seen["argv"] == ["/hotswitch/job/body.py"] and seen["path"] != str(mounted)
+    assert (seen["mode"], seen["uid"], seen["key"]) == (0o600, os.getuid(), KEY)
+    os.unlink(seen["path"])
+    private = tmp_path / "private.secret"  # the local backend's key: the kernel's own, owner-only
+    private.write_bytes(KEY)
+    private.chmod(0o600)
+    monkeypatch.setenv("HOTSWITCH_SECRET_FILE", str(private))
+    hotswitch_rank({"body": "/job/body.py"})
+    assert seen["path"] == str(private)
