@@ -7,12 +7,11 @@ environment (torch alone is about 1 GB) never outlives it."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 
-from hotswitch.kernel.launch.job_files import write_job_files
-from hotswitch.kernel.launch.kubeflow_local_agent import LAUNCH_FILE, VENVS
+from hotswitch.kernel.launch.job_files import write_launch
+from hotswitch.kernel.launch.kubeflow_local_agent import VENVS
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
 
@@ -33,9 +32,11 @@ class KubeflowLocalLauncher(TorchrunLauncher):
     def settings(self) -> dict:
         return {"kubeflow_backend": "local"}
 
+    def submit(self, spec: LaunchSpec) -> str:
+        write_launch(spec.job_dir, spec)  # what the agent runs
+        return super().submit(spec)
+
     def agent_argv(self, spec: LaunchSpec) -> list[str]:
-        launch = {"spec": spec.record(), "env": spec.env}
-        write_job_files(spec.job_dir, {LAUNCH_FILE: json.dumps(launch).encode()})
         return [sys.executable, "-m", AGENT, str(spec.body_path)]
 
     def handle_of(self, spec: LaunchSpec) -> str:

@@ -15,7 +15,6 @@ by line; exit status 0 when the TrainJob completes, 1 when it fails, also writte
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import shutil
 import signal
@@ -24,13 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from hotswitch.kernel.launch.job_files import read_launch
 from hotswitch.kernel.launch.kubeflow_manifest import RUNTIME
 from hotswitch.kernel.launch.kubeflow_rank import hotswitch_rank
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.loopback_agent import ENV_AGENT_EXIT
 
 POLL_S = 0.2
-LAUNCH_FILE = "kubeflow-launch.json"  # the spec and the ranks' environment, owner-only
 VENVS = "kubeflow-venv"  # where the backend makes the job's virtual environment
 
 
@@ -80,9 +79,8 @@ def stop(signum, frame):
 def main(argv: list[str]) -> None:
     if len(argv) != 1:
         raise SystemExit(f"usage: python -m {__spec__.name} BODY")
-    body = Path(argv[0])
-    launch = json.loads((body.parent / LAUNCH_FILE).read_text())
-    spec = LaunchSpec.from_record(launch["spec"], env=launch["env"])
+    record, env = read_launch(Path(argv[0]).parent)
+    spec = LaunchSpec.from_record(record, env=env)
     signal.signal(signal.SIGTERM, stop)
     venvs = spec.job_dir / VENVS
     status = 1

@@ -90,18 +90,16 @@ class NodeAgent:
         while self.status() is None:
             time.sleep(POLL_S)
         time.sleep(linger)
-        shutil.rmtree(self.folder, ignore_errors=True)
-        if node != 0:
-            ray.kill(ray.get_runtime_context().current_actor)
-            return
-        others = [agent_name(job_id, k) for k in range(1, nodes)]
-        deadline = time.monotonic() + linger + 60.0
-        while others and time.monotonic() < deadline:
-            others = [name for name in others if named_actor_alive(name)]
-            time.sleep(POLL_S)
-        group = get_current_placement_group()
-        if group is not None:
-            remove_placement_group(group)
+        self.remove()
+        if node == 0:
+            others = [agent_name(job_id, k) for k in range(1, nodes)]
+            deadline = time.monotonic() + linger + 60.0
+            while others and time.monotonic() < deadline:
+                others = [name for name in others if named_actor_alive(name)]
+                time.sleep(POLL_S)
+            group = get_current_placement_group()
+            if group is not None:
+                remove_placement_group(group)
         ray.kill(ray.get_runtime_context().current_actor)
 
     def status(self) -> int | None:

@@ -12,7 +12,6 @@ Liveness without pids: the ranks' kernel is on another machine, so they watch it
 
 from __future__ import annotations
 
-import json
 import random
 import shlex
 import subprocess
@@ -20,7 +19,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from hotswitch.kernel.launch.job_files import job_files, write_job_files
+from hotswitch.kernel.launch.job_files import job_files, write_job_files, write_launch
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec, rank_log
 
 COMMAND_TIMEOUT_S = 20.0
@@ -111,8 +110,7 @@ class SlurmLauncher(Launcher):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_job_files(folder, job_files(spec.job_dir))
         log_dir = spec.log_dir or folder / "logs"
-        launch = {"spec": replace(spec, log_dir=log_dir).record(), "env": spec.env}
-        write_job_files(folder, {"launch.json": json.dumps(launch).encode()})
+        write_launch(folder, replace(spec, log_dir=log_dir))
         (folder / "job.sbatch").write_text(batch_script(folder, spec, self.options))
         job_id = slurm("sbatch", "--parsable", str(folder / "job.sbatch")).strip().split(";")[0]
         handle = f"slurm:{job_id}"

@@ -5,12 +5,12 @@ and the rendezvous on the job's first node."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
 from hotswitch.kernel.channel.secrets import SECRET_FILE
+from hotswitch.kernel.launch.job_files import read_launch
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import agent_env, torchrun_argv
 from hotswitch.kernel.worker.entry import ENV_NODE, ENV_SECRET_FILE
@@ -19,10 +19,9 @@ from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
 def node_spec(folder: Path, environ: dict) -> LaunchSpec:
     """This node's share of the job described in ``folder``."""
-    launch = json.loads((folder / "launch.json").read_text())
-    record = launch["spec"]
+    record, env = read_launch(folder)
     env = {
-        **launch["env"],
+        **env,
         ENV_SECRET_FILE: str(folder / SECRET_FILE),
         ENV_LOG_DIR: record["log_dir"],
         ENV_NODE: environ.get("SLURMD_NODENAME", ""),

@@ -174,6 +174,17 @@ def wait_progressing(condition, progress, what: str, stall_s: float = STALL_S, c
         time.sleep(0.2)
 
 
+def wait_none_mentioning(text: str, what: str) -> None:
+    """Return once no live process's command line contains ``text``, waiting on progress (how
+    many are left and the CPU they spend); fail saying ``what`` never happened."""
+
+    def progress():
+        left = processes_mentioning(text)
+        return len(left), cpu_seconds(left)
+
+    wait_progressing(lambda: not processes_mentioning(text), progress, what)
+
+
 def wait_until(condition, timeout: float = 30.0, every: float = 0.1) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

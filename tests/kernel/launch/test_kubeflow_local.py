@@ -8,11 +8,9 @@ import pytest
 
 from tests.kernel.kernel_session import (
     CAP_S,
-    cpu_seconds,
     hotswitch_json,
     hotswitch_kernel,
-    processes_mentioning,
-    wait_progressing,
+    wait_none_mentioning,
 )
 
 pytestmark = pytest.mark.slow
@@ -32,11 +30,7 @@ TRAIN = ["train", "-n", "2", "--plan", "dp2", "--steps", "3", "--batch-size", "4
 
 
 def _nothing_left(what: str) -> None:
-    def progress():
-        left = processes_mentioning(AGENT)
-        return len(left), cpu_seconds(left)
-
-    wait_progressing(lambda: not processes_mentioning(AGENT), progress, what)
+    wait_none_mentioning(AGENT, what)
 
 
 def test_kubeflow_local_training_equals_local_torchrun(tmp_path):

@@ -19,6 +19,7 @@ from tests.kernel.kernel_session import (
     hotswitch_json,
     hotswitch_kernel,
     processes_mentioning,
+    wait_none_mentioning,
     wait_progressing,
 )
 
@@ -69,11 +70,7 @@ def kernel(ray_address, tmp_path_factory):
 
 
 def _nothing_left(what: str) -> None:
-    def progress():
-        left = processes_mentioning("hotswitch-ray-")
-        return len(left), cpu_seconds(left)
-
-    wait_progressing(lambda: not processes_mentioning("hotswitch-ray-"), progress, what)
+    wait_none_mentioning("hotswitch-ray-", what)
 
 
 def test_ray_job_spans_two_nodes_each_rank_naming_its_node(kernel, ray_address):
@@ -154,8 +151,11 @@ print(f"rank {job.rank} done")
 """
 
 
+AGENTS = "ray::NodeAgent"  # a node agent's process title
+
+
 def _agents() -> list:
-    return processes_mentioning("ray::NodeAgent")
+    return processes_mentioning(AGENTS)
 
 
 def _detach_and_restart(kernel, cell: str, name: str) -> None:
@@ -194,7 +194,7 @@ def test_ray_detached_job_is_attached_again_after_a_kernel_restart(kernel, ray_a
     assert kernel.value("jobs['kept'].handle").startswith("ray:")
     assert kernel.value("jobs['kept'].stop()") == "stopped"
     _nothing_left("the attached Ray job ending once stopped")
-    wait_progressing(lambda: not _agents(), lambda: cpu_seconds(_agents()), "the job's node agents being released")
+    wait_none_mentioning(AGENTS, "the job's node agents being released")
     assert _placements_held(ray_address) == []
 
 
@@ -202,7 +202,5 @@ def test_ray_detached_job_nobody_attaches_to_releases_itself(kernel, ray_address
     kernel.execute("import os; os.environ['HOTSWITCH_RAY_LINGER_S'] = '1'")  # not an hour
     cell = f"%%train --launcher ray --ray-address {ray_address} --nodes 2 -n 1 --detach --name alone\n{BRIEF}"
     _detach_and_restart(kernel, cell, "alone")
-    wait_progressing(
-        lambda: not _agents(), lambda: cpu_seconds(_agents()), "the forgotten job's agents releasing themselves"
-    )
+    wait_none_mentioning(AGENTS, "the forgotten job's agents releasing themselves")
     _nothing_left("the forgotten job's ranks")

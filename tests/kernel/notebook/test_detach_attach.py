@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.kernel.kernel_session import CAP_S, cpu_seconds, hotswitch_kernel, processes_mentioning, wait_progressing
+from tests.kernel.kernel_session import (
+    CAP_S,
+    cpu_seconds,
+    hotswitch_kernel,
+    processes_mentioning,
+    wait_none_mentioning,
+    wait_progressing,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +73,7 @@ def test_a_detached_job_trains_through_a_kernel_restart_and_attaches_again(kerne
         lambda: kernel.value("jobs['outlives'].events_of('echo', command='pause')"), progress, "rank 0 hearing pause"
     )
     assert kernel.value("jobs['outlives'].stop()") == "stopped"
-    wait_progressing(lambda: not processes_mentioning(body), progress, "every process of the job ending")
+    wait_none_mentioning(body, "every process of the job ending")
     summary = json.loads((folder / "job.json").read_text())
     assert summary["status"] == "stopped" and "ended_at" in summary
     recorded = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]

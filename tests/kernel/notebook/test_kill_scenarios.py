@@ -18,6 +18,7 @@ from tests.kernel.kernel_session import (
     cpu_seconds,
     hotswitch_kernels_dir,
     processes_mentioning,
+    wait_none_mentioning,
     wait_progressing,
 )
 
@@ -65,12 +66,7 @@ def _training(session: KernelSession, name: str) -> tuple[str, str, list[dict]]:
 def _processes_end(job_dir: str, what: str) -> None:
     """Wait until no process of the job in ``job_dir`` runs (each rank's and the agent's command
     line names its body file there)."""
-
-    def progress():
-        left = processes_mentioning(job_dir)
-        return len(left), cpu_seconds(left)
-
-    wait_progressing(lambda: not processes_mentioning(job_dir), progress, what)
+    wait_none_mentioning(job_dir, what)
 
 
 def _runs_a_new_job(session: KernelSession) -> None:
