@@ -49,7 +49,9 @@ class GraphView(widgets.VBox):
         self._logical = logical
         self._exec_source = exec_source
         self._exec_ranks = exec_ranks
-        strategies = logical["strategies"] if logical else []
+        # Options given at construction select the first (ipywidgets leaves a Dropdown whose
+        # options are set later at None, and redraw draws nothing for None).
+        strategies = logical["strategies"] if logical else [fixed["strategy"]] if fixed else []
         views = ([LOGICAL] if logical else []) + ([EXECUTABLE] if exec_source else [])
         self.view = widgets.ToggleButtons(options=views, description="graph")
         self.strategy = widgets.Dropdown(options=strategies, description="strategy")
@@ -72,7 +74,6 @@ class GraphView(widgets.VBox):
         self.edges: list[tuple[str, str]] = []
         controls = widgets.HBox([self.view, self.strategy, self.rank, self.layer])
         if fixed is not None:  # one ExecGraph summary on its own
-            self.strategy.options = [fixed["strategy"]]
             self.rank.max = fixed["rank"]
             self.rank.value = fixed["rank"]
             self.rank.disabled = True

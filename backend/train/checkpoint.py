@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor import Replicate as DReplicate
@@ -24,6 +25,7 @@ from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.train.checkpoint_errors import explain
 from hotswitch.backend.train.checkpoint_safety import check_checkpoint_safe, protect_checkpoint
 from hotswitch.backend.train.engine import Engine
 from hotswitch.backend.train.master import ADAM_MOMENTS, OptimizerState
@@ -83,7 +85,10 @@ def save(engine: Engine, path: str | Path, extra: dict) -> Path:
     if dist.get_rank() == 0:
         shutil.rmtree(staging, ignore_errors=True)
     dist.barrier()
-    dcp.save(_dtensor_state(engine, _meshes(engine)), checkpoint_id=str(staging))
+    try:
+        dcp.save(_dtensor_state(engine, _meshes(engine)), checkpoint_id=str(staging))
+    except CheckpointException as error:  # every rank has every rank's failures: all raise alike
+        raise CheckpointError(explain(error, "writing", path)) from None
     if dist.get_rank() == 0:
         meta = {"config": asdict(engine.config), "instantiation": str(engine.instantiation), **extra}
         (staging / META).write_text(json.dumps(meta, indent=1))
@@ -121,7 +126,10 @@ def load(engine: Engine, path: str | Path) -> None:
     """Load model and optimizer into the engine's instantiation layout (collective)."""
     check_checkpoint_safe(path)  # DCP unpickles .metadata: refuse one that could run code
     state = _dtensor_state(engine, _meshes(engine))
-    dcp.load(state, checkpoint_id=str(path))
+    try:
+        dcp.load(state, checkpoint_id=str(path))
+    except CheckpointException as error:
+        raise CheckpointError(explain(error, "reading", path)) from None
     moments = {
         name: {key: state[f"optim/{name}/{key}"].to_local() for key in ADAM_MOMENTS}
         for name in engine.master.weights.views

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch.distributed as dist
-from torch.distributed.checkpoint.api import CheckpointException
 
 from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.graph.logical import summarize
@@ -186,7 +185,7 @@ class Trainer:
                         self._checkpoint_now(c.get("path"))
                     else:
                         raise ValueError(f"unknown control command {c!r}")
-                except (ValueError, KeyError, OSError, CheckpointException) as error:
+                except (ValueError, KeyError, OSError) as error:
                     self.sink(event("warning", message=f"control {c!r} not applied: {error}"))
                     continue
                 applied = {k: c[k] for k in ("strategy", "path") if k in c}
@@ -220,7 +219,7 @@ class Trainer:
     def _checkpoint_now(self, path: str | None) -> None:
         """A checkpoint command: refused on every rank alike (ValueError) when rank 0 sees the
         place cannot be written, so a bad path never splits the ranks' collectives; a write that
-        fails anyway raises CheckpointException on every rank (DCP gathers the failures)."""
+        fails anyway raises CheckpointError, naming the cause, on every rank (DCP gathers the failures)."""
         target = Path(path) if path else self.checkpoints.path_for(self.step_index)
         box = [unwritable(target) if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
@@ -269,7 +268,7 @@ class Trainer:
             return
         try:
             self._checkpoint_now(None)
-        except (ValueError, OSError, CheckpointException) as error:
+        except (ValueError, OSError) as error:
             self.sink(event("warning", message=f"periodic checkpoint at step {self.step_index} not written: {error}"))
             return
         stale = self.checkpoints.periodic_written(self.checkpoints.path_for(self.step_index))

@@ -144,12 +144,12 @@ def train(
 def check(spec: dict, nproc: int) -> dict:
     """Refuse a spec or a plan that cannot run before launching anything; the full spec."""
     from hotswitch.backend.layout import check_strategy
-    from hotswitch.backend.models.config import get_config
     from hotswitch.backend.train.dispatch import HotSwitchPlan
     from hotswitch.backend.train.recipe import check_spec
+    from hotswitch.backend.train.spec_inputs import model_config
 
     spec = check_spec(spec)
-    config = get_config(spec["model"])
+    config = model_config(spec["model"])  # a preset or an hf:DIR checkpoint
     if spec["plan"] != "auto":
         for strategy in HotSwitchPlan.of(spec["plan"]).strategies:
             strategy.check_fits(nproc)

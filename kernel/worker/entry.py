@@ -103,6 +103,10 @@ def main(argv: list[str]) -> int:
 def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel) -> int:
     """Run the body with output on the channel; report its end; its exit status."""
     log = open_rank_log(job.rank)
+    for original in (sys.__stdout__, sys.__stderr__):
+        # A pipe or file is block-buffered: a rank killed at teardown would take its last lines
+        # (the ones a person debugging needs) with it. Each line goes out as it is written.
+        original.reconfigure(line_buffering=True)
     sys.stdout = RankStream(channel, "stdout", Tee(sys.__stdout__, log))
     sys.stderr = RankStream(channel, "stderr", Tee(sys.__stderr__, log))
     status, report = 0, {"kind": "finished"}

@@ -64,4 +64,24 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
     assert all(cell.execution_count for cell in code), "every code cell ran"
     errors = [o for cell in code for o in cell.outputs if o.output_type == "error"]
     assert errors == []
+    drawn = _figures_drawn(notebook)
+    assert drawn and [names for names in drawn if not any(names.values())] == [], "a view the notebook shows is blank"
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "a process outlived the kernel"
+
+
+def _figures_drawn(notebook) -> list[dict[str, int]]:
+    """Each plotly figure widget the notebook showed, as the kernel last sent it to the front end
+    (nbclient keeps the widgets' state): points drawn per trace, a graph view's edges left out."""
+    state = notebook.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    figures = [m["state"]["_widget_data"] for m in state.get("state", {}).values() if "_widget_data" in m["state"]]
+    return [
+        {t.get("name") or f"trace {j}": len(_points(t)) for j, t in enumerate(traces) if t.get("name") != "edges"}
+        for traces in figures
+    ]
+
+
+def _points(trace: dict) -> list:
+    for key in ("x", "z", "values", "y"):
+        if trace.get(key) is not None and len(trace[key]):
+            return trace[key]
+    return []

@@ -94,3 +94,12 @@ def test_a_graphs_event_shows_logical_and_rank_zero_executable(tiny_graph, tiny_
     view = show(event)
     view.view.value = "executable"
     assert view.rank.max == 0 and len(view.drawn) > 0
+
+
+def test_one_executable_graph_on_its_own_is_drawn(tiny_graph):
+    """``GraphView.of(exec_graph)`` (notebook 2) selects its one strategy and draws its nodes."""
+    exec_graph = compile_graph(tiny_graph, "dp2tp2pp1", 3)
+    view = GraphView.of(exec_graph)
+    assert view.strategy.value == "dp2tp2pp1" and view.rank.value == 3
+    drawn = sum(len(t.x or ()) for t in view.fig.data if t.name != "edges")
+    assert drawn == len(view.drawn) > 0

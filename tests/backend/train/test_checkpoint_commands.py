@@ -32,6 +32,10 @@ def test_failed_checkpoint_commands_become_warnings_and_training_finishes(tmp_pa
     warnings = [e["message"] for e in events if e["type"] == "warning"]
     assert len(warnings) == 3, warnings
     assert all("not applied" in w for w in warnings)
+    # the write itself failed on both ranks: the cause, the file and the ranks, not DCP's wrapper
+    assert "CheckpointException" not in warnings[0]
+    assert f"writing checkpoint {blocker / 'sub' / 'ckpt'} failed: ranks 0, 1: Not a directory (ENOTDIR)" in warnings[0]
+    assert str(blocker) in warnings[0].split("ENOTDIR")[1]
     assert "is not writable" in warnings[1] and "already exists" in warnings[2]
     assert [e["path"] for e in events if e["type"] == "checkpoint"] == [str(tmp_path / "good")]
     assert os.path.isfile(tmp_path / "good" / "hotswitch.json")

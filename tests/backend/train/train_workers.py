@@ -93,6 +93,15 @@ def resumed_run(rank: int, world: int, steps: int, spec, path: str):
     return first, [e["loss"] for e in events if e["type"] == "step"], (params if rank == 0 else None)
 
 
+def resume_error(rank: int, world: int, spec, path: str) -> str:
+    """The error resuming from ``path`` raises on this rank, as ``Type: message``."""
+    try:
+        _trainer(spec, resume_from=path)
+    except BaseException as error:
+        return f"{type(error).__name__}: {error}"
+    return "resumed"
+
+
 def save_twice(rank: int, world: int, path: str):
     trainer = _trainer("dp2")
     trainer.save(path)

@@ -7,6 +7,8 @@ import sys
 import psutil
 import pytest
 
+VOCAB = 320
+
 
 def hotswitch(*args, timeout=300):
     return subprocess.run(
@@ -50,3 +52,35 @@ def test_bad_plans_are_refused_before_anything_launches(tmp_path):
     (tmp_path / "taken").mkdir()
     out = hotswitch("train", "-n", "2", "--plan", "dp2", "--checkpoint", str(tmp_path / "taken"))
     assert out.returncode == 2 and "already exists" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", ["auto", "tp2:20,dp2:0"], ids=["auto", "buckets"])
+def test_a_hugging_face_checkpoint_trains_from_the_command_line_and_exports(tmp_path, plan):
+    """The README's ``--model hf:DIR`` form, with auto and with buckets; the export loads in transformers
+    and holds the trained weights (not the ones it started from)."""
+    import torch
+
+    from tests.backend.models.hf_fixtures import load_with_transformers, make_checkpoint, tokens
+
+    start = make_checkpoint(tmp_path / "src", vocab_size=VOCAB)  # the byte tokenizer's 256 ids fit
+    data = tmp_path / "corpus.txt"
+    data.write_text("".join(chr(32 + (i * 7) % 90) * (5 + i % 30) + "\n" for i in range(64)))
+    out = hotswitch(
+        *("train", "-n", "2", "--model", f"hf:{tmp_path / 'src'}", "--data", str(data), "--steps", "2"),
+        *("--batch-size", "6", "--max-len", "40", "--token-budget", "120", "--plan", plan, "--lr", "1e-2"),
+        *("--export-hf", str(tmp_path / "out"), "--json"),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout)
+    assert summary["status"] == "succeeded" and summary["steps"] == 2
+    trained = load_with_transformers(tmp_path / "out")
+    assert trained.config.vocab_size == VOCAB
+    ids = tokens()
+    with torch.no_grad():
+        assert trained(input_ids=ids).logits.shape == (*ids.shape, VOCAB)
+    moved = [
+        (a - b).abs().max().item()
+        for a, b in zip(trained.state_dict().values(), start.state_dict().values(), strict=True)
+    ]
+    assert max(moved) > 1e-4, "the export holds the starting weights, not the trained ones"

@@ -14,12 +14,23 @@ from tests.kernel.kernel_session import CAP_S, cpu_seconds, processes_mentioning
 
 pytestmark = pytest.mark.slow
 
+# Rank 1 fails only once both ranks have printed (the barrier): torchrun tears rank 0 down when
+# rank 1 fails, and on a loaded machine rank 0 may not have reached its body by then; the job
+# never promised lines a rank had no time to write.
 FAILING = """
 import sys
 print(f"hello from rank {job.rank}")
 print(f"a warning from rank {job.rank}", file=sys.stderr)
+torch.distributed.init_process_group("gloo")
+torch.distributed.barrier()
 if job.rank == 1:
     raise RuntimeError("rank 1 gives up")
+"""
+KILLED = """
+import os, signal
+print(f"last words from rank {job.rank}")
+if job.rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
 """
 FOREVER = """
 import time
@@ -56,6 +67,16 @@ def test_status_and_logs_follow_a_failing_job_by_its_handle(tmp_path):
         launcher.logs(job.handle, 2)
     with pytest.raises(ValueError, match="no local launch 'local:0:/nowhere' was submitted"):
         launcher.status("local:0:/nowhere")
+
+
+def test_a_killed_rank_keeps_the_lines_it_printed(tmp_path):
+    """Each line is written through as it is printed, to the rank's log and to the agent's output,
+    so a rank that dies at once (SIGKILL, nothing flushed) still leaves its last line behind."""
+    job, launcher = _job(tmp_path, KILLED, "killed")
+    wait_progressing(lambda: launcher.status(job.handle) is not None, lambda: _progress(tmp_path), "the job ending")
+    assert job.wait(CAP_S) == "failed"
+    assert "last words from rank 1" in launcher.logs(job.handle, 1)
+    assert "last words from rank 1" in launcher.logs(job.handle)  # torchrun's agent log: the rank's own stdout
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["terminate", "kill"])
