@@ -39,12 +39,12 @@ from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
 from hotswitch.backend.models import build_model
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.auto import candidate_strategies
-from hotswitch.backend.train.batching import collate, pack
-from hotswitch.backend.train.dispatch import HotSwitchPlan
-from hotswitch.backend.train.memory import budget_holding
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.trainer import Trainer
+from hotswitch.backend.train.loop.trainer import Trainer
+from hotswitch.backend.train.planning.auto import candidate_strategies
+from hotswitch.backend.train.planning.batching import collate, pack
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.memory import budget_holding
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MODEL = dict(name="bench", dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688)
 

@@ -33,8 +33,8 @@ def validate_rank(rank: int, world: int, args) -> dict:
     from hotswitch.backend import Strategy, get_config
     from hotswitch.backend.data import stdlib_documents
     from hotswitch.backend.sim.step import simulate_step
-    from hotswitch.backend.train.dispatch import HotSwitchPlan
-    from hotswitch.backend.train.memory import budget_holding
+    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+    from hotswitch.backend.train.planning.memory import budget_holding
 
     source = stdlib_documents().use_tokenizer(args.tokenizer)
     config = get_config("tiny").with_(**e2e.MODEL, vocab_size=source.tokenizer.vocab_size, max_seq_len=1024)

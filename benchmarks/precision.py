@@ -23,10 +23,10 @@ from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, stdlib_documents
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.reference import ReferenceTrainer
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.loop.reference import ReferenceTrainer
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MODEL, SEED, BATCH, MAX_LEN, BUDGET = "tiny", 0, 16, 256, 1024
 PLAN = [["tp2pp2", 96], ["dp2tp2sp", 40], ["dp4", 0]]
@@ -87,11 +87,11 @@ def checkpointing(rank: int, world: int, steps: int) -> dict:
     import time
 
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.auto import auto_plan, candidate_strategies
-    from hotswitch.backend.train.memory import budget_holding
-    from hotswitch.backend.train.memory_measure import measured_activation_bytes
-    from hotswitch.backend.train.profile import profile
-    from hotswitch.backend.train.trainer import profile_lengths
+    from hotswitch.backend.train.loop.trainer import profile_lengths
+    from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies
+    from hotswitch.backend.train.planning.memory import budget_holding
+    from hotswitch.backend.train.planning.memory_measure import measured_activation_bytes
+    from hotswitch.backend.train.planning.profile import profile
 
     config, plain, ckpt = get_config(MODEL), Strategy(dp=world), Strategy(dp=world, ckpt=True)
     engine = Engine(config, [plain, ckpt], plain, OptimizerConfig(), SEED, BUDGET)
@@ -130,7 +130,7 @@ def gpu_step(rank: int, world: int, preset: str, lengths: list[int], repeat: int
     from hotswitch.backend.data.stream import Sequence
     from hotswitch.backend.models.flops import peak_flops, train_flops
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.memory import activation_bytes, model_state_bytes
+    from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
     bf16, single = Precision.of("bf16"), Strategy()
     config = get_config(preset).with_(max_seq_len=max(lengths))

@@ -37,7 +37,7 @@ from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.switch import SwitchPlanner
 from hotswitch.backend.switch.executor import BoundSwitch
-from hotswitch.backend.train.checkpoint import as_dtensor
+from hotswitch.backend.train.state.checkpoint import as_dtensor
 
 PAIRS = [
     ("tp2pp2", "dp4"),

@@ -12,7 +12,7 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hotswitch.backend.train.events import read_events
+from hotswitch.backend.train.loop.events import read_events
 from hotswitch.widgets.dashboard_state import PHASES, DashboardState
 from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.html_table import html_table

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from hotswitch.backend.train.events import PHASES, RunTotals
+from hotswitch.backend.train.loop.events import PHASES, RunTotals
 from hotswitch.widgets.series import BoundedSeries
 
 STEP_COLUMNS = ("step", "tokens_per_s", "loss", *PHASES)
@@ -116,7 +116,7 @@ class DashboardState:
 
     def summary(self) -> dict | None:
         """The final figures once a "done" event has arrived, else None: ``tokens_per_s`` is
-        ``backend.train.events.summarize``'s (tokens over step seconds); ``seconds`` the wall
+        ``backend.train.loop.events.summarize``'s (tokens over step seconds); ``seconds`` the wall
         time of the whole loop (planning, control and profiling included)."""
         if self.done is None:
             return None

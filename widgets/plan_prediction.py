@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.dispatch import HotSwitchPlan, instantiation_strategy
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
 
 CURVE_POINTS = 64
 LONGEST_DRAWN = 1 << 17  # the length axis ends here at most when nothing else bounds it
@@ -39,7 +39,7 @@ def predict_plan(
     max_len: int | None = None,
     points: int = CURVE_POINTS,
 ) -> PlanPrediction:
-    """``cost``: a ``backend.train.cost.CostModel``. ``plan``: a ``HotSwitchPlan``, anything
+    """``cost``: a ``backend.train.planning.cost.CostModel``. ``plan``: a ``HotSwitchPlan``, anything
     ``HotSwitchPlan.of`` reads, "auto" (the buckets ``auto_plan`` picks for ``lengths``, as
     the trainer does) or None. The curves run from length 1 to ``max_len``, by default the
     longest of ``lengths``, else the longest sequence any strategy holds within the budget."""
@@ -53,7 +53,7 @@ def predict_plan(
     if plan == AUTO:
         if not lengths:
             raise ValueError('plan="auto" picks buckets for a batch: pass the batch\'s lengths, or give a plan')
-        from hotswitch.backend.train.auto import auto_plan  # the cost model's module: imports torch
+        from hotswitch.backend.train.planning.auto import auto_plan  # the cost model's module: imports torch
 
         instantiation = instantiation_strategy(list(cost.strategies))
         plan, _ = auto_plan(lengths, cost, instantiation, max_len or max(lengths))

@@ -9,7 +9,7 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.palette import strategy_color
 from hotswitch.widgets.plan_prediction import AUTO, PlanPrediction, predict_plan
@@ -126,7 +126,7 @@ class PlanView(widgets.VBox):
         lengths: Sequence[int] = (),
         max_len: int | None = None,
     ) -> PlanView:
-        """The view of a ``CostModel`` (``backend.train.cost``): every strategy's curves, its
+        """The view of a ``CostModel`` (``backend.train.planning.cost``): every strategy's curves, its
         ``budget`` as the memory limit, ``plan``'s buckets (a ``HotSwitchPlan``, buckets such as
         ``[("tp4", 128), ("dp4", 0)]``, "auto": what ``auto_plan`` picks for ``lengths``, or
         None: curves only), and ``lengths`` dispatched as the plan sends them. ``prediction``

@@ -14,8 +14,8 @@ def show(obj) -> widgets.Widget:
     from hotswitch.backend.graph.compile import ExecGraph
     from hotswitch.backend.graph.logical import LogicalGraph
     from hotswitch.backend.switch import SwitchPlan
-    from hotswitch.backend.train.cost import CostModel
-    from hotswitch.backend.train.dispatch import HotSwitchPlan
+    from hotswitch.backend.train.planning.cost import CostModel
+    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
     from hotswitch.widgets.dashboard import Dashboard
     from hotswitch.widgets.graph_view import GraphView
     from hotswitch.widgets.plan_view import PlanView

@@ -10,8 +10,8 @@ from hotswitch.backend.sim import paper
 from hotswitch.backend.sim.contenders import Contender, run_auto, run_plan, sim_candidates
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.auto import candidate_strategies
-from hotswitch.backend.train.dispatch import Bucket, HotSwitchPlan, instantiation_strategy
+from hotswitch.backend.train.planning.auto import candidate_strategies
+from hotswitch.backend.train.planning.dispatch import Bucket, HotSwitchPlan, instantiation_strategy
 
 
 def check_fits_somewhere(setup: Setup) -> None:

@@ -24,8 +24,8 @@ from hotswitch.backend.models.flops import matmul_params
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.device import DeviceSpec
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.cost import Quadratic, StrategyCost
-from hotswitch.backend.train.memory import activation_bytes, model_state_bytes
+from hotswitch.backend.train.planning.cost import Quadratic, StrategyCost
+from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
 
 def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.sim.step import SimulatedStep, simulate_step
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
-from hotswitch.backend.train.cost import CostModel
-from hotswitch.backend.train.dispatch import HotSwitchPlan, instantiation_strategy
+from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.planning.cost import CostModel
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ hot-switch configurations and its headline figures, as plain values."""
 from __future__ import annotations
 
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
 # The static baselines, written for 8 GPUs as (dp, tp, pp); on more GPUs dp grows with them.
 BASELINES_8 = ((8, 1, 1), (4, 2, 1), (4, 1, 2), (2, 4, 1), (2, 2, 2), (1, 4, 2), (1, 8, 1))

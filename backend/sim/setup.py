@@ -14,7 +14,7 @@ from hotswitch.backend.sim.compute import Links, SimulatedStrategy, ring_s
 from hotswitch.backend.sim.device import DeviceSpec, device_spec
 from hotswitch.backend.sim.switches import PlannedSwitches
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.cost import CostModel, LinkProfile, StrategyCost
+from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, StrategyCost
 
 PAPER_MODELS = ("7b", "13b", "32b")
 PAPER_CONTEXT = 32768  # the paper trains its LLaMA-2 shapes at up to 32K tokens

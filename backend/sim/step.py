@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.cost import CostModel, pipelined_s
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order
+from hotswitch.backend.train.planning.cost import CostModel, pipelined_s
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order
 
 KINDS = ("switch", "compute", "bubble", "sync", "update")
 

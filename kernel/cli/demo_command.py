@@ -9,7 +9,7 @@ from hotswitch.kernel.cli import demo_report, progress
 from hotswitch.kernel.cli.headless import check_launch, follow
 
 BODY = """\
-from hotswitch.backend.train.compare import compare
+from hotswitch.backend.train.loop.compare import compare
 compare({spec!r}, job)
 """
 
@@ -46,7 +46,7 @@ def add_parser(sub) -> None:
 
 def spec_from(args) -> dict:
     """The spec every run of the demo trains, checked before anything starts."""
-    from hotswitch.backend.train.recipe import check_spec
+    from hotswitch.backend.train.run.recipe import check_spec
 
     check_launch(args.nproc, args.timeout)
     if args.warmup < 0:
@@ -76,15 +76,15 @@ def data_parallel_holds_a_third(world: int, max_len: int, precision: str = "fp32
     from hotswitch.backend.models.config import get_config
     from hotswitch.backend.precision import Precision
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.memory import budget_holding
+    from hotswitch.backend.train.planning.memory import budget_holding
 
     return budget_holding(get_config("tiny"), Strategy(dp=world), max_len // 3, Precision.of(precision))
 
 
 def reference_losses(spec: dict, show_progress: bool = True) -> list[float]:
     """Each step's loss when one device trains the same batches from the same weights."""
-    from hotswitch.backend.train.recipe import batches, check_spec, model_config, optimizer, precision_of
-    from hotswitch.backend.train.reference import ReferenceTrainer
+    from hotswitch.backend.train.loop.reference import ReferenceTrainer
+    from hotswitch.backend.train.run.recipe import batches, check_spec, model_config, optimizer, precision_of
 
     s = check_spec(spec)
     config = model_config(s["model"])

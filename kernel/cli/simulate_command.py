@@ -25,7 +25,7 @@ def add_parser(sub) -> None:
 
 def parse_plan(text: str):
     """``"dp8"`` (static) or ``"tp8:16384,dp8:0"`` (strategy:lower-bound buckets)."""
-    from hotswitch.backend.train.dispatch import HotSwitchPlan
+    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
     if ":" not in text:
         return HotSwitchPlan.of(text)

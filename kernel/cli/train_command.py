@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 from hotswitch.backend.runtime.devices import DEVICE_KINDS
-from hotswitch.backend.train.events import summarize
+from hotswitch.backend.train.loop.events import summarize
 from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
 from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, LAUNCHERS, launcher_options, make_launcher
 from hotswitch.kernel.notebook.job import Job
 
 BODY = """\
-from hotswitch.backend.train.recipe import run
+from hotswitch.backend.train.run.recipe import run
 run({spec!r}, job.emit, job.control)
 """
 
@@ -103,7 +103,7 @@ def parse_plan(text: str):
 
 def spec_from(args) -> dict:
     """The run's settings: ``--config``'s, overridden by the flags given (paths made absolute)."""
-    from hotswitch.backend.train.run_config import KNOWN, load_toml
+    from hotswitch.backend.train.run.run_config import KNOWN, load_toml
 
     spec = load_toml(args.config) if getattr(args, "config", None) else {}
     given = {key: getattr(args, key) for key in KNOWN if hasattr(args, key)}
@@ -144,9 +144,9 @@ def train(
 def check(spec: dict, nproc: int) -> dict:
     """Refuse a spec or a plan that cannot run before launching anything; the full spec."""
     from hotswitch.backend.layout import check_strategy
-    from hotswitch.backend.train.dispatch import HotSwitchPlan
-    from hotswitch.backend.train.recipe import check_spec
-    from hotswitch.backend.train.spec_inputs import model_config
+    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+    from hotswitch.backend.train.run.recipe import check_spec
+    from hotswitch.backend.train.run.spec_inputs import model_config
 
     spec = check_spec(spec)
     config = model_config(spec["model"])  # a preset or an hf:DIR checkpoint

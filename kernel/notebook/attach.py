@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hotswitch.backend.train.events import read_events
+from hotswitch.backend.train.loop.events import read_events
 from hotswitch.kernel.channel.secrets import KernelSecret
 from hotswitch.kernel.notebook.run_record import KERNEL_SECRET_FILE, runs_root
 

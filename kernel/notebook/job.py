@@ -39,7 +39,7 @@ class Job(JobDisplay, JobControls):
     ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out' and
     'lost' (its ranks went silent: no heartbeat for ``$HOTSWITCH_HEARTBEAT_TIMEOUT_S``).
     ``events`` holds the newest events the ranks emitted (with "rank"), in arrival order (their types in
-    ``hotswitch.backend.train.events``); ``on_event`` subscribes to them, ``events_of`` selects
+    ``hotswitch.backend.train.loop.events``); ``on_event`` subscribes to them, ``events_of`` selects
     them and ``wait_until`` waits for one, like an ipyparallel ``AsyncResult``.
 
     A job whose spec says ``detach`` outlives its kernel; another kernel follows it again with

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from hotswitch.backend.train.events import EVENTS_FILE
+from hotswitch.backend.train.loop.events import EVENTS_FILE
 
 ENV_RUNS = "HOTSWITCH_RUNS"
 KERNEL_SECRET_FILE = "kernel.secret"  # a detached job's channel secret, the kernel's side (owner-only)

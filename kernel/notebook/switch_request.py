@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
 AUTO = "auto"
 EXAMPLES = '"auto", a strategy such as "dp2tp2", or buckets such as [["tp4", 128], ["dp4", 0]]'

@@ -88,8 +88,8 @@ def test_backend_layers_import_downwards_only():
         ("hotswitch.backend.runtime.x", "def f():\n    import hotswitch.backend.graph.logical", "graph.logical"),
         ("hotswitch.backend.runtime.x", "from ..switch import plan", "switch.plan"),
         ("hotswitch.backend.runtime.x", "from hotswitch.backend import plan_switch", "switch.planner"),
-        ("hotswitch.backend.switch.x", "from hotswitch.backend.train import engine", "train"),
-        ("hotswitch.backend.graph.x", "from hotswitch.backend.train.cost import CostModel", "train.cost"),
+        ("hotswitch.backend.switch.x", "from hotswitch.backend.train.loop import engine", "train"),
+        ("hotswitch.backend.graph.x", "from hotswitch.backend.train.planning.cost import CostModel", "train.planning.cost"),
         ("hotswitch.backend.layout", "import hotswitch.widgets.graph_view", "hotswitch.widgets"),
         ("hotswitch.backend.models.x", "from hotswitch.kernel import magics", "hotswitch.kernel"),
     ],
@@ -105,7 +105,7 @@ def test_allowed_directions_are_not_reported():
     allowed = {
         "hotswitch.backend.graph.compile": {"hotswitch.backend.runtime.pipeline", "hotswitch.backend.switch"},
         "hotswitch.backend.switch.executor": {"hotswitch.backend.runtime.flat_buffer"},
-        "hotswitch.backend.train.engine": {"hotswitch.backend.graph.compile"},
+        "hotswitch.backend.train.loop.engine": {"hotswitch.backend.graph.compile"},
         "hotswitch.backend.runtime.flat_buffer": {
             "hotswitch.backend.layout",
             "hotswitch.backend.switchboard",

@@ -1,4 +1,4 @@
-"""A training event stream in the documented format (backend/train/events.py), built here so
+"""A training event stream in the documented format (backend/train/loop/events.py), built here so
 that widget tests need no running job: plan, graphs, steps, a hot switch, a control switch
 with its new plan, held-out losses every 10 steps, a checkpoint, a warning and done."""
 

@@ -44,7 +44,7 @@ from hotswitch.widgets import GraphView
 GraphView.of(LogicalGraph.build(get_config("tiny"), ["dp4", "tp4", "dp2tp2"]))"""
 # within 4.5 MB per rank dp4 holds sequences up to 80 tokens, tp4 all 96: a hot-switch plan
 TRAIN_CELL = f"""%%train -n 4 --name live --timeout 600
-from hotswitch.backend.train.recipe import run
+from hotswitch.backend.train.run.recipe import run
 run({{"model": "tiny", "steps": {STEPS}, "batch_size": 8, "max_len": 96, "plan": [["tp4", 64], ["dp4", 0]],
      "memory_budget": 4.5e6}}, job.emit, job.control)"""
 CHECK_CELL = """live = jobs["live"]

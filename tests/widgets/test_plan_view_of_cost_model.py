@@ -4,9 +4,9 @@ import pytest
 
 from hotswitch.backend import Strategy
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.train.auto import auto_plan
-from hotswitch.backend.train.cost import CostModel, LinkProfile, Quadratic, StrategyCost
-from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.auto import auto_plan
+from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.widgets import PlanView, show
 
 DP4, DP2TP2, TP4 = (Strategy.parse(s) for s in ("dp4", "dp2tp2", "tp4"))

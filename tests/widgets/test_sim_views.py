@@ -6,7 +6,7 @@ from hotswitch.backend import Strategy
 from hotswitch.backend.sim.datasets import batch_lengths
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.sim.step import simulate_step
-from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.widgets.sim_speedup import speedup_figure, speedup_series
 from hotswitch.widgets.sim_timeline import timeline_bars, timeline_figure
 

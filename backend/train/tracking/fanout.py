@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import atexit
 
-from hotswitch.backend.train.events import Sink
+from hotswitch.backend.train.loop.events import Sink
 from hotswitch.backend.train.tracking.trackers import Tracker
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hotswitch.backend.train.events import PHASES
+from hotswitch.backend.train.loop.events import PHASES
 
 
 def scalars(event: dict) -> tuple[int, dict[str, float]] | None:

@@ -62,7 +62,7 @@ def test_bad_tokenizer_requests_are_refused_clearly():
 
 
 def test_a_recipe_whose_bpe_outgrows_the_models_vocabulary_fails_before_training():
-    from hotswitch.backend.train.recipe import build
+    from hotswitch.backend.train.run.recipe import build
 
     with pytest.raises(ValueError, match="1024 tokens, more than tiny's vocabulary of 512"):
         build({"model": "tiny", "tokenizer": "bpe:1024"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, build, export_hf
+from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, build, export_hf
 
 from .hf_fixtures import make_checkpoint
 

@@ -3,8 +3,8 @@
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.hf import HFCheckpoint, config_from_hf, hf_initializer
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.optim import OptimizerConfig
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 
 class RecordingCheckpoint(HFCheckpoint):

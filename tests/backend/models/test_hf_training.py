@@ -7,8 +7,8 @@ import torch
 
 from hotswitch.backend.models.hf import load_pretrained
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, batches, check_spec, model_config, optimizer
-from hotswitch.backend.train.reference import ReferenceTrainer
+from hotswitch.backend.train.loop.reference import ReferenceTrainer
+from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, batches, check_spec, model_config, optimizer
 
 from .hf_fixtures import load_with_transformers, our_loss, tokens, transformers_loss
 from .hf_train_workers import DOCS, make_inputs, train_and_export

@@ -10,9 +10,9 @@ from hotswitch.backend.sim.contenders import run_auto, run_plan, run_static, sim
 from hotswitch.backend.sim.datasets import batch_lengths
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.sim.step import simulate_step
-from hotswitch.backend.train.auto import auto_plan
-from hotswitch.backend.train.cost import pipelined_s
-from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.auto import auto_plan
+from hotswitch.backend.train.planning.cost import pipelined_s
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
 LENGTHS = batch_lengths("github", 8192, size=96)
 

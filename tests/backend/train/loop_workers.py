@@ -2,7 +2,8 @@
 
 import os
 
-from hotswitch.backend.train.recipe import (
+from hotswitch.backend.train.loop.reference import ReferenceTrainer
+from hotswitch.backend.train.run.recipe import (
     ENV_NOTEBOOK_DIR,
     batches,
     build,
@@ -11,7 +12,6 @@ from hotswitch.backend.train.recipe import (
     model_config,
     optimizer,
 )
-from hotswitch.backend.train.reference import ReferenceTrainer
 
 PLAN = [["tp4", 128], ["dp2tp2", 48], ["dp4", 0]]
 
@@ -65,8 +65,8 @@ def evaluate_under(rank: int, world: int, strategies: list[str]):
     """The held-out loss sum and token count of one batch, forward only, with each strategy as
     the instantiation strategy (fresh weights)."""
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.engine import Engine
-    from hotswitch.backend.train.optim import OptimizerConfig
+    from hotswitch.backend.train.loop.engine import Engine
+    from hotswitch.backend.train.state.optim import OptimizerConfig
 
     batch = batches(check_spec(loop_spec()), model_config("tiny")).next_batch()
     out = {}

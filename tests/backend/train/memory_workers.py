@@ -3,9 +3,9 @@
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.memory_measure import measured_activation_bytes
-from hotswitch.backend.train.optim import OptimizerConfig
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.planning.memory_measure import measured_activation_bytes
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 
 def measure(rank: int, world: int, strategies: list[str], lengths: list[int], precisions: list[str]) -> dict:

@@ -4,10 +4,10 @@ import torch
 
 from hotswitch.backend import get_config
 from hotswitch.backend.precision import Precision
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.reference import ReferenceTrainer
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.loop.reference import ReferenceTrainer
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 from .train_workers import BUDGET, MODEL, SEED, stream
 

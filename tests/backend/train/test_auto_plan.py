@@ -4,9 +4,9 @@ import pytest
 
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible, pareto
-from hotswitch.backend.train.cost import CostModel, LinkProfile, Quadratic, StrategyCost
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible, pareto
+from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 
 DP4, DP2TP2, TP4 = (Strategy.parse(s) for s in ("dp4", "dp2tp2", "tp4"))
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hotswitch.backend.train import recipe
-from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, check_spec
+from hotswitch.backend.train.run import recipe
+from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, check_spec
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, check_spec
+from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, check_spec
 from tests.backend.models.hf_fixtures import make_checkpoint
 from tests.backend.models.hf_train_workers import make_parquet, make_tokenizer
 

@@ -2,7 +2,7 @@
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models import IGNORE
-from hotswitch.backend.train.batching import balance, collate, pack
+from hotswitch.backend.train.planning.batching import balance, collate, pack
 
 
 def seqs(*lengths):

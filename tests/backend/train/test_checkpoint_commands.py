@@ -3,7 +3,7 @@
 import os
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.recipe import build
+from hotswitch.backend.train.run.recipe import build
 
 
 def train_with_checkpoint_commands(rank: int, world: int, paths: list[str]):

@@ -2,7 +2,7 @@ import pytest
 
 from hotswitch.backend import get_config
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.checkpoint import CheckpointError, read_meta
+from hotswitch.backend.train.state.checkpoint import CheckpointError, read_meta
 
 from .train_workers import checkpointed_run, resume_error, save_twice
 

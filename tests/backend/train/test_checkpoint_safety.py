@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from hotswitch.backend.runtime.spawn import RankError, spawn_ranks
-from hotswitch.backend.train.checkpoint_safety import (
+from hotswitch.backend.train.state.checkpoint_safety import (
     UnsafeCheckpointError,
     check_checkpoint_safe,
     pickle_globals,

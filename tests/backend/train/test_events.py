@@ -2,7 +2,7 @@
 
 import pytest
 
-from hotswitch.backend.train.events import EVENTS, RunTotals, event, summarize
+from hotswitch.backend.train.loop.events import EVENTS, RunTotals, event, summarize
 
 
 def step(n: int, tokens: int, total: float, switches: int = 0, predicted: float | None = None) -> dict:

@@ -8,7 +8,7 @@ from hotswitch.backend.models.config import get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.memory import activation_bytes, kept_activation_bytes
+from hotswitch.backend.train.planning.memory import activation_bytes, kept_activation_bytes
 
 from .memory_workers import measure
 

@@ -7,8 +7,8 @@ import pytest
 
 from hotswitch.backend.data import SyntheticDocuments
 from hotswitch.backend.data.split import holdout
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.run_checkpoints import CheckpointPolicy
+from hotswitch.backend.train.state.optim import OptimizerConfig
+from hotswitch.backend.train.state.run_checkpoints import CheckpointPolicy
 
 
 def test_warmup_is_linear_then_cosine_decays_to_the_floor():

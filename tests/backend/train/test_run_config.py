@@ -3,9 +3,9 @@ same run, with the same defaults and the same checks."""
 
 import pytest
 
-from hotswitch.backend.train.recipe import DEFAULTS, ENV_NOTEBOOK_DIR, check_spec
-from hotswitch.backend.train.run_config import KNOWN, RunConfig, load_toml
-from hotswitch.backend.train.spec import run_config
+from hotswitch.backend.train.run.recipe import DEFAULTS, ENV_NOTEBOOK_DIR, check_spec
+from hotswitch.backend.train.run.run_config import KNOWN, RunConfig, load_toml
+from hotswitch.backend.train.run.spec import run_config
 
 TOML = """
 model = "tiny"

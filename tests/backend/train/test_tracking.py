@@ -4,7 +4,7 @@ store and an offline Weights & Biases run, read back by each tool's own reader."
 import pytest
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, check_spec
+from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, check_spec
 
 from .tracking_workers import tracked_run
 

@@ -63,9 +63,9 @@ def test_resuming_mid_schedule_equals_the_uninterrupted_run(uninterrupted, tmp_p
 
 
 def test_forward_only_evaluation_equals_one_device_under_every_layout():
-    from hotswitch.backend.train.optim import OptimizerConfig
-    from hotswitch.backend.train.recipe import batches, check_spec, model_config
-    from hotswitch.backend.train.reference import ReferenceTrainer
+    from hotswitch.backend.train.loop.reference import ReferenceTrainer
+    from hotswitch.backend.train.run.recipe import batches, check_spec, model_config
+    from hotswitch.backend.train.state.optim import OptimizerConfig
 
     from .loop_workers import evaluate_under
 

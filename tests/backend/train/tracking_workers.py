@@ -2,7 +2,7 @@
 
 import os
 
-from hotswitch.backend.train.recipe import ENV_NOTEBOOK_DIR, run
+from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, run
 
 
 def tracked_run(rank: int, world: int, spec: dict, folder: str):

@@ -2,10 +2,10 @@
 
 from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, stdlib_documents
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.reference import ReferenceTrainer
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.loop.reference import ReferenceTrainer
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MODEL, SEED, BATCH, MAX_LEN, BUDGET = "tiny", 0, 8, 256, 1024
 
@@ -44,7 +44,7 @@ def static_runs(rank: int, world: int, steps: int, runs: list[tuple[str, str]]):
 
 
 def _trainer(spec, control=None, resume_from=None, sink=None):
-    from hotswitch.backend.train.trainer import Trainer
+    from hotswitch.backend.train.loop.trainer import Trainer
 
     return Trainer(
         get_config(MODEL),

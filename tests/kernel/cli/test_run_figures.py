@@ -6,8 +6,8 @@ import re
 import pytest
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.compare import HOT
-from hotswitch.backend.train.events import summarize
+from hotswitch.backend.train.loop.compare import HOT
+from hotswitch.backend.train.loop.events import summarize
 from hotswitch.kernel.cli import demo_report, progress
 from hotswitch.widgets.dashboard_state import DashboardState
 
@@ -16,8 +16,8 @@ def record_run(rank: int, world: int) -> list[dict]:
     """Two ranks training with a hot switch every step; rank 0's events."""
     from hotswitch.backend import get_config
     from hotswitch.backend.data import BatchStream, stdlib_documents
-    from hotswitch.backend.train.dispatch import HotSwitchPlan
-    from hotswitch.backend.train.trainer import Trainer
+    from hotswitch.backend.train.loop.trainer import Trainer
+    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
     events = []
     stream = BatchStream(stdlib_documents(), 8, 128, seed=0)

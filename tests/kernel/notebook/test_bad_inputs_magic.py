@@ -61,7 +61,7 @@ PRE_LAUNCH = [
 
 LIVE_BODY = r"""
 import os, sys, time
-from hotswitch.backend.train.recipe import notebook_dir
+from hotswitch.backend.train.run.recipe import notebook_dir
 job.emit({"type": "where", "notebook_dir": str(notebook_dir()), "cwd": os.getcwd()})
 sys.stdout.buffer.write("bytes through the buffer: \u00e9\n".encode())
 sys.stdout.flush()

@@ -14,7 +14,7 @@ for i in range(200_000):
 # Sequences are at most 32 tokens, so all go to dp2 while tp2 (the least memory) holds the
 # weights: every step switches tp2 -> dp2 and back.
 SOAK = """
-from hotswitch.backend.train import recipe
+from hotswitch.backend.train.run import recipe
 
 spec = {"model": "tiny", "steps": 300, "batch_size": 2, "max_len": 32, "token_budget": 64,
         "plan": [["tp2", 64], ["dp2", 0]]}

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hotswitch.backend.train.events import read_events
+from hotswitch.backend.train.loop.events import read_events
 from tests.kernel.kernel_session import KernelSession, processes_mentioning, train_body, wait_until
 
 pytestmark = pytest.mark.slow
@@ -210,7 +210,7 @@ def test_stock_kernel_with_load_ext_and_shutdown_leaves_no_process():
 
 
 HOT_SWITCH = """
-from hotswitch.backend.train.recipe import run
+from hotswitch.backend.train.run.recipe import run
 run({"model": "tiny", "steps": 4, "batch_size": 6, "max_len": 96, "plan": [["tp2", 95], ["dp2", 0]]},
     job.emit, job.control)
 """

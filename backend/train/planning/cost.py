@@ -19,8 +19,8 @@ import numpy as np
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
-from hotswitch.backend.train.batching import MicroBatching
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.planning.batching import MicroBatching
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 
 GroupSeconds = Callable[[Strategy, list[int]], float]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.train.engine import StepResult
-from hotswitch.backend.train.events import event
+from hotswitch.backend.train.loop.engine import StepResult
+from hotswitch.backend.train.loop.events import event
 
 
 def step_event(

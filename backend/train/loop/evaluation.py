@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from hotswitch.backend.data.stream import BatchStream
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.events import event
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.loop.events import event
 
 
 class Evaluation:

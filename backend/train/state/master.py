@@ -15,8 +15,8 @@ from hotswitch.backend.dist_state import Box, Replicate
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.strategy_state import StrategyState
+from hotswitch.backend.train.loop.strategy_state import StrategyState
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 ADAM_MOMENTS = ("exp_avg", "exp_avg_sq")
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from hotswitch.backend.layout import check_strategy
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.cost import CostModel
-from hotswitch.backend.train.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.cost import CostModel
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
 
 def candidate_strategies(config: ModelConfig, world: int) -> list[Strategy]:

@@ -25,10 +25,10 @@ from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.train.checkpoint_errors import explain
-from hotswitch.backend.train.checkpoint_safety import check_checkpoint_safe, protect_checkpoint
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.master import ADAM_MOMENTS, OptimizerState
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.state.checkpoint_errors import explain
+from hotswitch.backend.train.state.checkpoint_safety import check_checkpoint_safe, protect_checkpoint
+from hotswitch.backend.train.state.master import ADAM_MOMENTS, OptimizerState
 
 META = "hotswitch.json"
 

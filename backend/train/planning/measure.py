@@ -15,8 +15,8 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.cost import LinkProfile
-from hotswitch.backend.train.engine import Engine
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.planning.cost import LinkProfile
 
 
 def synchronize(device: torch.device) -> None:

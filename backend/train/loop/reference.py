@@ -12,8 +12,8 @@ from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import build_model
 from hotswitch.backend.precision import FP32, Precision, accumulate_into
-from hotswitch.backend.train.batching import collate, pack
-from hotswitch.backend.train.optim import OptimizerConfig
+from hotswitch.backend.train.planning.batching import collate, pack
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 
 class ReferenceTrainer:

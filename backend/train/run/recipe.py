@@ -1,4 +1,4 @@
-"""A whole training run described by one plain dict (the spec, ``backend.train.spec``), for the
+"""A whole training run described by one plain dict (the spec, ``backend.train.run.spec``), for the
 command line and notebooks: ``run(spec, sink, control)`` on every rank (inside torchrun or a
 ``%%train`` body) checks it, builds the trainer and trains.
 """
@@ -19,15 +19,15 @@ from hotswitch.backend.models.hf import hf_initializer, save_pretrained
 from hotswitch.backend.models.llama import Transformer
 from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
-from hotswitch.backend.train.dispatch import HotSwitchPlan
-from hotswitch.backend.train.evaluation import Evaluation
-from hotswitch.backend.train.events import Sink, discard
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.spec import DEFAULTS, check_spec, precision_of  # noqa: F401  (the recipe's API)
-from hotswitch.backend.train.spec_inputs import ENV_NOTEBOOK_DIR, HF, model_config, notebook_dir, resolve  # noqa: F401
+from hotswitch.backend.train.loop.evaluation import Evaluation
+from hotswitch.backend.train.loop.events import Sink, discard
+from hotswitch.backend.train.loop.trainer import Control, Trainer
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.run.spec import DEFAULTS, check_spec, precision_of  # noqa: F401  (the recipe's API)
+from hotswitch.backend.train.run.spec_inputs import ENV_NOTEBOOK_DIR, HF, model_config, notebook_dir, resolve  # noqa: F401
+from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.tracking.fanout import TrackedSink
 from hotswitch.backend.train.tracking.trackers import open_tracker
-from hotswitch.backend.train.trainer import Control, Trainer
 
 
 def documents(data, text_field: str = "text") -> DocumentSource:

@@ -37,10 +37,10 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.executor import BoundSwitch
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.switch.planner import plan_switch
-from hotswitch.backend.train.batching import MicroBatching, collate
-from hotswitch.backend.train.master import InitialValue, Master
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.strategy_state import StrategyState
+from hotswitch.backend.train.loop.strategy_state import StrategyState
+from hotswitch.backend.train.planning.batching import MicroBatching, collate
+from hotswitch.backend.train.state.master import InitialValue, Master
+from hotswitch.backend.train.state.optim import OptimizerConfig
 
 SwitchKind = Literal["params", "grads", "grads_final"]
 """What a switch moves: parameters; reduced gradients into the next strategy as a dp-partial

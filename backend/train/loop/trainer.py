@@ -27,18 +27,18 @@ from hotswitch.backend.graph.logical import summarize
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train import checkpoint
-from hotswitch.backend.train.auto import auto_plan, candidate_strategies, check_feasible
-from hotswitch.backend.train.cost import CostModel
-from hotswitch.backend.train.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.evaluation import Evaluation
-from hotswitch.backend.train.events import Sink, discard, event
-from hotswitch.backend.train.master import InitialValue
-from hotswitch.backend.train.optim import OptimizerConfig
-from hotswitch.backend.train.profile import profile
-from hotswitch.backend.train.run_checkpoints import CheckpointPolicy, remove, unwritable
-from hotswitch.backend.train.step_report import step_event
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.loop.evaluation import Evaluation
+from hotswitch.backend.train.loop.events import Sink, discard, event
+from hotswitch.backend.train.loop.step_report import step_event
+from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.planning.cost import CostModel
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.planning.profile import profile
+from hotswitch.backend.train.state import checkpoint
+from hotswitch.backend.train.state.master import InitialValue
+from hotswitch.backend.train.state.optim import OptimizerConfig
+from hotswitch.backend.train.state.run_checkpoints import CheckpointPolicy, remove, unwritable
 
 Control = Callable[[], list[dict]]
 PAUSE_POLL_S = 0.2

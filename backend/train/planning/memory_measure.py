@@ -54,7 +54,7 @@ def measured_activation_bytes(engine, strategy, length: int) -> int:
     """The bytes one sequence of ``length`` keeps for backward on the busiest rank of
     ``strategy`` (collective): ``memory.kept_activation_bytes`` as measured. A pipeline gets
     ``pp`` such sequences, as many as its first stage keeps in flight under 1F1B."""
-    from hotswitch.backend.train.measure import slowest
+    from hotswitch.backend.train.planning.measure import slowest
 
     state = engine.states[strategy]
     gen = torch.Generator().manual_seed(0)

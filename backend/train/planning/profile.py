@@ -12,16 +12,16 @@ import torch.distributed as dist
 
 from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.cost import CostModel, LinkProfile, Quadratic, StrategyCost
-from hotswitch.backend.train.engine import Engine
-from hotswitch.backend.train.measure import (
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.planning.measure import (
     measure_link,
     measure_pipeline_increment,
     measure_strategy,
     measure_sync,
     timed,
 )
-from hotswitch.backend.train.memory import activation_bytes, model_state_bytes
+from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
 
 def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:

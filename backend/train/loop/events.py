@@ -125,7 +125,7 @@ class DoneEvent(Event):
 
 
 class StaticsEvent(Event):
-    """A comparison's choice of static strategy (``backend.train.compare``)."""
+    """A comparison's choice of static strategy (``backend.train.loop.compare``)."""
 
     predicted_step_s: dict[str, float]
     infeasible: dict[str, int]  # strategy -> the longest sequence it holds

@@ -39,17 +39,17 @@ from numbers import Real
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import DTYPES, Precision, check_supported
 from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
-from hotswitch.backend.train import checkpoint
-from hotswitch.backend.train.dispatch import HotSwitchPlan
-from hotswitch.backend.train.run_config import RunConfig, load_toml, unknown_keys
-from hotswitch.backend.train.spec_inputs import bad_setting as _bad
-from hotswitch.backend.train.spec_inputs import (
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.run.run_config import RunConfig, load_toml, unknown_keys
+from hotswitch.backend.train.run.spec_inputs import bad_setting as _bad
+from hotswitch.backend.train.run.spec_inputs import (
     check_data,
     check_model,
     check_tokenizer,
     model_config,
     resolve,
 )
+from hotswitch.backend.train.state import checkpoint
 from hotswitch.backend.train.tracking.trackers import check_track
 
 SCHEDULES = ("constant", "cosine")

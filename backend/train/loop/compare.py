@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from hotswitch.backend.train.events import event
-from hotswitch.backend.train.recipe import batches, build, model_config
+from hotswitch.backend.train.loop.events import event
+from hotswitch.backend.train.run.recipe import batches, build, model_config
 
 HOT = "hot switching"
 
@@ -31,7 +31,7 @@ class RankContext(Protocol):
 
 
 def compare(spec: dict, job: RankContext) -> None:
-    """``spec`` is a recipe spec (``hotswitch.backend.train.recipe``) with a ``memory_budget``;
+    """``spec`` is a recipe spec (``hotswitch.backend.train.run.recipe``) with a ``memory_budget``;
     its ``plan`` is ignored. ``job`` is the rank's context: only ``job.rank``, ``job.emit`` and
     ``job.control`` are used (see ``RankContext``)."""
     hot, settings = build({**spec, "plan": "auto"}, _tagged(job, HOT), job.control)
