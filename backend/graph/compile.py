@@ -34,6 +34,7 @@ from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
 from hotswitch.backend.runtime.process_groups import ProcessGroups
+from hotswitch.backend.runtime.sequence_parallel_linear import GatheredLinear, SequenceParallelGather
 from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss, vocab_parallel_embedding
 from hotswitch.backend.strategy import Strategy
 
@@ -155,6 +156,7 @@ class _StageCompiler:
         self.out = torch.fx.Graph()
         self.env: dict[str, torch.fx.Node] = {}
         self.merged: dict[tuple, torch.fx.Node] = {}  # (input, steps) -> the converted value
+        self.gathered: dict[torch.fx.Node, tuple[torch.fx.Node, str]] = {}  # sp all-gather: (shard, module)
         self.params: list[str] = []
         self.bindable: list[str] = []
         self.receives: list[Link] = []
@@ -231,9 +233,15 @@ class _StageCompiler:
         """The node's collectives in this strategy, run once per (input, steps)."""
         key = (value, node.comm[self.strategy])
         if key not in self.merged:
-            for i, step in enumerate(node.comm[self.strategy]):
+            steps = node.comm[self.strategy]
+            for i, step in enumerate(steps):
                 ranks = _group_ranks(self.strategy, self.rank, step.mesh_dim)
-                value = self._module_node(f"{node.name}_{i}", Collective(step.kind, ranks, step.dim), [value])
+                if step.kind == "all_gather_rs" and len(steps) == 1:  # linears read it: they keep the shard
+                    shard, name = value, f"{node.name}_{i}"
+                    value = self._module_node(name, SequenceParallelGather(ranks, step.dim), [value])
+                    self.gathered[value] = (shard, name)
+                else:
+                    value = self._module_node(f"{node.name}_{i}", Collective(step.kind, ranks, step.dim), [value])
             self.merged[key] = value
         return self.merged[key]
 
@@ -244,6 +252,11 @@ class _StageCompiler:
             return self.layout[param].state.local_box(rank, self.layout[param].shape).offset[0]
 
         weight_split = strategy.tp > 1 and node.op in ("embedding", "loss") and _vocab_split(node, graph, strategy)
+        if node.op == "linear" and ins[0] in self.gathered:
+            shard, gather = self.gathered[ins[0]]
+            linear = GatheredLinear(getattr(self.root, gather))
+            self.root.add_module(f"{node.name}_keeping_shard", linear)
+            return out.call_module(f"{node.name}_keeping_shard", (ins[0], shard, ins[1]))
         if node.op == "linear":
             return out.call_function(F.linear, (ins[0], ins[1]))
         if node.op == "embedding":

@@ -13,11 +13,12 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.llama import apply_rotary, build_model, causal_attention, token_loss
+from hotswitch.backend.models.llama import apply_rotary, build_model, causal_attention, rms_norm, token_loss
 
 # fx target -> op kind with a deduction rule (see rules.py)
 FUNCTION_OPS = {
     F.rms_norm: "rms_norm",
+    rms_norm: "rms_norm",
     apply_rotary: "rotary",
     causal_attention: "attention",
     token_loss: "loss",

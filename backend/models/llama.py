@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 
 IGNORE = -100
 SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scaled_dot_product_attention(enable_gqa=)
@@ -27,11 +28,15 @@ SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scale
 
 @torch.fx.wrap
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half rotary embedding of ``x`` [batch, seq, heads, head_dim] at positions 0..seq-1."""
-    seq = x.shape[1]
-    cos, sin = cos[:seq, None, :], sin[:seq, None, :]
-    x1, x2 = x.float().chunk(2, dim=-1)  # in fp32 (the tables are fp32), back in x's dtype
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+    """Rotate-half rotary embedding of ``x`` [batch, seq, heads, head_dim] at positions 0..seq-1,
+    in fp32 (the tables are fp32), back in x's dtype; keeps no activation for backward."""
+    return RotaryFunction.apply(x, cos, sin)
+
+
+@torch.fx.wrap
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm over the last dim, in fp32, back in x's dtype; keeps x and 1/rms for backward."""
+    return RMSNormFunction.apply(x, weight, eps)
 
 
 @torch.fx.wrap
@@ -64,7 +69,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (self.dim,), self.weight, self.eps)
+        return rms_norm(x, self.weight, self.eps)
 
 
 class Attention(nn.Module):

@@ -12,6 +12,11 @@ kind                Function                                    forward         
 ``reduce_scatter``  ``ReduceScatterToSequenceParallelRegion``   sum, keep own shard  concatenate grad shards
 ==================  ==========================================  ===================  ==========================
 
+With sequence parallelism, the column-parallel linears after an ``all_gather_rs`` keep its
+shard, not its output (``sequence_parallel_linear``): their backward all-gathers the shard once
+more for the weight gradients, so that pair is an all-gather in forward and an all-gather plus
+a reduce-scatter in backward.
+
 The kinds are what the graph's deduction rules ask for and what graph summaries show;
 ``COLLECTIVES`` maps each to its Function. They run along any mesh dim (a "parallel
 region" is the group of ranks along it), every Function as ``apply(x, dim, group)``.
@@ -39,7 +44,7 @@ def _all_reduce(x: torch.Tensor, group) -> torch.Tensor:
     return x
 
 
-def _all_gather(x: torch.Tensor, dim: int, group) -> torch.Tensor:
+def all_gather_along(x: torch.Tensor, dim: int, group) -> torch.Tensor:
     parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
     dist.all_gather(parts, x.contiguous(), group=group)
     return torch.cat(parts, dim=dim)
@@ -52,7 +57,7 @@ def _chunk(x: torch.Tensor, dim: int, group) -> torch.Tensor:
     return x.chunk(size, dim=dim)[dist.get_rank(group)].contiguous()
 
 
-def _reduce_scatter(x: torch.Tensor, dim: int, group) -> torch.Tensor:
+def reduce_scatter_along(x: torch.Tensor, dim: int, group) -> torch.Tensor:
     """Sum over the group, keep this rank's shard of ``dim``: NCCL's ``reduce_scatter_tensor``
     (along dim 0 of a moved view); gloo has none, so there an all-reduce then a local chunk
     gives the same values."""
@@ -102,7 +107,7 @@ class ScatterToParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return _all_gather(grad, ctx.dim, ctx.group), None, None
+        return all_gather_along(grad, ctx.dim, ctx.group), None, None
 
 
 class GatherFromParallelRegion(torch.autograd.Function):
@@ -111,7 +116,7 @@ class GatherFromParallelRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dim, group):
         ctx.dim, ctx.group = dim, group
-        return _all_gather(x, dim, group)
+        return all_gather_along(x, dim, group)
 
     @staticmethod
     def backward(ctx, grad):
@@ -124,11 +129,11 @@ class GatherFromSequenceParallelRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dim, group):
         ctx.dim, ctx.group = dim, group
-        return _all_gather(x, dim, group)
+        return all_gather_along(x, dim, group)
 
     @staticmethod
     def backward(ctx, grad):
-        return _reduce_scatter(grad, ctx.dim, ctx.group), None, None
+        return reduce_scatter_along(grad, ctx.dim, ctx.group), None, None
 
 
 class ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
@@ -137,11 +142,11 @@ class ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dim, group):
         ctx.dim, ctx.group = dim, group
-        return _reduce_scatter(x, dim, group)
+        return reduce_scatter_along(x, dim, group)
 
     @staticmethod
     def backward(ctx, grad):
-        return _all_gather(grad, ctx.dim, ctx.group), None, None
+        return all_gather_along(grad, ctx.dim, ctx.group), None, None
 
 
 COLLECTIVES: Mapping[CommKind, type[torch.autograd.Function]] = MappingProxyType(

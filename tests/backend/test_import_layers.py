@@ -89,7 +89,7 @@ def test_backend_layers_import_downwards_only():
         ("hotswitch.backend.runtime.x", "from ..switch import plan", "switch.plan"),
         ("hotswitch.backend.runtime.x", "from hotswitch.backend import plan_switch", "switch.planner"),
         ("hotswitch.backend.switch.x", "from hotswitch.backend.train.loop import engine", "train"),
-        ("hotswitch.backend.graph.x", "from hotswitch.backend.train.planning.cost import CostModel", "train.planning.cost"),
+        ("hotswitch.backend.graph.x", "from hotswitch.backend.train.planning.cost import CostModel", "planning.cost"),
         ("hotswitch.backend.layout", "import hotswitch.widgets.graph_view", "hotswitch.widgets"),
         ("hotswitch.backend.models.x", "from hotswitch.kernel import magics", "hotswitch.kernel"),
     ],

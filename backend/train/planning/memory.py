@@ -4,18 +4,22 @@ decide what fits (so that long sequences need tensor parallelism just as on GPUs
 profile measures activations instead. ``train.memory_measure`` counts the same bytes on real
 ranks, and tests/backend/train/test_memory_measured.py holds the two within 10%.
 
-Per token and layer the activations autograd keeps for backward are, in elements (attention is
-one fused ``scaled_dot_product_attention``: no L x L scores are kept, only q, k, v, the output
-and a log-sum-exp per head):
+Per token and layer the activations autograd keeps for backward are, in bytes (c: the compute
+dtype's size; attention is one fused ``scaled_dot_product_attention``: no L x L scores are kept,
+only q, k, v, the output and a log-sum-exp per head; the norms and rotary embedding are the
+lean Functions of ``models.lean_ops``, which keep no fp32 copies):
 
-- inside attention and the FFN, split over tp: 4*ffn + dim in the compute dtype, and in fp32
-  dim + 2*kv + heads (rotary embedding computes in fp32; the log-sum-exp);
-- the norm and residual region, split over tp only with sequence parallelism: 2*dim in the
-  compute dtype and 2*dim + 4 in fp32 (the norms compute in fp32);
-- the normed inputs of the column-parallel linears, whole on every tp rank: 2*dim;
-- once per sequence position, the head: vocab/tp (the fp32 log-softmax) and the gathered normed
-  input of the output layer (dim, fp32), and the final norm's dim + 3 in fp32 and dim in the
-  compute dtype (split with sp).
+- inside attention and the FFN, split over tp: c * (4*ffn + 2*dim + 2*kv) + 4 * heads;
+- the two norms, split over tp only with sequence parallelism: each its input (c * dim) and one
+  fp32 inverse RMS per token;
+- the normed inputs of the column-parallel linears: whole on every tp rank without sequence
+  parallelism, the shard with it (``runtime.sequence_parallel_linear`` all-gathers it again in
+  backward): 2 * c * dim, split with sp. With sp and tp this is Megatron's 34 * dim / tp for
+  LLaMA shapes, in bf16 (ffn = 8/3 dim, kv = dim);
+- once per sequence position, the head: the fp32 softmax over vocab / tp, the final norm and the
+  output layer's input as above, and the targets (int64; vocabulary-parallel loss keeps its
+  per-token sums and masks too). With sp, the first block's input is a view of the embedding's
+  whole all-reduced output on gloo (its reduce-scatter is an all-reduce and a chunk).
 
 With activation checkpointing a block keeps only its inputs (the residual stream, dim, split with
 sp; without sp tensor parallelism adds the partial sum its all-reduce reads), and one block's
@@ -31,16 +35,20 @@ from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
 
 FP32_BYTES = 4
+TARGET_BYTES = 8  # cross-entropy keeps the int64 targets
+VOCAB_PARALLEL_LOSS_BYTES = 15  # runtime.vocab_parallel keeps a sum (fp32), an index (int64) and two masks
 
 
 def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision) -> tuple[float, float]:
     """(bytes one layer keeps, bytes the head keeps) per token on one device."""
     dim, kv, c, f = config.dim, config.n_kv_heads * config.head_dim, precision.param_bytes, FP32_BYTES
     tp, region = strategy.tp, strategy.tp if strategy.sp else 1
-    inside = c * (4 * config.ffn_dim + dim) + f * (dim + 2 * kv + config.n_heads)
-    norms = c * 2 * dim + f * (2 * dim + 4)
-    layer = inside / tp + norms / region + c * 2 * dim
-    head = f * config.vocab_size / tp + (f * (dim + 3) + c * dim) / region + f * dim
+    inside = c * (4 * config.ffn_dim + 2 * dim + 2 * kv) + f * config.n_heads
+    norms = 2 * (c * dim + f)
+    linear_inputs = 2 * c * dim
+    layer = inside / tp + (norms + linear_inputs) / region
+    loss = VOCAB_PARALLEL_LOSS_BYTES if tp > 1 else TARGET_BYTES
+    head = f * config.vocab_size / tp + (c * dim + f + c * dim) / region + loss
     return layer, head
 
 
@@ -48,15 +56,16 @@ def kept_activation_bytes(config: ModelConfig, strategy: Strategy, length: int, 
     """What one sequence keeps from forward to backward on one device (what
     ``memory_measure.measured_activation_bytes`` counts)."""
     layer, head = _per_token(config, strategy, precision)
+    c, region = precision.param_bytes, strategy.tp if strategy.sp else 1
+    # with sp on gloo, the first block's input is a view of the embedding's whole output
+    first = c * config.dim * (1 - 1 / strategy.tp) if strategy.sp else 0.0
     if strategy.ckpt:
         # the residual stream; without sp, tensor parallelism also hands each block the
         # un-reduced partial sum its all-reduce reads
-        c, region = precision.param_bytes, strategy.tp if strategy.sp else 1
         inputs = 1 if strategy.sp or strategy.tp == 1 else 2
         block_input = inputs * c * config.dim / region
-        first = c * config.dim - block_input if strategy.sp else 0.0  # a view of the whole embedding
         return length * (config.n_layers * block_input + first + strategy.pp * head)
-    return length * (config.n_layers * layer + strategy.pp * head)  # the last stage: pp heads in flight
+    return length * (config.n_layers * layer + first + strategy.pp * head)  # the last stage: pp heads in flight
 
 
 def activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:

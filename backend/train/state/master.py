@@ -114,6 +114,20 @@ class Master:
         if self.grads is not self.state.grads:
             self.grads.flat.copy_(self.state.grads.flat)
 
+    # The fp32 master weights and AdamW's moments live whole on every data-parallel replica of
+    # the instantiation strategy (Megatron's distributed optimizer would shard them over dp).
+    sharded = False
+
+    def optimizer_bytes(self) -> int:
+        """Bytes this rank holds for the update: fp32 master weights and AdamW's moments."""
+        moments = sum(
+            t.numel() * t.element_size()
+            for state in self.optimizer.state.values()
+            for key, t in state.items()
+            if key in ADAM_MOMENTS
+        )
+        return self.weights.flat.numel() * self.weights.flat.element_size() + moments
+
     def optimizer_state(self) -> OptimizerState:
         """AdamW's state on this rank; its tensors are the optimizer's own where they exist."""
         step, moments = 0.0, {}
