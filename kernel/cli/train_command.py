@@ -49,6 +49,11 @@ def add_parser(sub) -> None:
     p.add_argument("--min-lr", type=float, help="the cosine schedule's final learning rate (default 0)")
     p.add_argument("--weight-decay", type=float, help="AdamW's weight decay (default 0.1)")
     p.add_argument("--max-grad-norm", type=float, help="clip gradients to this global norm (default 1.0)")
+    p.add_argument(
+        "--shard-optimizer",
+        action=argparse.BooleanOptionalAction,
+        help="shard master weights and AdamW's moments over data parallelism (default: where dp > 1)",
+    )
     p.add_argument("--checkpoint", help="save a checkpoint here at the end (must not exist)")
     p.add_argument("--checkpoint-every", type=int, help="checkpoint every N steps into ./checkpoints/step-N")
     p.add_argument("--keep-checkpoints", type=int, help="keep the newest K periodic checkpoints")

@@ -67,7 +67,9 @@ class Engine:
     """This rank's part of training ``config`` under ``strategies`` (collective: every rank
     builds its engine with the same arguments), the master weights on ``instantiation``,
     initialised from ``seed`` or, when given, by ``initial(name, full_shape, box)`` (this
-    rank's box of each parameter, e.g. ``models.hf.hf_initializer(dir)``)."""
+    rank's box of each parameter, e.g. ``models.hf.hf_initializer(dir)``). With
+    ``shard_optimizer`` the master weights and AdamW's moments are sharded over the
+    instantiation strategy's data parallelism (a no-op where it has one replica)."""
 
     def __init__(
         self,
@@ -83,6 +85,7 @@ class Engine:
         batching: MicroBatching | None = None,
         initial: InitialValue | None = None,
         precision: Precision = FP32,
+        shard_optimizer: bool = True,
     ):
         self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
         self.precision = precision
@@ -96,7 +99,16 @@ class Engine:
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
-        self.master = Master(self.states[instantiation], optim, seed, self.rank, initial, precision)
+        self.master = Master(
+            self.states[instantiation],
+            optim,
+            seed,
+            self.rank,
+            initial,
+            precision,
+            dp_group=lambda: self.groups[self.instantiation.dp_group(self.rank)],
+            shard=shard_optimizer,
+        )
 
     def use_batching(self, batching: MicroBatching) -> None:
         """Cut groups into micro-batches by ``batching`` from the next step on (e.g. the cost
@@ -277,7 +289,8 @@ class Engine:
         and gradients, AdamW's two moments, and fp32 master weights in mixed precision)."""
         elements = self.master.state.params.flat.numel()
         p = self.precision
-        return self.cluster.memory - elements * (p.param_bytes + p.grad_bytes + p.master_bytes)
+        master = p.master_bytes / (self.instantiation.dp if self.master.sharded else 1)
+        return self.cluster.memory - elements * (p.param_bytes + p.grad_bytes + master)
 
 
 def device_memory(device: torch.device) -> int:

@@ -57,7 +57,9 @@ class Trainer:
     """``plan``: a ``HotSwitchPlan`` (buckets, or one strategy for static training) or
     ``"auto"`` (every dp x tp layout is a candidate; each batch gets the buckets that
     minimise the predicted step time). ``memory_budget`` (bytes per device) turns on the
-    cost model for fixed plans too: infeasible buckets are refused before training."""
+    cost model for fixed plans too: infeasible buckets are refused before training.
+    ``shard_optimizer`` (None: wherever the instantiation has data parallelism) shards the
+    master weights and AdamW's moments over it; True where it has none is a no-op, with a notice."""
 
     def __init__(
         self,
@@ -79,6 +81,7 @@ class Trainer:
         keep_checkpoints: int | None = None,
         evaluation: Evaluation | None = None,
         initial: InitialValue | None = None,
+        shard_optimizer: bool | None = None,
     ):
         self.config, self.data = config, data
         self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_checkpoints)
@@ -95,9 +98,12 @@ class Trainer:
         strategies = self.resident or list(plan.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
         optim = optim or OptimizerConfig()
-        self.engine = Engine(
-            config, strategies, chosen, optim, seed, token_budget, device=device, precision=precision, initial=initial
-        )
+        shard = shard_optimizer is not False
+        kwargs = dict(device=device, precision=precision, initial=initial, shard_optimizer=shard)
+        self.engine = Engine(config, strategies, chosen, optim, seed, token_budget, **kwargs)
+        if shard_optimizer and chosen.dp == 1:
+            why = f"{chosen} has one data-parallel replica: the optimizer state stays whole (nothing to shard)"
+            self.sink(event("warning", message=f"shard_optimizer: {why}"))
         self._cost: CostModel | None = None
         if self.auto or memory_budget is not None:
             budget = memory_budget if memory_budget is not None else self.engine.free_memory()

@@ -50,7 +50,7 @@ def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int]) -> 
                 "sync_s": measure_sync(engine, s),
                 "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
             }
-    scratch = [torch.nn.Parameter(view.clone()) for view in engine.master.weights.views.values()]
+    scratch = [torch.nn.Parameter(p.detach().clone()) for p in engine.master.params.values()]  # this rank's part
     for p in scratch:
         p.grad = torch.zeros_like(p)
     optimizer = engine.optim.adamw(scratch)

@@ -114,6 +114,7 @@ def build(spec: dict, sink: Sink = discard, control: Control | None = None) -> t
         keep_checkpoints=s["keep_checkpoints"],
         evaluation=evaluation(s, config),
         initial=hf_initializer(s["model"][len(HF) :]) if s["model"].startswith(HF) else None,
+        shard_optimizer=s["shard_optimizer"],
     )
     return trainer, s
 

@@ -7,7 +7,7 @@
      "steps": 20, "batch_size": 16, "max_len": 256, "plan": "auto" | "dp4" | [["tp4", 128], ["dp4", 0]],
      "memory_budget": 8e6, "token_budget": 1024, "seed": 0,
      "lr": 1e-3, "lr_schedule": "constant" | "cosine", "warmup_steps": 0, "min_lr": 0.0,
-     "weight_decay": 0.1, "betas": [0.9, 0.95], "max_grad_norm": 1.0,
+     "weight_decay": 0.1, "betas": [0.9, 0.95], "max_grad_norm": 1.0, "shard_optimizer": None | True | False,
      "checkpoint": "path/written/at/the/end" | None, "resume_from": "path" | None,
      "checkpoint_every": None | 100, "keep_checkpoints": None | 3,
      "eval_every": None | 50, "eval_batches": 1, "eval_fraction": 0.05,
@@ -20,6 +20,11 @@ trains each rank on GPU LOCAL_RANK with NCCL, and the memory budget defaults to 
 memory less what the instantiation strategy always holds (master weights, gradients, moments).
 ``precision`` "bf16" computes with bf16 copies of fp32 master weights (see ``backend.precision``);
 ``grad_dtype`` (bf16 only) is what gradients accumulate and switch in, fp32 by default.
+``shard_optimizer`` shards the master weights and AdamW's moments over the instantiation
+strategy's data parallelism (a distributed optimizer); None (the default) does wherever it has
+more than one replica, True where it has one is a no-op with a notice, False keeps them whole.
+(The spec is flat: TOML tables are only headings, so ``[optimizer]`` with ``shard_optimizer =
+false`` reads the same.)
 ``lr_schedule`` "cosine" warms up linearly over ``warmup_steps`` and decays to ``min_lr`` by the
 last of ``steps``. ``checkpoint_every`` writes ``checkpoints/step-N`` (keeping the newest
 ``keep_checkpoints``); ``eval_every`` holds ``eval_fraction`` of the documents out of training
@@ -96,6 +101,8 @@ def _check_loop(s: dict) -> None:
         if s[key] is not None:
             _whole(s, key, 1, " (or None)")
     _positive(s, "max_grad_norm")
+    if not (s["shard_optimizer"] is None or isinstance(s["shard_optimizer"], bool)):
+        raise _bad("shard_optimizer", s["shard_optimizer"], "give true, false or leave it out (shard where dp > 1)")
     for key, top in (("min_lr", s["lr"]), ("weight_decay", None), ("eval_fraction", 1)):
         value = s[key]
         if isinstance(value, bool) or not isinstance(value, Real) or value < 0 or (top is not None and value >= top):

@@ -25,6 +25,7 @@ from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.state.checkpoint_errors import explain
 from hotswitch.backend.train.state.checkpoint_safety import check_checkpoint_safe, protect_checkpoint
@@ -52,12 +53,13 @@ def as_dtensor(local: torch.Tensor, mesh: DeviceMesh, layout) -> DTensor:
     return DTensor.from_local(local, mesh, placements, run_check=False, shape=torch.Size(shape), stride=_strides(shape))
 
 
-def _dtensor_state(engine: Engine, meshes: list[DeviceMesh]) -> dict:
-    """Parameters and AdamW moments as DTensors sharing the engine's storage."""
+def _dtensor_state(engine: Engine, meshes: list[DeviceMesh], weights: FlatBuffer) -> dict:
+    """The master ``weights`` and AdamW moments as DTensors of the instantiation layout, sharing
+    storage with them (the engine's own, or copies gathered from a sharded optimizer)."""
     layouts = engine.master.state.layout
     optimizer = engine.master.optimizer_state()
     out = {}
-    for name, view in engine.master.weights.views.items():  # fp32 master weights in every precision
+    for name, view in weights.views.items():  # fp32 master weights in every precision
         layout = layouts[name]
         mesh = meshes[layout.stage]
         out[f"model/{name}"] = as_dtensor(view, mesh, layout)
@@ -86,7 +88,7 @@ def save(engine: Engine, path: str | Path, extra: dict) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     dist.barrier()
     try:
-        dcp.save(_dtensor_state(engine, _meshes(engine)), checkpoint_id=str(staging))
+        dcp.save(_dtensor_state(engine, _meshes(engine), engine.master.master_weights()), checkpoint_id=str(staging))
     except CheckpointException as error:  # every rank has every rank's failures: all raise alike
         raise CheckpointError(explain(error, "writing", path)) from None
     if dist.get_rank() == 0:
@@ -125,14 +127,13 @@ def read_meta(path: str | Path, config: ModelConfig) -> dict:
 def load(engine: Engine, path: str | Path) -> None:
     """Load model and optimizer into the engine's instantiation layout (collective)."""
     check_checkpoint_safe(path)  # DCP unpickles .metadata: refuse one that could run code
-    state = _dtensor_state(engine, _meshes(engine))
+    weights = engine.master.master_weights()
+    state = _dtensor_state(engine, _meshes(engine), weights)
     try:
         dcp.load(state, checkpoint_id=str(path))
     except CheckpointException as error:
         raise CheckpointError(explain(error, "reading", path)) from None
-    moments = {
-        name: {key: state[f"optim/{name}/{key}"].to_local() for key in ADAM_MOMENTS}
-        for name in engine.master.weights.views
-    }
+    moments = {name: {key: state[f"optim/{name}/{key}"].to_local() for key in ADAM_MOMENTS} for name in weights.views}
+    engine.master.load_weights(weights)
     engine.master.load_optimizer_state(OptimizerState(float(state["optim/step"]), moments))
     engine.master.refresh()  # the bf16 copy strategies compute with, from the loaded weights

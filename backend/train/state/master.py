@@ -17,8 +17,10 @@ from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.state.optim import OptimizerConfig
+from hotswitch.backend.train.state.optimizer_shard import DataParallelShard
 
 ADAM_MOMENTS = ("exp_avg", "exp_avg_sq")
+PART = "part"  # the one AdamW parameter of a sharded master: this replica's part of the flat buffer
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,14 @@ class Master:
     or by ``initial`` when given, as AdamW parameters.
 
     In fp32 the master weights are ``state``'s own parameter buffer and their gradients its
-    gradient buffer. In mixed precision (``precision.mixed``) ``weights`` is a separate fp32
-    buffer in ``state``'s layout: ``state`` computes with a bf16 copy, refreshed after every
+    gradient buffer. In mixed precision (``precision.mixed``) the master weights are a separate
+    fp32 buffer in ``state``'s layout: ``state`` computes with a bf16 copy, refreshed after every
     update, and the update reads its gradient buffer (cast to fp32 first when gradients
-    accumulate in bf16)."""
+    accumulate in bf16).
+
+    With ``shard`` (the default) and more than one data-parallel replica, each replica keeps
+    the fp32 master weights and AdamW's moments of its own part of the flat buffer only
+    (``DataParallelShard``, reached through ``dp_group``) and gathers the updated parameters."""
 
     def __init__(
         self,
@@ -53,31 +59,51 @@ class Master:
         rank: int,
         initial: InitialValue | None = None,
         precision: Precision = FP32,
+        dp_group: Callable[[], object] | None = None,
+        shard: bool = True,
     ):
         self.state, self.optim, self.rank, self.precision = state, optim, rank, precision
         device = state.params.flat.device
-        self.weights = FlatBuffer(state.layout, rank, device=device) if precision.mixed else state.params
+        full = FlatBuffer(state.layout, rank, device=device) if precision.mixed else state.params
         grads = state.grads
         if grads.flat.dtype != torch.float32:
             grads = FlatBuffer(state.layout, rank, device=device)
         self.grads = grads
         with torch.no_grad():
-            for name, box in self.weights.boxes.items():
+            for name, box in full.boxes.items():
                 shape = state.layout[name].shape
                 value = init_param(name, shape, seed)[box.slices()] if initial is None else initial(name, shape, box)
-                self.weights.views[name].copy_(value)
-        self.refresh()
-        self.params = {n: nn.Parameter(view) for n, view in self.weights.views.items()}
-        for name, param in self.params.items():
-            param.grad = self.grads.views[name]
+                full.views[name].copy_(value)
+            if full is not state.params:
+                state.params.flat.copy_(full.flat)
+        _, replica, _ = state.strategy.coords(rank)
+        sharded = shard and state.strategy.dp > 1 and dp_group is not None
+        self.shard = DataParallelShard(full.flat.numel(), state.strategy.dp, replica, dp_group) if sharded else None
+        if self.shard is None:
+            self.weights: FlatBuffer | None = full
+            self.params = {n: nn.Parameter(view) for n, view in full.views.items()}
+            for name, param in self.params.items():
+                param.grad = self.grads.views[name]
+        else:  # one parameter: this replica's part (AdamW is element-wise)
+            part = self.shard.part(full.flat)
+            self.weights = None
+            self.params = {PART: nn.Parameter(part.clone() if precision.mixed else part)}
+            self.params[PART].grad = self.shard.part(self.grads.flat)
         self.optimizer = optim.adamw(list(self.params.values()))
         self.updates = 0  # the learning-rate schedule's position
+
+    @property
+    def sharded(self) -> bool:
+        return self.shard is not None
 
     @torch.no_grad()
     def refresh(self) -> None:
         """Make the strategy's compute copy equal the master weights (cast): after an update,
-        and after weights were loaded (a no-op in fp32, where they are one buffer)."""
-        if self.weights is not self.state.params:
+        and after weights were loaded (a no-op in fp32 unsharded, where they are one buffer;
+        sharded, every replica's updated part is gathered: collective over dp)."""
+        if self.shard is not None:
+            self.shard.gather_into(self.params[PART].detach(), self.state.params.flat)
+        elif self.weights is not self.state.params:
             self.state.params.flat.copy_(self.weights.flat)
 
     def _counts_once(self, name: str) -> bool:
@@ -114,10 +140,6 @@ class Master:
         if self.grads is not self.state.grads:
             self.grads.flat.copy_(self.state.grads.flat)
 
-    # The fp32 master weights and AdamW's moments live whole on every data-parallel replica of
-    # the instantiation strategy (Megatron's distributed optimizer would shard them over dp).
-    sharded = False
-
     def optimizer_bytes(self) -> int:
         """Bytes this rank holds for the update: fp32 master weights and AdamW's moments."""
         moments = sum(
@@ -126,29 +148,71 @@ class Master:
             for key, t in state.items()
             if key in ADAM_MOMENTS
         )
-        return self.weights.flat.numel() * self.weights.flat.element_size() + moments
+        return sum(p.numel() * p.element_size() for p in self.params.values()) + moments
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The master weights' dtype (fp32 in every precision)."""
+        return self.params[next(iter(self.params))].dtype
+
+    def master_weights(self) -> FlatBuffer:
+        """This rank's whole box of the fp32 master weights: the live buffer, or, sharded, a
+        copy gathered from the replicas (collective over dp; ``load_weights`` takes it back)."""
+        if self.shard is None:
+            return self.weights
+        full = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
+        self.shard.gather_into(self.params[PART].detach(), full.flat)
+        return full
+
+    @torch.no_grad()
+    def load_weights(self, weights: FlatBuffer) -> None:
+        """Take ``weights`` (this rank's whole box, e.g. loaded into ``master_weights()``) as the
+        master weights; ``refresh`` then updates the compute copy."""
+        if self.shard is not None:
+            self.params[PART].copy_(self.shard.part(weights.flat))
+        elif weights is not self.weights:
+            self.weights.flat.copy_(weights.flat)
 
     def optimizer_state(self) -> OptimizerState:
-        """AdamW's state on this rank; its tensors are the optimizer's own where they exist."""
+        """AdamW's state on this rank, per parameter of the master layout: the optimizer's own
+        tensors where they exist, or, sharded, whole boxes gathered from the replicas
+        (collective over dp)."""
         step, moments = 0.0, {}
         for name, param in self.params.items():
             state = self.optimizer.state.get(param, {})
             step = float(state["step"]) if "step" in state else step
             moments[name] = {k: state[k] if k in state else torch.zeros_like(param) for k in ADAM_MOMENTS}
-        return OptimizerState(step, moments)
+        if self.shard is None:
+            return OptimizerState(step, moments)
+        whole = {}
+        for key in ADAM_MOMENTS:
+            buffer = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
+            self.shard.gather_into(moments[PART][key], buffer.flat)
+            whole[key] = buffer.views
+        names = whole[ADAM_MOMENTS[0]]
+        return OptimizerState(step, {name: {k: whole[k][name] for k in ADAM_MOMENTS} for name in names})
 
     def load_optimizer_state(self, state: OptimizerState) -> None:
         """Take ``state`` (copied) as AdamW's, as if its steps had run here (the schedule too)."""
         self.updates = int(state.step)
+        moments = state.moments
+        if self.shard is not None:  # whole boxes per parameter -> this replica's part
+            parts = {}
+            for key in ADAM_MOMENTS:
+                buffer = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
+                for name, view in buffer.views.items():
+                    view.copy_(moments[name][key])
+                parts[key] = self.shard.part(buffer.flat)
+            moments = {PART: parts}
         for name, param in self.params.items():
             self.optimizer.state[param] = {
                 "step": torch.tensor(state.step),
-                **{k: state.moments[name][k].detach().clone() for k in ADAM_MOMENTS},
+                **{k: moments[name][k].detach().clone() for k in ADAM_MOMENTS},
             }
 
     def global_params(self) -> dict[str, torch.Tensor]:
         """Full parameters gathered on every rank (collective; tests and small models only)."""
-        return self._gather(self.weights)
+        return self._gather(self.master_weights())
 
     def global_grads(self) -> dict[str, torch.Tensor]:
         """Full accumulated gradients gathered on every rank (collective; tests and small models)."""

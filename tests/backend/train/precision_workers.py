@@ -30,7 +30,7 @@ def _run(rank: int, steps: int, spec, precision: Precision) -> dict:
         losses.append(engine.step(plan.assign(batches.next_batch()), order).loss)
         switches += engine.take_switch_stats()
     dtypes = {
-        "master": str(engine.master.weights.flat.dtype),
+        "master": str(engine.master.dtype),
         "compute": sorted({str(state.params.flat.dtype) for state in engine.states.values()}),
         "grads": sorted({str(state.grads.flat.dtype) for state in engine.states.values()}),
     }

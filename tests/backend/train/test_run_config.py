@@ -45,3 +45,12 @@ def test_a_typo_in_toml_names_the_key_and_lists_the_known_ones(tmp_path):
         load_toml(tmp_path / "typo.toml")
     assert "unknown training settings ['learning_rate']" in str(error.value)
     assert "known: model, data, text_field, tokenizer" in str(error.value)
+
+
+def test_shard_optimizer_is_a_setting_checked_by_type(tmp_path):
+    (tmp_path / "shard.toml").write_text("[optimizer]\nshard_optimizer = false\n")
+    assert check_spec(str(tmp_path / "shard.toml"))["shard_optimizer"] is False
+    assert check_spec({})["shard_optimizer"] is None  # shard wherever the instantiation has dp > 1
+    for bad in (1, "yes"):
+        with pytest.raises(ValueError, match=r"'shard_optimizer' = .* give true, false or leave it out"):
+            check_spec({"shard_optimizer": bad})

@@ -1,0 +1,51 @@
+"""Rank functions for the distributed-optimizer tests (importable by spawned processes)."""
+
+from hotswitch.backend import get_config
+from hotswitch.backend.precision import Precision
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.state import checkpoint
+from hotswitch.backend.train.state.optim import OptimizerConfig
+
+from .train_workers import BUDGET, MODEL, SEED, stream
+
+
+def _engine(spec, shard: bool, precision: str = "fp32") -> tuple[Engine, HotSwitchPlan, list]:
+    plan = HotSwitchPlan.of(spec)
+    instantiation = instantiation_strategy(plan.strategies)
+    engine = Engine(
+        get_config(MODEL),
+        plan.strategies,
+        instantiation,
+        OptimizerConfig(),
+        SEED,
+        BUDGET,
+        precision=Precision.of(precision),
+        shard_optimizer=shard,
+    )
+    return engine, plan, execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
+
+
+def train(rank: int, world: int, steps: int, spec, shard: bool, save: str | None = None, resume: str | None = None):
+    """``steps`` steps (after resuming from ``resume``, skipping its batches); then save to
+    ``save``. The losses, the gathered parameters (rank 0), and the bytes this rank holds for
+    the update, whether it is sharded."""
+    engine, plan, order = _engine(spec, shard)
+    batches, first = stream(), 0
+    if resume:
+        first = checkpoint.read_meta(resume, engine.config)["step"]
+        checkpoint.load(engine, resume)
+        for _ in range(first):
+            batches.next_batch()
+    losses = [engine.step(plan.assign(batches.next_batch()), order).loss for _ in range(steps - first)]
+    if save:
+        checkpoint.save(engine, save, {"step": steps})
+    params = engine.master.global_params()
+    return losses, (params if rank == 0 else None), engine.master.optimizer_bytes(), engine.master.sharded
+
+
+def update_bytes(rank: int, world: int, spec, shard: bool) -> tuple[int, int, bool]:
+    """In bf16, after one update: the bytes this rank holds for it, the model's parameters, sharded?"""
+    engine, plan, order = _engine(spec, shard, "bf16")
+    engine.step(plan.assign(stream().next_batch()), order)
+    return engine.master.optimizer_bytes(), engine.config.n_params, engine.master.sharded
