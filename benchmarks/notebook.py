@@ -14,6 +14,14 @@ per launcher:
   first_step_s           launch to the first step event arriving in the kernel
   event_latency_ms_p50/99  kernel arrival time minus the worker's send time, over all step events
   busy_cell_ms           median execution time of a trivial cell while the job trains
+and, for ``local`` (pools run on the local launcher only in this version), on a warm pool
+(``%train_pool start``, then ``%%train --pool`` cells):
+  warm.pool_start_s        ``%train_pool start`` until every rank is ready (once per session)
+  warm.cell_to_first_step_s  median over rounds: cell sent (client) to the first step event's
+                             arrival in the kernel (same machine, same clock); also _min
+  warm.first_step_s        median over rounds: the job's start to its first step event
+  warm.ranks_round_trip_ms   median over rounds: a ``%%ranks`` cell returning every rank's value,
+                             client-side (sent to reply received); also _min
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from pathlib import Path
 
 # The driver shared with the tests; run from a checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.kernel.kernel_session import KernelSession, train_body, wait_until
+from tests.kernel.kernel_session import KernelSession, train_body, wait_until, warm_body
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -39,6 +47,51 @@ def percentile(values: list[float], q: float) -> float:
 
 
 GOALS = {"event_latency_ms_p99": 250.0, "train_return_s": 1.0}
+WARM_GOALS = {"cell_to_first_step_s": 0.5, "ranks_round_trip_ms": 50.0}
+WARM_ROUNDS, RANKS_ROUNDS = 5, 20
+
+
+def ok(session: KernelSession, code: str) -> None:
+    msg_id, reply = session.execute(code)
+    if reply["status"] != "ok":
+        raise RuntimeError(f"cell failed: {session.text(msg_id)[-2000:]}")
+
+
+def measure_warm(steps: int) -> dict:
+    """A warm local pool of 2 ranks: its start, then rounds of ``%%train --pool`` and ``%%ranks``."""
+    session = KernelSession("python3")
+    try:
+        ok(session, "%load_ext hotswitch.kernel")
+        began = time.monotonic()
+        ok(session, "%train_pool start bench -n 2")
+        pool_start_s = time.monotonic() - began
+        to_step, first_step = [], []
+        for n in range(WARM_ROUNDS):
+            sent = time.time()
+            ok(session, f"%%train --pool bench --name warm{n}\n" + warm_body(steps=steps, pause=0))
+            if session.value(f"jobs['warm{n}'].wait(300)") != "succeeded":
+                raise RuntimeError(f"warm job {n} failed")
+            started, arrived = session.value(f"[jobs['warm{n}'].started_at, jobs['warm{n}'].event_received_at[0]]")
+            to_step.append(arrived - sent)
+            first_step.append(arrived - started)
+        trips = []
+        for _ in range(RANKS_ROUNDS):
+            began = time.monotonic()
+            msg_id = session.client.execute("%%ranks bench\nrank")
+            reply = session.client.get_shell_msg(timeout=60)  # the execute reply: the cell is done
+            trips.append((time.monotonic() - began) * 1e3)
+            if reply["parent_header"].get("msg_id") != msg_id or reply["content"]["status"] != "ok":
+                raise RuntimeError(f"the %%ranks cell failed: {reply['content']}")
+    finally:
+        session.shutdown()
+    return {
+        "pool_start_s": round(pool_start_s, 3),
+        "cell_to_first_step_s": round(statistics.median(to_step), 4),
+        "cell_to_first_step_s_min": round(min(to_step), 4),
+        "first_step_s": round(statistics.median(first_step), 4),
+        "ranks_round_trip_ms": round(statistics.median(trips), 2),
+        "ranks_round_trip_ms_min": round(min(trips), 2),
+    }
 
 
 def measure(steps: int, options: str = "-n 2") -> dict:
@@ -118,7 +171,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=40, help="training steps (default 40, 0.05 s apart)")
     parser.add_argument("--launchers", default="local,ray,slurm,kubeflow", help="comma-separated (default all four)")
     args = parser.parse_args()
-    result = {"goals": GOALS, "launchers": {}}
+    result = {"goals": GOALS, "warm_goals": WARM_GOALS, "launchers": {}}
     for name in args.launchers.split(","):
         with (
             tempfile.TemporaryDirectory(prefix=f"hotswitch-bench-{name}-") as folder,
@@ -126,6 +179,12 @@ def main() -> int:
         ):
             figures = measure(args.steps, options)
         figures["meets_goals"] = all(figures[key] <= goal for key, goal in GOALS.items())
+        if name == "local":
+            warm = measure_warm(args.steps)
+            warm["meets_goals"] = all(warm[key] <= goal for key, goal in WARM_GOALS.items())
+            figures["warm"] = warm
+        else:
+            figures["warm"] = "pools run on the local launcher in this version"
         result["launchers"][name] = figures
     if args.json:
         print(json.dumps(result))

@@ -9,18 +9,21 @@ Jupyter machinery.
 
 
 def load_ipython_extension(ipython) -> None:
-    """Register ``%%train``, ``%jobs``, ``%train_stop`` and ``jobs``; stop every job at exit."""
+    """Register ``%%train``, ``%jobs``, ``%train_stop``, ``%train_pool``, ``%%ranks``, ``jobs`` and
+    ``pools``; stop every pool and job at exit."""
     import atexit
     import threading
 
     from hotswitch.kernel.notebook.magics import TrainMagics
+    from hotswitch.kernel.notebook.pool_magics import PoolMagics
 
     if getattr(ipython, "hotswitch_magics", None) is not None:
         return
     magics = TrainMagics(ipython)
     ipython.register_magics(magics)
+    ipython.register_magics(PoolMagics(ipython, magics.jobs, magics.pools))
     ipython.hotswitch_magics = magics
-    atexit.register(magics.jobs.close)
+    atexit.register(magics.close)
     threading.Thread(target=_warm_dashboard, name="hotswitch-warm-dashboard", daemon=True).start()
 
 
@@ -36,12 +39,12 @@ def _warm_dashboard() -> None:
 
 
 def unload_ipython_extension(ipython) -> None:
-    """Stop every job and forget the magics' cleanup hook."""
+    """Stop every pool and job and forget the magics' cleanup hook."""
     import atexit
 
     magics = getattr(ipython, "hotswitch_magics", None)
     if magics is None:
         return
-    magics.jobs.close()
-    atexit.unregister(magics.jobs.close)
+    magics.close()
+    atexit.unregister(magics.close)
     ipython.hotswitch_magics = None

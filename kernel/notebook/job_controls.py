@@ -33,3 +33,11 @@ class JobControls:
         or its default place. Raises ValueError before sending when ``path`` exists or its folder
         cannot be written; a write that fails on the ranks anyway is a ``warning`` event."""
         self._send_control("checkpoint", path=checkpoint_target(path, self.notebook_dir))
+
+    def send(self, rank: int, message: dict) -> None:
+        """Send ``message`` (a JSON-able dict with a "kind") to rank ``rank`` on the job's channel,
+        as the channel's ``send`` does: a warm pool's tasks and interrupts. RuntimeError once the
+        job has ended."""
+        if self.done:
+            raise RuntimeError(f"job {self.name!r} has already ended ({self.status}); nothing runs to receive it")
+        self._channel.send(rank, message)

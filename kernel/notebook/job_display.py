@@ -12,7 +12,9 @@ def job_bundle(job, include=None, exclude=None) -> dict | None:
         from hotswitch.widgets import Dashboard
     except ImportError:
         return None
-    bundle = Dashboard(job)._repr_mimebundle_(include=include, exclude=exclude)
+    # a finished job draws at once from its events (no update left to follow, none to lose)
+    dashboard = Dashboard.replay(list(job.events), job) if job.done else Dashboard(job)
+    bundle = dashboard._repr_mimebundle_(include=include, exclude=exclude)
     if isinstance(bundle, dict):  # front ends without widgets (and logs) still read the job's summary
         bundle["text/plain"] = repr(job)
     return bundle

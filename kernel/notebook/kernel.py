@@ -6,7 +6,7 @@ from ipykernel.ipkernel import IPythonKernel
 
 
 class HotSwitchKernel(IPythonKernel):
-    """Stops every job when the kernel shuts down or restarts (atexit covers other exits)."""
+    """Stops every pool and job when the kernel shuts down or restarts (atexit covers other exits)."""
 
     implementation = "hotswitch"
     implementation_version = "0.1.0"
@@ -18,5 +18,5 @@ class HotSwitchKernel(IPythonKernel):
     def do_shutdown(self, restart):
         magics = getattr(self.shell, "hotswitch_magics", None)
         if magics is not None:
-            magics.jobs.close()
+            magics.close()
         return super().do_shutdown(restart)

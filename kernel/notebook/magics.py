@@ -16,6 +16,8 @@ from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, launcher_options, m
 from hotswitch.kernel.notebook.attach import attachable, attachment, find_run, read_summary
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.pool import PoolError
+from hotswitch.kernel.notebook.pool_magics import PoolRegistry, pool_launcher_of
 from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
 from hotswitch.kernel.notebook.registry import JobRegistry
 from hotswitch.kernel.notebook.run_record import RunRecord, new_run_dir
@@ -81,10 +83,17 @@ class TrainMagics(Magics):
     def __init__(self, shell):
         super().__init__(shell)
         self.jobs = JobRegistry()
+        self.pools = PoolRegistry()
         shell.user_ns["jobs"] = self.jobs
 
+    def close(self) -> None:
+        """Stop every pool and every job (not detached ones); safe to call twice."""
+        self.pools.close()
+        self.jobs.close()
+
     @magic_arguments()
-    @argument("-n", "--nproc", type=int, default=2, help="processes (ranks) per node; default 2")
+    @argument("-n", "--nproc", type=int, default=None, help="processes (ranks) per node; default 2 (a pool's size)")
+    @argument("--pool", default=None, help="run on the warm ranks of %%train_pool start NAME instead of new ones")
     @argument("--nodes", type=int, default=1, help="nodes in the job; >1 with --launcher local needs --rdzv-endpoint")
     @argument("--node-rank", type=int, default=0, help="this node's index, 0..nodes-1 (node 0 hosts rendezvous)")
     @argument("--rdzv-endpoint", default=None, help="HOST:PORT of the c10d rendezvous, the same on every node")
@@ -130,10 +139,14 @@ class TrainMagics(Magics):
 
         The body sees ``torch``, ``hotswitch`` and ``job`` (rank, world_size, local_rank, device,
         emit(event), control()). An empty body, a syntax error or a bad option fails the cell and
-        launches nothing.
+        launches nothing. With ``--pool NAME`` the body runs on that warm pool's ranks
+        (``%train_pool``), in the namespace the pool's cells share.
         """
         args = parse_argstring(self.train, line)
         compile_body(cell)
+        pool = pool_launcher_of(args, self.pools) if args.pool else None
+        if args.nproc is None:
+            args.nproc = pool.pool.size if pool else 2
         check_options(args)
         if args.detach and args.wait:
             raise UsageError(
@@ -142,7 +155,7 @@ class TrainMagics(Magics):
             )
         pushed = pushed_values(self.shell.user_ns, push_names(args.push)) if args.push is not None else None
         env = {**parse_env(args.env), ENV_DEVICE: args.device}
-        launcher = launcher_of(args)
+        launcher = pool or launcher_of(args)
         name = check_name(args.name) if args.name else self.jobs.next_name()
         if name in self.jobs.names():
             raise UsageError(f"a job named {name!r} exists already; pick another --name")
@@ -155,15 +168,18 @@ class TrainMagics(Magics):
             write_pushed(pushed, job_dir)
         spec = launch_spec(args, job_dir, env, launcher)
         run_dir = run_dir or new_run_dir(name, args.run_dir)
-        job = Job(
-            name,
-            replace(spec, log_dir=run_dir / "logs"),
-            launcher,
-            output_for_current_cell(self.shell),
-            timeout=args.timeout,
-            host=args.channel_host,
-            max_bytes=args.max_message_bytes,
-        )
+        try:
+            job = Job(
+                name,
+                replace(spec, log_dir=run_dir / "logs"),
+                launcher,
+                output_for_current_cell(self.shell),
+                timeout=args.timeout,
+                host=args.channel_host,
+                max_bytes=args.max_message_bytes,
+            )
+        except PoolError as error:  # busy, or gone since the check
+            raise UsageError(str(error)) from None
         self.jobs.add(job)
         record_run(job, run_dir, cell)
         print(f"[hotswitch] job {name!r}: events recorded in {run_dir}")

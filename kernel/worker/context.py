@@ -37,5 +37,11 @@ class WorkerContext:
             return []
         return [m["control"] for m in self._channel.receive_all() if m.get("kind") == "control"]
 
+    def messages(self) -> list[dict]:
+        """Every message the kernel sent this rank since the last call (control included; a warm
+        pool's tasks, say); never blocks. Whoever calls this takes them: ``control`` no longer sees
+        the ones it returned."""
+        return self._channel.receive_all()
+
     def __repr__(self) -> str:
         return f"WorkerContext(name={self.name!r}, rank={self.rank}, world_size={self.world_size})"

@@ -40,8 +40,9 @@ def _required(name: str) -> str:
     return value
 
 
-def run_body(body_path: str, job: WorkerContext) -> None:
-    """Execute the body file in a fresh namespace; exceptions propagate."""
+def run_body(body_path: str, job: WorkerContext, namespace: dict | None = None) -> None:
+    """Execute the body file in ``namespace`` (a warm pool's, kept across cells) or a fresh one;
+    exceptions propagate."""
     import torch
 
     import hotswitch
@@ -49,7 +50,8 @@ def run_body(body_path: str, job: WorkerContext) -> None:
 
     with open(body_path) as f:
         code = compile(f.read(), body_path, "exec")
-    namespace = {"__name__": "__main__", **read_pushed(body_path)}  # %%train --push values
+    namespace = {"__name__": "__main__"} if namespace is None else namespace
+    namespace.update(read_pushed(body_path))  # %%train --push values
     namespace.update(hotswitch=hotswitch, torch=torch, job=job)
     exec(code, namespace)
 
@@ -77,21 +79,7 @@ def main(argv: list[str]) -> int:
     kernel_pid = os.environ.get(ENV_KERNEL_PID)
     start_watchdog(int(kernel_pid) if kernel_pid else None)
     try:
-        secret = WorkerSecret.read(_required(ENV_SECRET_FILE))
-        curve = (secret.server_public, secret.client) if secret.client else None
-        channel = WorkerChannel(_required(ENV_ADDRESS), secret.key, rank, int(_required(ENV_MAX_BYTES)), curve)
-        job = WorkerContext(
-            channel,
-            rank=rank,
-            world_size=int(os.environ.get("WORLD_SIZE", "1")),
-            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
-            name=os.environ.get(ENV_JOB_NAME, "job"),
-            device=os.environ.get(ENV_DEVICE, "cpu"),
-        )
-        host = socket.gethostname()
-        node = os.environ.get(ENV_NODE) or host
-        channel.send({"kind": "started", "pid": os.getpid(), "host": host, "node": node, "world_size": job.world_size})
-        start_heartbeat(channel, heartbeat_timeout())
+        channel, job = connect(rank)
     except (Exception, SystemExit) as error:
         report_own_error(rank, error)
         return 1
@@ -100,18 +88,41 @@ def main(argv: list[str]) -> int:
     return status
 
 
-def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel) -> int:
-    """Run the body with output on the channel; report its end; its exit status."""
+def connect(rank: int) -> tuple[WorkerChannel, WorkerContext]:
+    """The job's channel (from the ``HOTSWITCH_*`` environment), "started" sent on it and its
+    heartbeat beating; and the ``job`` a body sees."""
+    secret = WorkerSecret.read(_required(ENV_SECRET_FILE))
+    curve = (secret.server_public, secret.client) if secret.client else None
+    channel = WorkerChannel(_required(ENV_ADDRESS), secret.key, rank, int(_required(ENV_MAX_BYTES)), curve)
+    job = WorkerContext(
+        channel,
+        rank=rank,
+        world_size=int(os.environ.get("WORLD_SIZE", "1")),
+        local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        name=os.environ.get(ENV_JOB_NAME, "job"),
+        device=os.environ.get(ENV_DEVICE, "cpu"),
+    )
+    host = socket.gethostname()
+    node = os.environ.get(ENV_NODE) or host
+    channel.send({"kind": "started", "pid": os.getpid(), "host": host, "node": node, "world_size": job.world_size})
+    start_heartbeat(channel, heartbeat_timeout())
+    return channel, job
+
+
+def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, namespace: dict | None = None) -> int:
+    """Run the body (in ``namespace``, see ``run_body``) with output on the channel; report its
+    end; its exit status. ``sys.stdout`` and ``sys.stderr`` are as they were once it returns."""
     log = open_rank_log(job.rank)
     for original in (sys.__stdout__, sys.__stderr__):
         # A pipe or file is block-buffered: a rank killed at teardown would take its last lines
         # (the ones a person debugging needs) with it. Each line goes out as it is written.
         original.reconfigure(line_buffering=True)
+    outer = sys.stdout, sys.stderr
     sys.stdout = RankStream(channel, "stdout", Tee(sys.__stdout__, log))
     sys.stderr = RankStream(channel, "stderr", Tee(sys.__stderr__, log))
     status, report = 0, {"kind": "finished"}
     try:
-        run_body(body_path, job)
+        run_body(body_path, job, namespace)
     except SystemExit as stop:
         status = body_exit_status(stop)
         if status:
@@ -130,7 +141,7 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel) -> 
             sys.stderr.flush()
         except Exception as error:
             report_own_error(job.rank, error)
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        sys.stdout, sys.stderr = outer
     if log is not None:
         with log:
             log.write(report.get("traceback", ""))

@@ -44,6 +44,12 @@ def train_body(steps: int = 3, pause: float = 0.0) -> str:
     return TRAIN_BODY.replace("STEPS", str(steps)).replace("PAUSE", str(pause))
 
 
+def warm_body(steps: int = 3, pause: float = 0.0) -> str:
+    """``train_body`` for a warm pool, whose ranks joined their process group when it started."""
+    body = train_body(steps, pause)
+    return body.replace('dist.init_process_group("gloo")\n', "").replace("dist.destroy_process_group()\n", "")
+
+
 class KernelSession:
     """Start ``kernel_name`` (from ``kernels_dir`` if given); run cells; collect output per cell."""
 

@@ -11,6 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 from hotswitch.kernel.notebook.kernelspec import KERNEL_NAME, install_kernelspec
+from hotswitch.widgets.dashboard import PHASE_COLORS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -22,8 +23,11 @@ BUDGET_S = {
     "04-clusters": 300,
     "05-your-own-model": 420,
     "06-at-paper-scale": 120,
+    "07-warm-ranks": 300,
 }
 CELL_TIMEOUT_S = 240
+# the trace names of a Dashboard's two figures
+LIVE_DASHBOARD = [{"tokens/s", "loss", "plan change", "held-out loss"}, set(PHASE_COLORS)]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +69,11 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
     errors = [o for cell in code for o in cell.outputs if o.output_type == "error"]
     assert errors == []
     drawn = _figures_drawn(notebook)
-    assert drawn and [names for names in drawn if not any(names.values())] == [], "a view the notebook shows is blank"
+    # A live dashboard is redrawn from a background thread once its cell has returned, which
+    # nbclient does not record (tests/widgets check dashboards drawing); every other view draws
+    # in the cell that shows it.
+    views = [names for names in drawn if set(names) not in LIVE_DASHBOARD]
+    assert [names for names in views if not any(names.values())] == [], "a view the notebook shows is blank"
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "a process outlived the kernel"
 
 

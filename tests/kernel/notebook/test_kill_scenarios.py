@@ -1,5 +1,6 @@
 """The kill scenarios not covered elsewhere, each against a real kernel and real torchrun ranks:
-the kernel restarted while a job trains (gracefully, and at once), and the torchrun agent killed
+the kernel restarted while a job trains (gracefully, and at once), the same while a job trains on a
+warm pool (``%train_pool``), and the torchrun agent killed
 with SIGKILL. Each leaves 0 processes of the job, and the kernel runs a new job afterwards.
 (Interrupt, shutdown and a rank's SIGKILL: test_train_magic.py; the kernel's SIGKILL, reaped or
 left a zombie: tests/kernel/worker/test_zombie_kernel.py.)
@@ -89,6 +90,30 @@ def test_restarting_the_kernel_while_a_job_trains_leaves_no_process(kernels_dir,
         session.pid = session.manager.provisioner.process.pid
         assert session.pid != old_kernel
         _processes_end(job_dir, f"every process of the job ending after the kernel's restart (now={now})")
+        _runs_a_new_job(session)
+    finally:
+        session.shutdown()
+
+
+@pytest.mark.parametrize("now", [False, True], ids=["graceful", "at-once"])
+def test_restarting_the_kernel_while_a_warm_pool_trains_leaves_no_process(kernels_dir, now):
+    session = KernelSession("hotswitch", kernels_dir)
+    try:
+        msg_id, reply = session.execute("%train_pool start warm -n 2", timeout=CAP_S)
+        assert reply["status"] == "ok", session.text(msg_id)
+        job_dir = session.value("str(pools['warm'].job.job_dir)")
+        msg_id, reply = session.execute(f"%%train --pool warm --name long\n{FOREVER}")
+        assert reply["status"] == "ok", session.text(msg_id)
+        wait_progressing(
+            lambda: len(session.value("jobs['long'].events_of('pids')")) == 2,
+            lambda: _launch_progress(session),
+            "both ranks of the pool's job reporting their pids",
+        )
+        assert len(processes_mentioning(job_dir)) == 3  # the pool's torchrun agent and its two ranks
+        session.manager.restart_kernel(now=now)
+        session.client.wait_for_ready(timeout=CAP_S)
+        session.pid = session.manager.provisioner.process.pid
+        _processes_end(job_dir, f"every process of the pool ending after the kernel's restart (now={now})")
         _runs_a_new_job(session)
     finally:
         session.shutdown()

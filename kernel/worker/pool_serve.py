@@ -1,0 +1,91 @@
+"""A warm pool's rank: joins the process group once, then runs what the kernel sends, cell after
+cell, in one namespace that lives as long as the pool (``%train_pool``).
+
+The pool is itself a job: this loop is its body, so the pool's channel, heartbeats, watchdog and
+teardown are a job's. The kernel sends ``{"kind": "task", "task": N, "what": "job" | "ranks"}``
+on that channel; a "job" task runs a ``%%train --pool`` body as its own job (its own channel,
+events, run folder; ``pool_tasks.run_job``), a "ranks" task runs a ``%%ranks`` cell
+(``pool_tasks.run_ranks``). ``{"kind": "interrupt", "task": N}`` raises KeyboardInterrupt in the
+task if it still runs: the task fails, the pool goes on. Every task ends with a ``pool.done``
+event carrying its exit status.
+"""
+
+from __future__ import annotations
+
+import _thread
+import queue
+import signal
+import threading
+
+from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.pool_tasks import run_job, run_ranks
+
+LISTEN_EVERY_S = 0.002  # how often a rank looks for the kernel's messages (a %%ranks round trip)
+
+
+class TaskLine:
+    """The task the main thread runs now (None between tasks), and interrupts of it: an
+    interrupt is delivered only while that same task runs."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._current: int | None = None
+
+    def begin(self, task: int) -> None:
+        with self._lock:
+            self._current = task
+
+    def end(self) -> None:
+        with self._lock:
+            self._current = None
+
+    def interrupt(self, task: int) -> None:
+        with self._lock:
+            if self._current == task:
+                _thread.interrupt_main()
+
+
+def listen(pool: WorkerContext, tasks: queue.Queue, line: TaskLine) -> None:
+    """Take the kernel's messages off the pool channel: tasks go to the main thread in order,
+    interrupts act at once (the main thread is busy with the task they interrupt)."""
+    wake = threading.Event()
+    while True:
+        for message in pool.messages():
+            if message.get("kind") == "task":
+                tasks.put(message)
+            elif message.get("kind") == "interrupt":
+                line.interrupt(int(message.get("task", -1)))
+        wake.wait(LISTEN_EVERY_S)
+
+
+def serve(pool: WorkerContext) -> None:
+    """Join the process group, say "pool.ready", then run tasks until the pool is stopped."""
+    from hotswitch.backend.runtime.process_groups import init_from_env
+
+    init_from_env(pool.device)
+    # interrupt_main does nothing where SIGINT is ignored (a rank started in the background)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    namespace: dict = {"__name__": "__main__", "job": pool, "rank": pool.rank, "world_size": pool.world_size}
+    tasks: queue.Queue = queue.Queue()
+    line = TaskLine()
+    threading.Thread(target=listen, args=(pool, tasks, line), name="hotswitch-pool-listen", daemon=True).start()
+    pool.emit({"type": "pool.ready"})
+    while True:
+        message = tasks.get()
+        task = int(message["task"])
+        status = 1
+        try:
+            line.begin(task)
+            try:
+                status = run_task(message, namespace, pool)
+            finally:
+                line.end()
+        except KeyboardInterrupt:  # an interrupt that came as the task was ending: it has ended
+            pass
+        pool.emit({"type": "pool.done", "task": task, "status": status})
+
+
+def run_task(message: dict, namespace: dict, pool: WorkerContext) -> int:
+    if message.get("what") == "job":
+        return run_job(message, namespace, pool)
+    return run_ranks(message, namespace, pool)

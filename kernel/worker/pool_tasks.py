@@ -1,0 +1,120 @@
+"""The two kinds of work a warm pool's rank does between cells (see ``pool_serve``).
+
+``run_job``: a ``%%train --pool`` body, run as that cell's own job: the job's ``HOTSWITCH_*``
+variables (its channel, key file, limits, log folder) come in the task and hold while it runs,
+so the body reports on the job's channel exactly as a freshly launched rank would.
+
+``run_ranks``: a ``%%ranks`` cell: its output lines and its value (that of a last expression) go
+back as ``pool.log`` and ``pool.result`` events, its traceback as a ``pool.result`` with
+"error". Values travel as JSON (a tensor as its list of numbers), anything else as its ``repr``:
+the kernel never unpickles what a rank sends.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sys
+import traceback
+
+from hotswitch.kernel.channel.line_limit import cut_line
+from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.entry import connect, run_reported
+
+MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
+
+
+def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
+    """Run the body ``message["body_path"]`` as the job ``message["env"]`` describes; its exit
+    status (as ``run_reported`` gives it)."""
+    saved = {key: os.environ.get(key) for key in message["env"]}
+    os.environ.update(message["env"])
+    channel = None
+    try:
+        channel, job = connect(pool.rank)
+        return run_reported(message["body_path"], job, channel, namespace)
+    finally:
+        if channel is not None:
+            channel.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class TaskStream:
+    """``sys.stdout``/``sys.stderr`` during a ``%%ranks`` cell: each line goes to the kernel as
+    a ``pool.log`` event of the task (and through to the rank's own stream)."""
+
+    def __init__(self, pool: WorkerContext, task: int, name: str, original):
+        self._pool, self._task, self._name, self._original = pool, task, name, original
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        self._original.write(text)
+        self._partial += text
+        *lines, self._partial = self._partial.split("\n")
+        for line in lines:
+            self._send(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self._original.flush()
+        if self._partial:
+            self._send(self._partial)
+            self._partial = ""
+
+    def _send(self, line: str) -> None:
+        self._pool.emit({"type": "pool.log", "task": self._task, "stream": self._name, "line": cut_line(line)})
+
+
+def portable(value):
+    """``value`` as JSON values: tensors as nested lists (a 0-d one as its number), anything that
+    JSON cannot hold as its ``repr``."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.numel() <= MAX_LISTED:
+        value = value.detach().cpu().tolist()
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def execute(code: str, namespace: dict):
+    """Run ``code`` in ``namespace``; the value of its last statement if that is an expression."""
+    tree = ast.parse(code, "<%%ranks cell>")
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<%%ranks cell>", "exec"), namespace)
+    if last is None:
+        return None
+    return eval(compile(ast.Expression(last.value), "<%%ranks cell>", "eval"), namespace)
+
+
+def run_ranks(message: dict, namespace: dict, pool: WorkerContext) -> int:
+    """Run a ``%%ranks`` cell; report its value or traceback; 0, or 1 if it raised."""
+    task = int(message["task"])
+    outer = sys.stdout, sys.stderr
+    sys.stdout = TaskStream(pool, task, "stdout", outer[0])
+    sys.stderr = TaskStream(pool, task, "stderr", outer[1])
+    result: dict = {"type": "pool.result", "task": task}
+    try:
+        result["value"] = portable(execute(message["code"], namespace))
+    except BaseException as error:  # the cell's failure is reported; the pool goes on
+        # Drop this module's own frames: the cell's code is the first frame shown.
+        frames = traceback.extract_tb(error.__traceback__)
+        skip = next((i for i, f in enumerate(frames) if f.filename == "<%%ranks cell>"), 0)
+        tb = error.__traceback__
+        for _ in range(skip):
+            tb = tb.tb_next
+        result["error"] = f"{type(error).__name__}: {error}"
+        result["traceback"] = "".join(traceback.format_exception(type(error), error, tb))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = outer
+    pool.emit(result)
+    return 1 if "error" in result else 0
