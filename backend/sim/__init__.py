@@ -11,6 +11,7 @@ _EXPORTS = {
     "batch_lengths": "hotswitch.backend.sim.datasets",
     "paper_grid": "hotswitch.backend.sim.grid",
     "device_spec": "hotswitch.backend.sim.device",
+    "paper_contenders": "hotswitch.backend.sim.baselines",
 }
 __all__ = sorted(_EXPORTS)
 

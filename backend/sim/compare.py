@@ -4,9 +4,11 @@ them runs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from hotswitch.backend.sim import paper
+from hotswitch.backend.sim.baselines import PAPER_CONTENDERS, paper_contenders
 from hotswitch.backend.sim.contenders import Contender, run_auto, run_plan, sim_candidates
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.strategy import Strategy
@@ -71,6 +73,7 @@ class Comparison:
     statics: list[Contender]  # every static strategy tried, fitting or not
     hot: dict[str, Contender]  # "c1", "c2" (the paper's) and "plan" (the user's), where given
     auto: Contender
+    paper: dict[str, Contender] = field(default_factory=dict)  # sim.baselines, by name
 
     @property
     def best_static(self) -> Contender | None:
@@ -78,22 +81,56 @@ class Comparison:
         return min(fitting, key=lambda c: c.step_s) if fitting else None
 
     def contenders(self) -> list[Contender]:
-        return [*self.statics, *self.hot.values(), self.auto]
+        return [*self.statics, *self.hot.values(), *self.paper.values(), self.auto]
+
+    @property
+    def megatron_paper(self) -> Contender | None:
+        """The faster of ``megatron-paper`` and its ``+recompute`` variant that fits (the engine
+        keeps more activations than Megatron-LM, so without recompute few MBS fit)."""
+        runs = [self.paper.get(n) for n in ("megatron-paper", "megatron-paper+recompute")]
+        fitting = [c for c in runs if c is not None and c.step_s]
+        return min(fitting, key=lambda c: c.step_s) if fitting else None
 
 
-def compare(setup: Setup, model_name: str | None = None, plan: HotSwitchPlan | None = None) -> Comparison:
+def compare(
+    setup: Setup,
+    model_name: str | None = None,
+    plan: HotSwitchPlan | None = None,
+    baselines: tuple[str, ...] = PAPER_CONTENDERS,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Comparison:
     """Simulate every contender of ``setup`` (the paper's c1/c2 when ``model_name`` and the GPU
-    count are one of its settings; ``plan`` when given)."""
+    count are one of its settings; ``plan`` when given; the named paper ``baselines``), calling
+    ``progress(what, done, total)`` before each."""
+    unknown = [n for n in baselines if n not in PAPER_CONTENDERS]
+    if unknown:
+        raise ValueError(f"unknown contender {unknown[0]!r}; choose from {', '.join(PAPER_CONTENDERS)}")
     check_fits_somewhere(setup)
-    statics = [
-        run_plan(setup, checkpointed_where_needed(setup, HotSwitchPlan.of(s)), str(s))
-        for s in static_strategies(setup, model_name)
-    ]
+    progress = progress or (lambda what, done, total: None)
+    layouts = static_strategies(setup, model_name)
+    picked = {w: paper.hand_picked(model_name or setup.config.name, setup.cluster.world_size, w) for w in ("c1", "c2")}
+    picked = {w: p for w, p in picked.items() if p is not None}
+    total, done = len(layouts) + len(picked) + (plan is not None) + len(baselines) + 1, 0
+    statics = []
+    for s in layouts:
+        progress(f"static {s}", done, total)
+        statics.append(run_plan(setup, checkpointed_where_needed(setup, HotSwitchPlan.of(s)), str(s)))
+        done += 1
     hot = {}
-    for which in ("c1", "c2"):
-        picked = paper.hand_picked(model_name or setup.config.name, setup.cluster.world_size, which)
-        if picked is not None:
-            hot[which] = run_plan(setup, checkpointed_where_needed(setup, picked), which)
+    for which, chosen in picked.items():
+        progress(which, done, total)
+        hot[which] = run_plan(setup, checkpointed_where_needed(setup, chosen), which)
+        done += 1
     if plan is not None:
+        progress("your plan", done, total)
         hot["plan"] = run_plan(setup, plan, "plan")
-    return Comparison(setup, statics, hot, run_auto(setup))
+        done += 1
+    named = {}
+    for name in baselines:
+        progress(name, done, total)
+        named.update(paper_contenders(setup, model_name, (name,)))
+        done += 1
+    progress("auto", done, total)
+    auto = run_auto(setup, seeds=[c for w, c in hot.items() if w in ("c1", "c2")])
+    progress("done", total, total)
+    return Comparison(setup, statics, hot, auto, named)

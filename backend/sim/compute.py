@@ -6,12 +6,14 @@ Per micro-batch on one dp replica (latency through all its pipeline stages):
 - compute: the FLOPs it executes (``executed_flops``) over tp devices at the device's
   efficiency for that micro-batch's size;
 - tensor parallelism: per layer two collectives forward and two backward (all-reduce, or with
-  sequence parallelism all-gather + reduce-scatter: the same bytes), a ring over the tp group at
+  sequence parallelism all-gather + reduce-scatter: the same bytes; with sp the backward also
+  all-gathers the column-parallel linears' inputs again, as the engine does), a ring over the tp group at
   NVLink speed inside a server, at the server's network share across servers; not overlapped
   with compute (Megatron's default);
 - pipeline: the activations between stages, forward and backward, split over tp;
 - checkpointing: the forward again, with its collectives.
-Each collective also pays the device's latency per ring step: the fixed cost of a micro-batch.
+Each collective also pays the device's latency per ring step, and every layer a micro-batch
+passes a calibrated fixed cost (kernel launches, synchronisation): the fixed cost of a micro-batch.
 """
 
 from __future__ import annotations
@@ -27,17 +29,23 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import Quadratic, StrategyCost
 from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
+UPDATE_BYTES = 30  # per parameter, AdamW: fp32 master read+write 8, grad read 4, moments read+write 16, bf16 copy 2
 
-def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:
-    """FLOPs one sequence executes in forward and backward: 6 per matmul weight per token; a
-    fused causal attention kernel (flash attention) computes half the L x L scores, forward
-    (2 products) and backward (5, recomputing the scores): 7/12 of PaLM's 12*layers*dim*L per
-    token. Checkpointing runs the forward twice."""
+
+def flops_parts(config: ModelConfig, length: int, ckpt: bool = False) -> tuple[float, float]:
+    """(matrix-multiply, attention) FLOPs one sequence executes in forward and backward: 6 per
+    matmul weight per token; a fused causal attention kernel (flash attention) computes half the
+    L x L scores, forward (2 products) and backward (5, recomputing the scores): 7/12 of PaLM's
+    12*layers*dim*L per token. Checkpointing runs the forward twice."""
     dense = 2.0 * matmul_params(config) * length
     attention = 4.0 * config.n_layers * config.dim * length * length / 2  # two products, causal: half
-    forward = dense + attention
-    backward = 2 * dense + 2.5 * attention
-    return forward * (2 if ckpt else 1) + backward
+    again = 2 if ckpt else 1
+    return dense * again + 2 * dense, attention * again + 2.5 * attention
+
+
+def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:
+    """All FLOPs of ``flops_parts``."""
+    return sum(flops_parts(config, length, ckpt))
 
 
 @dataclass(frozen=True)
@@ -89,14 +97,23 @@ class SimulatedStrategy:
     def links(self) -> Links:
         return Links.of(self.strategy, self.cluster)
 
+    def flops_s(self, tokens: int, dense: float, attention: float) -> float:
+        """Seconds of a micro-batch of ``tokens`` executing ``dense`` matmul and ``attention``
+        FLOPs: matmuls at the efficiency of their size, attention at the attention kernel's."""
+        s, spec = self.strategy, self.spec
+        efficiency = spec.efficiency(tokens, self.config.dim, s.tp)
+        return (dense / efficiency + attention / spec.attention_mfu) / s.tp / spec.peak_flops
+
     def compute_s(self, rows: int, length: int) -> float:
-        s = self.strategy
-        efficiency = self.spec.efficiency(rows * length, self.config.dim, s.tp)
-        return rows * executed_flops(self.config, length, s.ckpt) / s.tp / (self.spec.peak_flops * efficiency)
+        dense, attention = flops_parts(self.config, length, self.strategy.ckpt)
+        return self.flops_s(rows * length, rows * dense, rows * attention)
 
     def collectives(self) -> int:
-        """Tensor-parallel collectives per micro-batch (4 per layer, 6 with checkpointing)."""
-        return (6 if self.strategy.ckpt else 4) * self.config.n_layers if self.strategy.tp > 1 else 0
+        """Tensor-parallel collectives per micro-batch, in all-reduces' bytes: 4 per layer, 6 with
+        checkpointing, one more with sequence parallelism (the two all-gathers again in backward)."""
+        s = self.strategy
+        per_layer = (6 if s.ckpt else 4) + (1 if s.sp else 0)
+        return per_layer * self.config.n_layers if s.tp > 1 else 0
 
     def comm_s(self, tokens: int) -> float:
         """Tensor-parallel and pipeline traffic of a micro-batch of ``tokens``, without latency."""
@@ -107,9 +124,20 @@ class SimulatedStrategy:
         return tp + pp
 
     def overhead_s(self) -> float:
-        """What a micro-batch pays whatever it holds: every collective's and p2p's latency."""
+        """What a micro-batch pays whatever it holds: every collective's and p2p's latency, and
+        the device's fixed cost per layer (half again for a checkpointed forward)."""
         s, latency = self.strategy, self.spec.latency_s
-        return self.collectives() * 2 * (s.tp - 1) * latency + 2 * (s.pp - 1) * latency
+        layers = self.config.n_layers * self.spec.layer_overhead_s * (1.5 if s.ckpt else 1.0)
+        return layers + self.collectives() * 2 * (s.tp - 1) * latency + 2 * (s.pp - 1) * latency
+
+    def documents_s(self, lengths: list[int]) -> float:
+        """A micro-batch of whole documents packed without padding, each attending only to
+        itself (varlen attention, Megatron-LM's ``--sequence-packing``): latency through all
+        stages."""
+        parts = [flops_parts(self.config, n, self.strategy.ckpt) for n in lengths]
+        tokens = sum(lengths)
+        compute = self.flops_s(tokens, sum(d for d, _ in parts), sum(a for _, a in parts))
+        return self.overhead_s() + compute + self.comm_s(tokens)
 
     def micro_batch_s(self, rows: int, length: int) -> float:
         return self.overhead_s() + self.compute_s(rows, length) + self.comm_s(rows * length)
@@ -134,3 +162,11 @@ class SimulatedStrategy:
             increment=1.0 / self.strategy.pp,  # 1F1B over balanced stages on separate devices
             overhead=self.overhead_s(),
         )
+
+
+def update_seconds(config: ModelConfig, cluster: Cluster, spec: DeviceSpec, precision: Precision, s: Strategy) -> float:
+    """AdamW over a device's share of a sharded (distributed) optimizer, bound by memory
+    bandwidth, then the updated compute copies gathered over dp."""
+    seconds = UPDATE_BYTES * config.n_params / (s.tp * s.pp * s.dp) / spec.hbm_bw
+    nbytes = precision.param_bytes * config.n_params / (s.tp * s.pp)
+    return seconds + ring_s(nbytes, s.dp, Links.of(s, cluster).dp_bw, spec.latency_s, passes=1)

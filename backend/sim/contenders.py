@@ -24,15 +24,17 @@ class Contender:
     step: SimulatedStep | None
     memory_bytes: dict[str, float]  # per strategy: peak bytes per device
     why: str = ""
+    seconds: float | None = None  # a baseline simulated outside the engine's plans (``sim.baselines``)
+    detail: str = ""  # how that baseline ran (layout, MBS...)
 
     @property
     def step_s(self) -> float | None:
-        return self.step.seconds if self.step else None
+        return self.step.seconds if self.step else self.seconds
 
     def summary(self) -> dict:
         return {
             "name": self.name,
-            "plan": str(self.plan) if self.plan else None,
+            "plan": str(self.plan) if self.plan else (self.detail or None),
             "instantiation": str(self.instantiation) if self.instantiation else None,
             "step_s": self.step_s,
             "memory_gib": {s: b / 2**30 for s, b in self.memory_bytes.items()},
@@ -61,8 +63,18 @@ def run_plan(setup: Setup, plan: HotSwitchPlan, name: str | None = None) -> Cont
     try:
         check_feasible(plan, cost, setup.context)
     except ValueError as error:
-        return Contender(name, plan, instantiation, None, {}, str(error))
+        return Contender(name, plan, instantiation, None, {}, f"{_over_limit(setup, plan, instantiation)}: {error}")
     return _run(setup, name, plan, cost, instantiation)
+
+
+def _over_limit(setup: Setup, plan: HotSwitchPlan, instantiation: Strategy) -> str:
+    """The one limit every peak is held within, and what the plan's longest bucket would need."""
+    s = plan.buckets[0].strategy
+    cost = setup.cost_model(list(plan.strategies), instantiation)
+    need = setup.precision.master_bytes * setup.optimizer_share(instantiation)
+    need += cost.strategies[s].static_bytes + cost.strategies[s].memory(setup.context)
+    limit = setup.spec.memory - setup.spec.reserved
+    return f"needs {need / 2**30:.1f} GiB per device at {setup.context} tokens, over the {limit / 2**30:.1f} GiB limit"
 
 
 def run_static(setup: Setup, strategy: Strategy | str) -> Contender:
@@ -90,7 +102,9 @@ def fastest_statics(setup: Setup, strategies: list[Strategy]) -> list[Strategy]:
     return sorted(seconds, key=seconds.get)
 
 
-def run_auto(setup: Setup, instantiations: Sequence[Strategy] | None = None) -> Contender:
+def run_auto(
+    setup: Setup, instantiations: Sequence[Strategy] | None = None, seeds: Sequence[Contender] = ()
+) -> Contender:
     """``auto_plan`` over ``sim_candidates`` for this batch, once per instantiation tried (default:
     the trainer's choice, the three fastest candidates run statically, then each strategy of the
     best plan so far that holds the context): the fastest prediction.
@@ -98,9 +112,29 @@ def run_auto(setup: Setup, instantiations: Sequence[Strategy] | None = None) -> 
     Planned as the trainer plans each batch: the longest bucket must hold the context (the
     data's ``max_len``), as every static strategy must, so no contender gains from this batch
     happening to lack the longest documents.
+
+    ``seeds``: plans already simulated (the paper's hand-picked ones) that ``auto`` starts from:
+    where one beats the search, ``auto`` runs it (a trainer given the same plan would).
     """
     candidates = sim_candidates(setup)
     queue = list(instantiations or [instantiation_strategy(candidates), *fastest_statics(setup, candidates)[:3]])
+    reported = setup.switches.estimate
+    setup.switches.estimate = True  # the search on switch-time bounds; the step reported as the setup says
+    try:
+        best, errors = _search(setup, candidates, queue, instantiations is None)
+    finally:
+        setup.switches.estimate = reported
+    if best is None:
+        return Contender("auto", None, None, None, {}, errors[0] if errors else "no candidate strategy")
+    found = _run(setup, "auto", best[1], best[2], best[3])
+    for seed in seeds:
+        if seed.step is not None and seed.step_s < found.step_s:
+            found = Contender("auto", seed.plan, seed.instantiation, seed.step, seed.memory_bytes, detail="seeded")
+    return found
+
+
+def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], grow: bool) -> tuple:
+    """``run_auto``'s search: (best (predicted, plan, cost, instantiation) or None, errors)."""
     best, tried, errors = None, set(), []
     while queue:
         instantiation = queue.pop(0)
@@ -115,8 +149,6 @@ def run_auto(setup: Setup, instantiations: Sequence[Strategy] | None = None) -> 
             continue
         if best is None or predicted < best[0] - 1e-12:
             best = (predicted, plan, cost, instantiation)
-            if instantiations is None:
+            if grow:
                 queue += [s for s in plan.strategies if s not in tried and cost.fits(s, setup.context)]
-    if best is None:
-        return Contender("auto", None, None, None, {}, errors[0] if errors else "no candidate strategy")
-    return _run(setup, "auto", best[1], best[2], best[3])
+    return best, errors

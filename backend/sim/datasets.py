@@ -1,21 +1,64 @@
-"""Global batches of sequence lengths for simulation: documents of a dataset's length
-distribution (``data.lengths.SYNTHETIC``: a log-normal body with a power-law tail, its sources
-and its assumptions stated there), truncated at the context."""
+"""Global batches of sequence lengths for simulation, each document truncated at the context.
+
+- ``commoncrawl``: measured. RefinedWeb (the CommonCrawl extract the HotSPa authors trained on)
+  as the authors' own Megatron-LM runs counted it (``sim.measured.REFINEDWEB_*``, cited there);
+  lengths drawn log-uniformly within each measured bin. The log truncated documents at 16K, so
+  its last bin also holds the longer ones: above 8K the counts are continued geometrically, each
+  octave ``q`` of the one below, with ``q`` chosen so the 8K-16K bin plus everything above it
+  holds the logged count (an assumption; it only matters at a 32K context).
+- ``github``: an ASSUMPTION until measured (no published histogram was found): the log-normal
+  body with a power-law tail of ``data.lengths.SYNTHETIC["github"]``.
+- ``commoncrawl-synthetic`` / ``github-synthetic``: the earlier stand-ins, still selectable.
+"""
 
 from __future__ import annotations
 
-from hotswitch.backend.data.lengths import SYNTHETIC
-from hotswitch.backend.data.sources import SyntheticDocuments
+import math
+import random
 
-DATASETS = tuple(SYNTHETIC)
+from hotswitch.backend.data.sources import SyntheticDocuments
+from hotswitch.backend.sim.measured import REFINEDWEB_BINS, REFINEDWEB_COUNTS, REFINEDWEB_SOURCE
+
+DATASETS = ("commoncrawl", "github")  # the paper's two, as the grid runs them
+SELECTABLE = (*DATASETS, "commoncrawl-synthetic", "github-synthetic")
+ORIGIN = {
+    "commoncrawl": f"measured: {REFINEDWEB_SOURCE}",
+    "github": "assumption: log-normal body, power-law tail (data.lengths), not measured",
+    "commoncrawl-synthetic": "assumption: log-normal body, power-law tail (data.lengths)",
+    "github-synthetic": "assumption: log-normal body, power-law tail (data.lengths)",
+}
 PAPER_BATCH = 512  # sequences per global batch, as in the paper
+OCTAVES_ABOVE = 4  # how far past the log's 16K the geometric continuation reaches (256K)
+
+
+def _measured_bins() -> list[tuple[float, float, float]]:
+    """(lower, upper, weight) per bin, the last measured bin continued geometrically."""
+    bins, lower = [], 1.0
+    for upper, count in zip(REFINEDWEB_BINS[:-1], REFINEDWEB_COUNTS[:-1], strict=True):
+        bins.append((lower, upper, float(count)))
+        lower = upper
+    before, last = REFINEDWEB_COUNTS[-2], REFINEDWEB_COUNTS[-1]
+    q = last / (before + last)  # before * q / (1 - q) = last: the whole geometric tail
+    for octave in range(OCTAVES_ABOVE + 1):
+        bins.append((lower, lower * 2, before * q ** (octave + 1)))
+        lower *= 2
+    return bins
+
+
+def _measured_lengths(size: int, seed: int) -> list[int]:
+    bins = _measured_bins()
+    rng = random.Random(seed)
+    picked = rng.choices(bins, weights=[w for _, _, w in bins], k=size)
+    return [max(1, round(math.exp(rng.uniform(math.log(lo), math.log(hi))))) for lo, hi, _ in picked]
 
 
 def batch_lengths(dataset: str, context: int, size: int = PAPER_BATCH, seed: int = 0) -> list[int]:
     """``size`` document lengths of ``dataset``, each truncated at ``context`` tokens."""
-    if dataset not in SYNTHETIC:
-        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+    if dataset not in SELECTABLE:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SELECTABLE)}")
     if size < 1 or context < 2:
         raise ValueError(f"a batch needs at least one sequence of 2 tokens, got size={size}, context={context}")
-    docs = SyntheticDocuments(dataset, count=size, seed=seed)
+    if dataset == "commoncrawl":
+        return [min(context, n) for n in _measured_lengths(size, seed)]
+    docs = SyntheticDocuments(dataset.removesuffix("-synthetic"), count=size, seed=seed)
     return [min(context, docs.length(i)) for i in range(size)]

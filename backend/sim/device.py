@@ -1,14 +1,19 @@
-"""The devices a simulated cluster is made of: bf16 peak, memory, HBM and link bandwidths, and
-the fraction of peak a training step reaches.
+"""The devices a simulated cluster is made of: bf16 peak, memory, HBM and link bandwidths, the
+fraction of peak a training step reaches and the fixed cost every micro-batch pays.
 
-None of these figures was measured by this project (no GPU was available to it): each is a
-vendor data sheet or a published training report, named beside it, and none is tuned to the
-HotSPa paper's figures. The efficiency is an *assumption* until a GPU run calibrates it.
+Peaks, memories and links are vendor data sheets, named beside them. The efficiency curve and the
+fixed cost are CALIBRATED (``sim.calibrate``) on the HotSPa authors' own Megatron-LM step times
+(``sim.measured.FIT``: public repository ``Sakura-gh/Megatron-LM``, branch ``sync_files``,
+``benchmark/logs/gpus8/7b/{4k,8k,16k}_packing_gbs512.log`` and ``4k_padding_gbs512.log``; 8 x
+H800) and checked on points not fitted on (``sim.measured.HELD_OUT``: 13B, two servers, padding
+at 8K and 16K). Nothing is tuned to the HotSPa paper's speedups. The fitted curve is read as a
+fraction of peak and carried to the A800 and H200 presets (an assumption: the same software
+stack on a device of another peak).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hotswitch.backend.cluster import GB, GIB, Cluster
 from hotswitch.backend.models.flops import BF16_PEAK_FLOPS
@@ -24,17 +29,24 @@ class DeviceSpec:
     hbm_bw: float  # bytes/s of device memory (bounds the optimizer update)
     intra_bw: float  # bytes/s one device sends to peers on its server (NVLink, each way)
     inter_bw: float  # bytes/s of one server's network, shared by its devices
-    max_mfu: float  # fraction of peak a large micro-batch reaches (see PRESETS)
-    half_work: float  # tokens x hidden / tp per device at which half of ``max_mfu`` is reached
+    max_mfu: float = 0.0  # fraction of peak a large micro-batch reaches (CALIBRATED)
+    half_work: float = 0.0  # tokens x hidden / tp per device at which half of ``max_mfu`` is reached
+    attention_mfu: float = 0.0  # fraction of peak the fused attention kernels reach (CALIBRATED)
+    layer_overhead_s: float = 0.0  # per layer a micro-batch passes, forward and backward (CALIBRATED)
     latency_s: float = 10e-6  # per collective step (NCCL's small-message latency, nccl-tests order)
     reserved: int = 6 * GIB  # CUDA context, NCCL buffers, allocator fragmentation: never usable
 
     def efficiency(self, tokens: int, dim: int, tp: int) -> float:
         """Fraction of peak for a micro-batch of ``tokens`` whose matrix multiplies each device
         sees as ``tokens x dim / tp``: small multiplies leave the tensor cores idle. A saturating
-        curve ``max_mfu * w / (w + half_work)``: its shape is an assumption, not a fit."""
+        curve ``max_mfu * w / (w + half_work)``: its shape is an assumption, its two figures fitted."""
         work = tokens * dim / tp
         return self.max_mfu * work / (work + self.half_work)
+
+    def calibrated(self, **figures: float) -> DeviceSpec:
+        """This device with the fitted figures (``max_mfu``, ``half_work``, ``attention_mfu``,
+        ``layer_overhead_s``)."""
+        return replace(self, **figures)
 
     def cluster(self, gpus: int, per_server: int = 8) -> Cluster:
         """``gpus`` devices in servers of ``per_server`` (one partial server when fewer)."""
@@ -46,18 +58,26 @@ class DeviceSpec:
         return Cluster(nodes, per_node, self.name, self.memory, self.intra_bw, self.inter_bw)
 
 
-# max_mfu: A100/A800 -- LLaMA-1 (Touvron et al. 2023, section 2.4) trained 65B at about 380
-# tokens/s/GPU on A100-80GB: 6 x 65.2e9 x 380 / 312e12 = 0.48 of peak (PaLM's FLOPs convention).
-# H100/H200 -- LLaMA-3 (Dubey et al. 2024, table 4) reports 38-43% bf16 MFU on H100; 0.43 taken.
-# half_work: 256 tokens x 4096 hidden per device, an assumption (matrix multiplies of a few hundred
-# rows are known to run far below peak); uncalibrated.
-# Links: A800 as in the paper (NVLink 400 GB/s, InfiniBand 200 GB/s per server); H100/H200 SXM
-# NVLink 900 GB/s both ways (450 each way) and 8 x 400 Gb/s NICs (400 GB/s per server).
-PRESETS: dict[str, DeviceSpec] = {
-    "A800": DeviceSpec("A800-80G", BF16_PEAK_FLOPS["A800"], 80 * GIB, 2.039e12, 400 * GB, 200 * GB, 0.48, 256 * 4096),
-    "H100": DeviceSpec("H100-80G", BF16_PEAK_FLOPS["H100"], 80 * GIB, 3.35e12, 450 * GB, 400 * GB, 0.43, 256 * 4096),
-    "H200": DeviceSpec("H200-141G", BF16_PEAK_FLOPS["H200"], 141 * GB, 4.8e12, 450 * GB, 400 * GB, 0.43, 256 * 4096),
+# Fitted by ``sim.calibrate.fit()`` on ``sim.measured.FIT`` (rerun it after changing the cost
+# model; ``tests/backend/sim/test_calibrate.py`` checks these figures against the measurements).
+CALIBRATION = {"max_mfu": 0.9185, "half_work": 5.662e6, "attention_mfu": 0.2045, "layer_overhead_s": 3.459e-3}
+
+# Links: A800 as in the paper (NVLink 400 GB/s, InfiniBand 200 GB/s per server); H800 SXM has
+# H100's compute with NVLink cut to 400 GB/s, its servers' network is not given in the logs:
+# the paper's 200 GB/s per server is assumed; H100/H200 SXM NVLink 900 GB/s both ways (450
+# each way) and 8 x 400 Gb/s NICs (400 GB/s per server).
+_UNCALIBRATED = {
+    "A800": DeviceSpec("A800-80G", BF16_PEAK_FLOPS["A800"], 80 * GIB, 2.039e12, 400 * GB, 200 * GB),
+    "H800": DeviceSpec("H800-80G", BF16_PEAK_FLOPS["H100"], 80 * GIB, 3.35e12, 400 * GB, 200 * GB),
+    "H100": DeviceSpec("H100-80G", BF16_PEAK_FLOPS["H100"], 80 * GIB, 3.35e12, 450 * GB, 400 * GB),
+    "H200": DeviceSpec("H200-141G", BF16_PEAK_FLOPS["H200"], 141 * GB, 4.8e12, 450 * GB, 400 * GB),
 }
+PRESETS: dict[str, DeviceSpec] = {k: v.calibrated(**CALIBRATION) for k, v in _UNCALIBRATED.items()}
+
+
+def uncalibrated(name: str) -> DeviceSpec:
+    """The preset's data-sheet figures alone (what ``sim.calibrate`` fits from)."""
+    return _UNCALIBRATED[device_spec(name).name.split("-")[0]]
 
 
 def device_spec(name: str) -> DeviceSpec:

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 from hotswitch.backend.sim import paper
 from hotswitch.backend.sim.compare import Comparison, compare
-from hotswitch.backend.sim.datasets import DATASETS, batch_lengths
+from hotswitch.backend.sim.datasets import DATASETS, SELECTABLE, batch_lengths
+from hotswitch.backend.sim.goals import paper_block
 from hotswitch.backend.sim.setup import Setup
 
 CONTEXTS = (4096, 8192, 16384, 32768)
@@ -17,8 +18,8 @@ def simulate_setting(
     model: str, gpus: int, dataset: str, context: int, device: str = "A800", seed: int = 0
 ) -> Comparison:
     """Every contender of one setting on one global batch of the paper's size."""
-    if dataset not in DATASETS:  # before any work, whatever the lengths
-        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+    if dataset not in SELECTABLE:  # before any work, whatever the lengths
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SELECTABLE)}")
     setup = Setup(model, gpus, context, batch_lengths(dataset, context, seed=seed), device=device)
     return compare(setup, model_name=model)
 
@@ -50,8 +51,26 @@ def row(comparison: Comparison, model: str, dataset: str) -> dict:
         "c1_vs_static": _speedup(best_s, c1.step_s if c1 else None),
         "auto_vs_c1": _speedup(c1.step_s if c1 else None, auto.step_s),
         "statics_fitting": sum(c.step is not None for c in comparison.statics),
-        "paper_speedup": None,  # the paper gives per-setting speedups in plots only (see paper.HEADLINE)
+        **paper_baselines(comparison),
     }
+
+
+def paper_baselines(comparison: Comparison) -> dict:
+    """The paper's own baselines' figures of one setting, and ``auto`` against each."""
+    auto, named = comparison.auto.step_s, comparison.paper
+    megatron, best = comparison.megatron_paper, comparison.best_static
+    out = {}
+    for name, c in named.items():
+        key = name.replace("-", "_").replace("+", "_")
+        out[f"{key}_s"] = c.step_s
+        out[f"{key}_plan"] = c.summary()["plan"]
+    deepspeed = named.get("deepspeed-paper")
+    out["vs_megatron_paper"] = _speedup(megatron.step_s if megatron else None, auto)
+    out["vs_deepspeed_paper"] = _speedup(deepspeed.step_s if deepspeed else None, auto)
+    out["vs_strong_static"] = _speedup(best.step_s if best else None, auto)
+    c1 = named.get("hotspa-c1-paper")
+    out["c1_paper_vs_megatron_paper"] = _speedup(megatron.step_s if megatron else None, c1.step_s if c1 else None)
+    return out
 
 
 def paper_grid(
@@ -88,4 +107,5 @@ def summary(rows: list[dict]) -> dict:
         "paper_headline_vs_megatron": paper.HEADLINE,
         "commoncrawl_speedup_by_context": {k: [x for _, x in sorted(v)] for k, v in growing.items()},
         "commoncrawl_gains_more_at_the_longest_context": {k: max(v)[1] > min(v)[1] for k, v in growing.items()},
+        "paper": paper_block(rows),
     }

@@ -10,7 +10,7 @@ from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.layout import check_strategy
 from hotswitch.backend.models.config import ModelConfig, get_config
 from hotswitch.backend.precision import Precision
-from hotswitch.backend.sim.compute import Links, SimulatedStrategy, ring_s
+from hotswitch.backend.sim.compute import UPDATE_BYTES, SimulatedStrategy, update_seconds
 from hotswitch.backend.sim.device import DeviceSpec, device_spec
 from hotswitch.backend.sim.switches import PlannedSwitches
 from hotswitch.backend.strategy import Strategy
@@ -18,7 +18,6 @@ from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Strate
 
 PAPER_MODELS = ("7b", "13b", "32b")
 PAPER_CONTEXT = 32768  # the paper trains its LLaMA-2 shapes at up to 32K tokens
-UPDATE_BYTES = 30  # per parameter, AdamW: fp32 master read+write 8, grad read 4, moments read+write 16, bf16 copy 2
 
 
 def sim_model(name: str | ModelConfig) -> ModelConfig:
@@ -45,7 +44,8 @@ class Setup:
     instantiation strategy's dp ranks, as Megatron's distributed optimizer (the paper's
     baseline) does; the engine itself keeps them whole on every dp rank, so ``False`` is what
     it would take today. ``token_budget``: tokens per micro-batch, as the trainer packs them
-    (its default; a longer sequence travels alone)."""
+    (its default; a longer sequence travels alone). ``planned_switches``: switch times from the
+    engine's planner (default) or from their bound (``sim.switch_bound``, seconds faster)."""
 
     model: str | ModelConfig
     gpus: int
@@ -55,6 +55,7 @@ class Setup:
     precision: Precision = field(default_factory=lambda: Precision.of("bf16"))
     token_budget: int = 4096
     shard_optimizer: bool = True
+    planned_switches: bool = True  # False: every switch at its time bound (``sim.switch_bound``), much faster
     config: ModelConfig = field(init=False)
     spec: DeviceSpec = field(init=False)
     cluster: Cluster = field(init=False)
@@ -77,7 +78,9 @@ class Setup:
 
     @cached_property
     def switches(self) -> PlannedSwitches:
-        return PlannedSwitches(self.config, self.cluster, self.precision, self.spec.latency_s)
+        switches = PlannedSwitches(self.config, self.cluster, self.precision, self.spec.latency_s)
+        switches.estimate = not self.planned_switches
+        return switches
 
     def check(self, strategy: Strategy) -> Strategy:
         """Raise, naming the limit, if ``strategy`` cannot lay the model out on this cluster."""
@@ -105,12 +108,9 @@ class Setup:
     def update_s(self, instantiation: Strategy) -> float:
         """AdamW over the device's share, bound by memory bandwidth; with a sharded optimizer
         the updated compute copies are then gathered over dp."""
-        s = instantiation
-        seconds = UPDATE_BYTES * self.optimizer_share(s) / self.spec.hbm_bw
         if self.shard_optimizer:
-            nbytes = self.precision.param_bytes * self.config.n_params / (s.tp * s.pp)
-            seconds += ring_s(nbytes, s.dp, Links.of(s, self.cluster).dp_bw, self.spec.latency_s, passes=1)
-        return seconds
+            return update_seconds(self.config, self.cluster, self.spec, self.precision, instantiation)
+        return UPDATE_BYTES * self.optimizer_share(instantiation) / self.spec.hbm_bw
 
     def cost_model(self, strategies: list[Strategy], instantiation: Strategy) -> CostModel:
         """The ``CostModel`` of ``strategies`` with ``instantiation`` holding the master weights:

@@ -9,6 +9,7 @@ from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.layout import param_layout, partial_over_dp
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import Precision
+from hotswitch.backend.sim.switch_bound import bound_seconds
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.switch.planner import plan_switch
@@ -38,6 +39,8 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
         self.strategies: set[Strategy] = set()
         self.plans: dict[SwitchKey, SwitchPlan] = {}
         self.seconds: dict[SwitchKey, float] = {}
+        self.bounds: dict[SwitchKey, float] = {}
+        self.estimate = False  # answer with ``switch_bound`` instead of planning (a search's mode)
 
     def allow(self, strategies: list[Strategy]) -> None:
         """The strategies whose pairs this mapping answers for (any pair of them, on demand)."""
@@ -62,10 +65,32 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
             messages[m.receiver] += 1
         return plan.time_s + max(messages) * self.latency_s
 
+    def bound(self, what: str, src: Strategy, dst: Strategy) -> float:
+        """``switch_bound``'s seconds for the pair (no plan made)."""
+        if what == "grads":
+            nbytes = self.precision.grad_bytes * self.config.n_params
+            return bound_seconds(layout_of(src), layout_of(dst), self.cluster, nbytes, self.latency_s, partial=True)
+        nbytes = self.precision.param_bytes * self.config.n_params
+        return bound_seconds(layout_of(src), layout_of(dst), self.cluster, nbytes, self.latency_s)
+
     def __getitem__(self, key: SwitchKey) -> float:
         what, src, dst = key
         if what not in ("params", "grads") or src == dst or not {src, dst} <= self.strategies:
             raise KeyError(key)
+        if self.estimate:
+            shared = (
+                "bound",
+                self.config,
+                self.cluster,
+                self.precision,
+                self.latency_s,
+                what,
+                layout_of(src),
+                layout_of(dst),
+            )
+            if shared not in _SECONDS:
+                _SECONDS[shared] = self.bound(what, src, dst)
+            return _SECONDS[shared]
         if key not in self.seconds:
             shared = (self.config, self.cluster, self.precision, self.latency_s, what, layout_of(src), layout_of(dst))
             if shared not in _SECONDS:

@@ -1,9 +1,11 @@
 """``hotswitch simulate``: one training step of a model on a described cluster, for every
-contender (the paper's static baselines, its hand-picked hot switching, ``auto``, your plan)."""
+contender (the paper's static baselines, its hand-picked hot switching, the paper's own
+Megatron-LM / Hetu / DeepSpeed baselines, ``auto``, your plan), with a progress bar on stderr."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 
 def add_parser(sub) -> None:
@@ -11,7 +13,23 @@ def add_parser(sub) -> None:
     p.add_argument("--model", default="7b", help="model config: 7b, 13b, 32b (the paper's shapes) or another preset")
     p.add_argument("--gpus", type=int, default=8, help="devices, 8 per server (default 8)")
     p.add_argument("--device", default="A800", help="A800 (default, the paper's), H100 or H200")
-    p.add_argument("--dataset", default="commoncrawl", help="length distribution: commoncrawl or github")
+    p.add_argument(
+        "--dataset",
+        default="commoncrawl",
+        help="length distribution: commoncrawl (measured), github (assumed), commoncrawl-synthetic, github-synthetic",
+    )
+    p.add_argument(
+        "--contenders",
+        default=None,
+        help="comma-separated paper baselines to run (default all: megatron-paper, megatron-paper+recompute, "
+        "hetu-static-paper, hotspa-c1-paper, deepspeed-paper); 'none' for none",
+    )
+    p.add_argument(
+        "--switches",
+        choices=("bound", "planned"),
+        default="bound",
+        help="switch times from their bound (default, seconds) or planned by the engine's planner (exact, slower)",
+    )
     p.add_argument("--context", type=int, default=32768, help="documents truncated at this many tokens")
     p.add_argument("--batch", type=int, default=512, help="sequences per global batch (default 512, the paper's)")
     p.add_argument(
@@ -40,14 +58,36 @@ def parse_plan(text: str):
 
 def _check(args) -> None:
     """Everything that can be wrong with the arguments, before anything is simulated."""
-    from hotswitch.backend.sim.datasets import DATASETS
+    from hotswitch.backend.sim.baselines import PAPER_CONTENDERS
+    from hotswitch.backend.sim.datasets import SELECTABLE
     from hotswitch.backend.sim.device import device_spec
 
     device_spec(args.device)
-    if args.dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {args.dataset!r}; choose one of {', '.join(DATASETS)}")
+    if args.dataset not in SELECTABLE:
+        raise ValueError(f"unknown dataset {args.dataset!r}; choose one of {', '.join(SELECTABLE)}")
+    unknown = [n for n in _contenders(args) if n not in PAPER_CONTENDERS]
+    if unknown:
+        raise ValueError(f"unknown contender {unknown[0]!r}; choose from {', '.join(PAPER_CONTENDERS)} or 'none'")
     if args.gpus < 1 or args.batch < 1:
         raise ValueError(f"--gpus {args.gpus} and --batch {args.batch} must be at least 1")
+
+
+def _contenders(args) -> tuple[str, ...]:
+    from hotswitch.backend.sim.baselines import PAPER_CONTENDERS
+
+    if args.contenders is None:
+        return PAPER_CONTENDERS
+    if args.contenders.strip() == "none":
+        return ()
+    return tuple(n.strip() for n in args.contenders.split(",") if n.strip())
+
+
+def _progress(what: str, done: int, total: int, width: int = 30) -> None:
+    """A bar on stderr, redrawn in place (stdout stays the table or the JSON)."""
+    filled = width * done // max(total, 1)
+    end = "\n" if done >= total else ""
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {what:<28}{end}")
+    sys.stderr.flush()
 
 
 def report(comparison) -> dict:
@@ -61,6 +101,9 @@ def report(comparison) -> dict:
         "sequences": len(setup.lengths),
         "tokens": sum(setup.lengths),
         "best_static": comparison.best_static.name if comparison.best_static else None,
+        # every contender's peak_gib (model states, optimizer share, its largest micro-batch's
+        # activations) is held within this one limit: the device's memory less what is reserved
+        "limit_gib": (setup.spec.memory - setup.spec.reserved) / 2**30,
         "contenders": [c.summary() for c in comparison.contenders()],
     }
 
@@ -70,12 +113,13 @@ def _print_table(out: dict) -> None:
         f"{out['model']} on {out['gpus']} x {out['device']}: {out['sequences']} sequences, "
         f"{out['tokens']:,} tokens, context {out['context']}"
     )
-    print(f"{'contender':<14}{'step':>10}{'peak GiB':>10}  plan")
+    print(f"peak GiB: per device, within the limit of {out['limit_gib']:.1f} GiB (device memory less reserved)")
+    print(f"{'contender':<26}{'step':>10}{'peak GiB':>10}  plan")
     for c in out["contenders"]:
         step = f"{c['step_s']:.2f}s" if c["step_s"] is not None else "no fit"
         memory = max(c["memory_gib"].values(), default=0.0)
         detail = c["plan"] if c["step_s"] is not None else c["why"]
-        print(f"{c['name']:<14}{step:>10}{memory:>10.1f}  {detail}")
+        print(f"{c['name']:<26}{step:>10}{memory:>10.1f}  {detail}")
 
 
 def run(args) -> int:
@@ -85,10 +129,12 @@ def run(args) -> int:
 
     _check(args)
     plan = parse_plan(args.plan) if args.plan else None
+    lengths = batch_lengths(args.dataset, args.context, args.batch)
     setup = Setup(
-        args.model, args.gpus, args.context, batch_lengths(args.dataset, args.context, args.batch), args.device
+        args.model, args.gpus, args.context, lengths, args.device, planned_switches=args.switches == "planned"
     )
-    out = report(compare(setup, model_name=args.model.lower(), plan=plan))
+    comparison = compare(setup, args.model.lower(), plan, _contenders(args), _progress)
+    out = report(comparison)
     if args.json:
         print(json.dumps(out, indent=2))
     else:

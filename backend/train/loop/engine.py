@@ -99,16 +99,13 @@ class Engine:
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
-        self.master = Master(
-            self.states[instantiation],
-            optim,
-            seed,
-            self.rank,
-            initial,
-            precision,
-            dp_group=lambda: self.groups[self.instantiation.dp_group(self.rank)],
-            shard=shard_optimizer,
-        )
+        state = self.states[instantiation]
+        self.master = Master(state, optim, seed, self.rank, initial, precision, self.master_dp_group, shard_optimizer)
+
+    def master_dp_group(self):
+        """This rank's data-parallel group of the instantiation strategy (groups are rebuilt when
+        the strategies change, so it is looked up when a collective runs)."""
+        return self.groups[self.instantiation.dp_group(self.rank)]
 
     def use_batching(self, batching: MicroBatching) -> None:
         """Cut groups into micro-batches by ``batching`` from the next step on (e.g. the cost

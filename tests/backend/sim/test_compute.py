@@ -46,8 +46,9 @@ def test_groups_inside_a_server_use_nvlink_and_groups_across_servers_share_the_n
 
 
 def test_efficiency_grows_with_the_micro_batch_and_stays_below_the_documented_mfu():
-    small, large = A800.efficiency(256, 4096, 1), A800.efficiency(32768, 4096, 1)
-    assert small == pytest.approx(A800.max_mfu / 2)
+    half = round(A800.half_work / 4096)
+    small, large = A800.efficiency(half, 4096, 1), A800.efficiency(32768, 4096, 1)
+    assert small == pytest.approx(A800.max_mfu / 2, rel=1e-3)
     assert small < large < A800.max_mfu
     # tensor parallelism shrinks each device's multiplies
     assert A800.efficiency(4096, 4096, 8) < A800.efficiency(4096, 4096, 1)
@@ -55,22 +56,25 @@ def test_efficiency_grows_with_the_micro_batch_and_stays_below_the_documented_mf
 
 def test_tensor_parallelism_adds_collectives_and_latency_that_data_parallelism_does_not_pay():
     dp, tp = simulated("dp8"), simulated("tp8")
-    assert dp.collectives() == 0 and dp.overhead_s() == 0.0 and dp.comm_s(4096) == 0.0
+    assert dp.collectives() == 0 and dp.comm_s(4096) == 0.0
+    assert dp.overhead_s() == pytest.approx(CONFIG.n_layers * A800.layer_overhead_s)  # the calibrated fixed cost
     assert tp.collectives() == 4 * CONFIG.n_layers
     assert tp.comm_s(4096) == pytest.approx(tp.collectives() * ring_s(4096 * CONFIG.dim * 2, 8, A800.intra_bw, 0.0))
     assert simulated("tp8ckpt").collectives() == 6 * CONFIG.n_layers
+    assert simulated("tp8sp").collectives() == 5 * CONFIG.n_layers  # the inputs all-gathered again in backward
 
 
 def test_the_fitted_cost_reproduces_the_micro_batch_it_was_fitted_to():
     s = simulated("dp2tp4")
     cost = s.cost([512, 1024, 2048, 4096, 8192], token_budget=4096)
     for rows, n in ((8, 512), (1, 4096), (1, 8192)):
-        assert cost.micro_batch_s(rows, n) == pytest.approx(s.micro_batch_s(rows, n), rel=0.05)
+        # a quadratic in L cannot follow the efficiency rising past the token budget (8K alone)
+        assert cost.micro_batch_s(rows, n) == pytest.approx(s.micro_batch_s(rows, n), rel=0.08)
     assert cost.increment == 1.0 and cost.sync_s == pytest.approx(s.sync_s())
     assert simulated("dp2tp2pp2").cost([512, 4096], 4096).increment == 0.5  # 1F1B over two stages
 
 
 def test_unknown_devices_are_refused_with_the_presets_named():
     assert device_spec("NVIDIA H100 80GB HBM3") is PRESETS["H100"]
-    with pytest.raises(ValueError, match=r"unknown device 'TPUv5'.*A800, H100, H200"):
+    with pytest.raises(ValueError, match=r"unknown device 'TPUv5'.*A800, H800, H100, H200"):
         device_spec("TPUv5")

@@ -36,8 +36,26 @@ def test_a_grid_row_carries_every_figure_of_the_benchmark_schema():
     r = row(simulate_setting("7b", 8, "commoncrawl", 4096), "7b", "commoncrawl")
     for key in ("model", "gpus", "dataset", "context", "best_static", "best_static_s", "hot_c1_s", "auto_s"):
         assert r[key] is not None, key
-    assert r["auto_plan"] and r["paper_speedup"] is None
+    assert r["auto_plan"]
     assert r["auto_vs_static"] == pytest.approx(r["best_static_s"] / r["auto_s"])
+    assert r["vs_strong_static"] == r["auto_vs_static"]
+    megatron = min(x for x in (r["megatron_paper_s"], r["megatron_paper_recompute_s"]) if x)
+    assert r["vs_megatron_paper"] == pytest.approx(megatron / r["auto_s"])
+    assert r["vs_deepspeed_paper"] == pytest.approx(r["deepspeed_paper_s"] / r["auto_s"])
+    assert r["hetu_static_paper_s"] and r["hotspa_c1_paper_s"]
     s = summary([r])
     assert s["commoncrawl_speedup_by_context"] == {"7b/8": [r["auto_vs_static"]]}
     assert s["paper_headline_vs_megatron"] == {"commoncrawl": 2.99, "github": 1.5}
+    block = s["paper"]["commoncrawl"]
+    assert block["max_vs_megatron"] == r["vs_megatron_paper"] and block["paper_max_vs_megatron"] == 2.99
+    assert block["max_vs_deepspeed"] == r["vs_deepspeed_paper"] and block["paper_max_vs_deepspeed"] == 5.0
+
+
+def test_commoncrawl_is_the_measured_histogram_and_the_old_stand_ins_stay_selectable():
+    lengths = batch_lengths("commoncrawl", 16384, size=4096)
+    short = sum(n <= 512 for n in lengths) / len(lengths)
+    assert short == pytest.approx((11062 + 11624 + 11691) / 51200, abs=0.03)  # the logged real_seq_len
+    assert batch_lengths("commoncrawl-synthetic", 4096) != batch_lengths("commoncrawl", 4096)
+    assert max(batch_lengths("github-synthetic", 4096)) <= 4096
+    with pytest.raises(ValueError, match=r"unknown dataset 'wiki'.*commoncrawl-synthetic"):
+        batch_lengths("wiki", 4096)

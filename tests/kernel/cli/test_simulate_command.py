@@ -14,9 +14,22 @@ def test_json_lists_every_contender_with_step_memory_and_plan(capsys):
     assert (out["model"], out["gpus"], out["sequences"]) == ("7b", 8, 64)
     names = [c["name"] for c in out["contenders"]]
     assert {"dp8tp1pp1", "c1", "c2", "auto"} <= set(names)
+    assert {"megatron-paper", "hetu-static-paper", "hotspa-c1-paper", "deepspeed-paper"} <= set(names)
     auto = out["contenders"][names.index("auto")]
-    assert auto["step_s"] > 0 and auto["plan"] and max(auto["memory_gib"].values()) < 80
+    assert auto["step_s"] > 0 and auto["plan"]
     assert out["best_static"] in names
+    # one quantity, one limit: every contender's peak stays within the limit the report names
+    assert out["limit_gib"] == pytest.approx(74.0)
+    assert all(v <= out["limit_gib"] + 1e-9 for c in out["contenders"] for v in c["memory_gib"].values())
+
+
+def test_a_progress_bar_goes_to_stderr_and_contenders_can_be_chosen(capsys):
+    args = ["simulate", "--context", "4096", "--batch", "16", "--contenders", "megatron-paper", "--json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    names = [c["name"] for c in json.loads(captured.out)["contenders"]]
+    assert "megatron-paper" in names and "deepspeed-paper" not in names
+    assert "] 1/" in captured.err and "done" in captured.err
 
 
 def test_the_table_shows_the_users_plan(capsys):
@@ -39,6 +52,7 @@ def test_plans_parse_as_a_strategy_or_buckets():
     [
         (["--device", "TPU"], "unknown device 'TPU'"),
         (["--dataset", "wiki"], "unknown dataset 'wiki'"),
+        (["--contenders", "megatron"], "unknown contender 'megatron'; choose from megatron-paper"),
         (["--context", "65536"], "context 65536 is outside what 7b takes"),
         (["--model", "32b", "--gpus", "2", "--context", "4096"], "32b does not fit 2 x A800-80G at 4096 tokens"),
         (["--model", "gpt5"], "unknown model 'gpt5'"),
