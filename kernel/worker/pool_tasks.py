@@ -21,6 +21,7 @@ import traceback
 from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.entry import connect, run_reported
+from hotswitch.kernel.worker.rank_stream import LineStream
 
 MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
 
@@ -44,29 +45,15 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
                 os.environ[key] = value
 
 
-class TaskStream:
+class TaskStream(LineStream):
     """``sys.stdout``/``sys.stderr`` during a ``%%ranks`` cell: each line goes to the kernel as
     a ``pool.log`` event of the task (and through to the rank's own stream)."""
 
     def __init__(self, pool: WorkerContext, task: int, name: str, original):
-        self._pool, self._task, self._name, self._original = pool, task, name, original
-        self._partial = ""
+        super().__init__(name, original)
+        self._pool, self._task = pool, task
 
-    def write(self, text: str) -> int:
-        self._original.write(text)
-        self._partial += text
-        *lines, self._partial = self._partial.split("\n")
-        for line in lines:
-            self._send(line)
-        return len(text)
-
-    def flush(self) -> None:
-        self._original.flush()
-        if self._partial:
-            self._send(self._partial)
-            self._partial = ""
-
-    def _send(self, line: str) -> None:
+    def send_line(self, line: str) -> None:
         self._pool.emit({"type": "pool.log", "task": self._task, "stream": self._name, "line": cut_line(line)})
 
 

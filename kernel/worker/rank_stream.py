@@ -21,7 +21,7 @@ class RankBuffer(io.RawIOBase):
     """``sys.stdout.buffer`` of a rank: bytes written here are decoded as UTF-8 (a character
     split between two writes is kept until it is whole) and go on as text."""
 
-    def __init__(self, text: RankStream):
+    def __init__(self, text: LineStream):
         self._text = text
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
@@ -37,11 +37,11 @@ class RankBuffer(io.RawIOBase):
         self._text.flush()
 
 
-class RankStream(io.TextIOBase):
-    """Line-buffered; also writes everything through to ``original``. ``buffer`` takes bytes."""
+class LineStream(io.TextIOBase):
+    """Line-buffered: each complete line goes to ``send_line`` (a subclass's), and everything
+    is written through to ``original``. ``buffer`` takes bytes."""
 
-    def __init__(self, channel: WorkerChannel, name: str, original):
-        self._channel = channel
+    def __init__(self, name: str, original):
         self._name = name
         self._original = original
         self._partial = ""
@@ -67,17 +67,28 @@ class RankStream(io.TextIOBase):
         self._partial += text
         *lines, self._partial = self._partial.split("\n")
         for line in lines:
-            self._send(line)
+            self.send_line(line)
         return len(text)
 
     def flush(self) -> None:
         self._original.flush()
         if self._partial:
-            self._send(self._partial)
+            self.send_line(self._partial)
             self._partial = ""
 
     def fileno(self) -> int:
         return self._original.fileno()
 
-    def _send(self, line: str) -> None:
+    def send_line(self, line: str) -> None:
+        raise NotImplementedError
+
+
+class RankStream(LineStream):
+    """A rank's stdout or stderr: each line to the kernel on the job's channel."""
+
+    def __init__(self, channel: WorkerChannel, name: str, original):
+        super().__init__(name, original)
+        self._channel = channel
+
+    def send_line(self, line: str) -> None:
         self._channel.send({"kind": "log", "stream": self._name, "line": cut_line(line)})
