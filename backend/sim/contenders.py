@@ -63,18 +63,30 @@ def run_plan(setup: Setup, plan: HotSwitchPlan, name: str | None = None) -> Cont
     try:
         check_feasible(plan, cost, setup.context)
     except ValueError as error:
-        return Contender(name, plan, instantiation, None, {}, f"{_over_limit(setup, plan, instantiation)}: {error}")
+        why = _over_limit(setup, plan, cost, instantiation) or str(error)
+        return Contender(name, plan, instantiation, None, {}, why)
     return _run(setup, name, plan, cost, instantiation)
 
 
-def _over_limit(setup: Setup, plan: HotSwitchPlan, instantiation: Strategy) -> str:
-    """The one limit every peak is held within, and what the plan's longest bucket would need."""
-    s = plan.buckets[0].strategy
-    cost = setup.cost_model(list(plan.strategies), instantiation)
-    need = setup.precision.master_bytes * setup.optimizer_share(instantiation)
-    need += cost.strategies[s].static_bytes + cost.strategies[s].memory(setup.context)
+def _over_limit(setup: Setup, plan: HotSwitchPlan, cost: CostModel, instantiation: Strategy) -> str | None:
+    """Why ``plan`` does not fit, against the one limit every peak is held within: the first
+    bucket that cannot hold its longest sequences, what it would need and how long it can go."""
     limit = setup.spec.memory - setup.spec.reserved
-    return f"needs {need / 2**30:.1f} GiB per device at {setup.context} tokens, over the {limit / 2**30:.1f} GiB limit"
+    upper = setup.context
+    for bucket in plan.buckets:
+        s = bucket.strategy
+        if upper > bucket.above and not cost.fits(s, upper):
+            need = setup.precision.master_bytes * setup.optimizer_share(instantiation)
+            need += cost.strategies[s].static_bytes + cost.strategies[s].memory(upper)
+            longest = cost.longest(s, upper)
+            gib, limit_gib = need / 2**30, limit / 2**30
+            over = f"{s} needs {gib:.1f} GiB per device at {upper} tokens, over the {limit_gib:.1f} GiB limit"
+            if longest < 1:
+                return f"{over} (it holds no sequence at all); use more tensor or pipeline parallelism"
+            fix = f"raise its lower bound to {longest} or use more tensor parallelism"
+            return f"{over} (it holds at most {longest}); {fix}"
+        upper = bucket.above
+    return None
 
 
 def run_static(setup: Setup, strategy: Strategy | str) -> Contender:
