@@ -160,9 +160,13 @@ class Master:
         copy gathered from the replicas (collective over dp; ``load_weights`` takes it back)."""
         if self.shard is None:
             return self.weights
-        full = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
-        self.shard.gather_into(self.params[PART].detach(), full.flat)
-        return full
+        return self._whole(self.params[PART].detach())
+
+    def _whole(self, part: torch.Tensor) -> FlatBuffer:
+        """This rank's whole box in fp32, every replica's ``part`` gathered into it (collective over dp)."""
+        whole = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
+        self.shard.gather_into(part, whole.flat)
+        return whole
 
     @torch.no_grad()
     def load_weights(self, weights: FlatBuffer) -> None:
@@ -184,11 +188,7 @@ class Master:
             moments[name] = {k: state[k] if k in state else torch.zeros_like(param) for k in ADAM_MOMENTS}
         if self.shard is None:
             return OptimizerState(step, moments)
-        whole = {}
-        for key in ADAM_MOMENTS:
-            buffer = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
-            self.shard.gather_into(moments[PART][key], buffer.flat)
-            whole[key] = buffer.views
+        whole = {key: self._whole(moments[PART][key]).views for key in ADAM_MOMENTS}
         names = whole[ADAM_MOMENTS[0]]
         return OptimizerState(step, {name: {k: whole[k][name] for k in ADAM_MOMENTS} for name in names})
 
