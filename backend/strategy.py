@@ -1,48 +1,77 @@
-"""A parallel strategy: data, tensor and pipeline degrees (and Megatron sequence
-parallelism) and the rank mesh they imply."""
+"""A parallel strategy: data, context, tensor and pipeline degrees (and Megatron sequence
+parallelism, recompute) and the rank mesh they imply."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
-_TOKEN = re.compile(r"(dp|tp|pp)(\d+)|(sp|ckpt)")
-_FLAGS = ("sp", "ckpt")
+_TOKEN = re.compile(r"(dp|cp|ul|tp|pp)(\d+)|(sp|ckpt|sel)")
+_FLAGS = ("sp", "ckpt", "sel")
+
+
+class Coords(NamedTuple):
+    """A rank's place in a strategy's (pp, dp, cp, tp) mesh."""
+
+    pp: int
+    dp: int
+    cp: int
+    tp: int
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """dp x tp x pp ranks arranged as a (pp, dp, tp) mesh with tp varying fastest,
-    so that tensor-parallel groups are runs of consecutive ranks (inside one node
-    whenever tp divides the devices per node). ``sp``: the tensor-parallel ranks also
-    split the activations of the norm and residual regions along the sequence. ``ckpt``:
-    activation checkpointing per transformer block (only a block's input is kept for backward,
-    its inside recomputed); it changes no layout, only time and memory."""
+    """dp x cp x tp x pp ranks arranged as a (pp, dp, cp, tp) mesh with tp varying fastest and cp
+    next, so that tensor-parallel groups are runs of consecutive ranks (inside one node whenever
+    tp divides the devices per node) and context-parallel groups stay as close as the node allows.
+    ``cp``: context parallelism, every rank of a cp group holds two zig-zag chunks of every
+    sequence (load-balanced causal attention); ``ulysses`` selects DeepSpeed-Ulysses (two
+    all-to-alls re-shard attention from sequence to heads) instead of ring attention for that
+    dim (written ``ul{N}``). Parameters are replicated over cp as over dp; gradients are reduced
+    over dp x cp. ``sp``: the tensor-parallel ranks also split the activations of the norm and
+    residual regions along the sequence. ``ckpt``: activation checkpointing per transformer block
+    (only a block's input is kept for backward, its inside recomputed); ``sel``: Megatron's
+    selective recompute (attention's core is recomputed, matmul outputs kept). They change no
+    layout, only time and memory."""
 
     dp: int = 1
     tp: int = 1
     pp: int = 1
     sp: bool = False
     ckpt: bool = False
+    cp: int = 1
+    ulysses: bool = False
+    sel: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp"):
+        for name in ("dp", "tp", "pp", "cp"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.sp and self.tp == 1:
             raise ValueError(f"{self}: sequence parallelism splits over the tensor-parallel ranks; it needs tp > 1")
-        object.__setattr__(self, "_hash", hash((self.dp, self.tp, self.pp, self.sp, self.ckpt)))
+        if self.ckpt and self.sel:
+            raise ValueError(
+                f"{self}: selective recompute (sel) and full activation checkpointing (ckpt) exclude each other; "
+                "choose one"
+            )
+        if self.ulysses and self.cp == 1:
+            raise ValueError("ulysses is a flavour of context parallelism; it needs cp > 1 (write ul2, ul4, ...)")
+        key = (self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel)
+        object.__setattr__(self, "_hash", hash(key))
 
     def __hash__(self) -> int:  # computed once: strategies key every cost table the plan search reads
         return self._hash
 
     @classmethod
     def parse(cls, text: str | Strategy) -> Strategy:
-        """Parse ``"dp2tp2pp1"``; missing degrees are 1 (``"tp4"`` is dp1tp4pp1); a trailing
-        ``sp`` turns on sequence parallelism (``"dp2tp2sp"``), a trailing ``ckpt`` activation
-        checkpointing (``"dp4ckpt"``, ``"dp2tp2spckpt"``)."""
+        """Parse ``"dp2tp2pp1"``; missing degrees are 1 (``"tp4"`` is dp1tp4pp1); ``cp2`` is
+        ring-attention context parallelism and ``ul2`` its Ulysses flavour (``"dp2cp2tp2"``); a
+        trailing ``sp`` turns on sequence parallelism (``"dp2tp2sp"``), a trailing ``ckpt``
+        activation checkpointing (``"dp4ckpt"``, ``"dp2tp2spckpt"``) or ``sel`` selective
+        recompute (``"tp4spsel"``)."""
         if isinstance(text, Strategy):
             return text
         spec = text.strip().lower()
@@ -55,50 +84,76 @@ class Strategy:
                 break
             degrees[name] = True if name in _FLAGS else int(match.group(2))
             position = match.end()
-        if set(degrees) <= set(_FLAGS) or position != len(spec):
+        if set(degrees) <= set(_FLAGS) or position != len(spec) or {"cp", "ul"} <= set(degrees):
             raise ValueError(
-                f"cannot parse strategy {text!r}: write it like 'dp2tp2pp1' (each of dp, tp, pp at most once), "
-                "with 'sp' (sequence parallelism) and then 'ckpt' (activation checkpointing) at the end"
+                f"cannot parse strategy {text!r}: write it like 'dp2cp2tp2pp1' (each of dp, cp or ul, tp, pp at "
+                "most once), with 'sp' (sequence parallelism) and then 'ckpt' (activation checkpointing) or "
+                "'sel' (selective recompute) at the end"
             )
+        if "ul" in degrees:
+            degrees["cp"], degrees["ulysses"] = degrees.pop("ul"), True
         return cls(**degrees)
 
     def __str__(self) -> str:
-        return f"dp{self.dp}tp{self.tp}pp{self.pp}" + ("sp" if self.sp else "") + ("ckpt" if self.ckpt else "")
+        context = (f"ul{self.cp}" if self.ulysses else f"cp{self.cp}") if self.cp > 1 else ""
+        flags = ("sp" if self.sp else "") + ("ckpt" if self.ckpt else "") + ("sel" if self.sel else "")
+        return f"dp{self.dp}{context}tp{self.tp}pp{self.pp}{flags}"
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.cp * self.tp * self.pp
 
     @property
-    def mesh_shape(self) -> tuple[int, int, int]:
-        return (self.pp, self.dp, self.tp)
+    def mesh_shape(self) -> tuple[int, int, int, int]:
+        return (self.pp, self.dp, self.cp, self.tp)
 
-    def rank_of(self, pp: int, dp: int, tp: int) -> int:
-        return (pp * self.dp + dp) * self.tp + tp
+    @property
+    def replicas(self) -> int:
+        """Model replicas a gradient is summed over: dp x cp (cp splits sequences, not the model)."""
+        return self.dp * self.cp
 
-    def coords(self, rank: int) -> tuple[int, int, int]:
-        """(pp, dp, tp) coordinates of a global rank."""
+    def rank_of(self, pp: int, dp: int, cp: int, tp: int) -> int:
+        return ((pp * self.dp + dp) * self.cp + cp) * self.tp + tp
+
+    def coords(self, rank: int) -> Coords:
+        """(pp, dp, cp, tp) coordinates of a global rank."""
         if not 0 <= rank < self.world_size:
             raise ValueError(f"rank {rank} is outside {self} ({self.world_size} ranks)")
-        return rank // (self.dp * self.tp), rank // self.tp % self.dp, rank % self.tp
+        tp, rest = rank % self.tp, rank // self.tp
+        cp, rest = rest % self.cp, rest // self.cp
+        return Coords(rest // self.dp, rest % self.dp, cp, tp)
 
     @cached_property
     def stage_ranks(self) -> tuple[tuple[int, ...], ...]:
-        """The ranks of each pipeline stage, in (dp, tp) mesh order."""
-        size = self.dp * self.tp
+        """The ranks of each pipeline stage, in (dp, cp, tp) mesh order."""
+        size = self.dp * self.cp * self.tp
         return tuple(tuple(range(s * size, (s + 1) * size)) for s in range(self.pp))
 
     def tp_group(self, rank: int) -> tuple[int, ...]:
-        pp, dp, _ = self.coords(rank)
-        return tuple(self.rank_of(pp, dp, t) for t in range(self.tp))
+        c = self.coords(rank)
+        return tuple(self.rank_of(c.pp, c.dp, c.cp, t) for t in range(self.tp))
+
+    def cp_group(self, rank: int) -> tuple[int, ...]:
+        c = self.coords(rank)
+        return tuple(self.rank_of(c.pp, c.dp, k, c.tp) for k in range(self.cp))
 
     def dp_group(self, rank: int) -> tuple[int, ...]:
-        pp, _, tp = self.coords(rank)
-        return tuple(self.rank_of(pp, d, tp) for d in range(self.dp))
+        c = self.coords(rank)
+        return tuple(self.rank_of(c.pp, d, c.cp, c.tp) for d in range(self.dp))
+
+    def replica_group(self, rank: int) -> tuple[int, ...]:
+        """The ranks holding the same parameter shard: dp x cp, where gradients are reduced."""
+        c = self.coords(rank)
+        return tuple(self.rank_of(c.pp, d, k, c.tp) for d in range(self.dp) for k in range(self.cp))
+
+    def replica_index(self, rank: int) -> int:
+        """This rank's place in its ``replica_group``."""
+        c = self.coords(rank)
+        return c.dp * self.cp + c.cp
 
     def check_fits(self, world_size: int) -> None:
         if self.world_size != world_size:
             raise ValueError(
                 f"strategy {self} uses {self.world_size} devices but the cluster has {world_size}; "
-                f"choose degrees whose product dp*tp*pp is {world_size}"
+                f"choose degrees whose product dp*cp*tp*pp is {world_size}"
             )

@@ -26,23 +26,25 @@ def test_sequence_parallelism_parses_and_needs_tensor_parallelism():
         Strategy.parse("dp4sp")
 
 
-@pytest.mark.parametrize("text", ["", "dp", "dp2dp2", "dp0", "zz4", "dp2 tp2", "dp2x", "sp", "tp2spsp", "tp2sptp2"])
+@pytest.mark.parametrize(
+    "text", ["", "dp", "dp2dp2", "dp0", "zz4", "dp2 tp2", "dp2x", "sp", "tp2spsp", "tp2sptp2", "cp2ul2", "tp2selsp"]
+)
 def test_parse_rejects(text):
-    with pytest.raises(ValueError, match=r"dp2tp2pp1|positive"):
+    with pytest.raises(ValueError, match=r"dp2cp2tp2pp1|positive"):
         Strategy.parse(text)
 
 
 def test_mesh_is_pp_dp_tp_with_tp_fastest():
     s = Strategy(dp=2, tp=2, pp=2)
     assert [s.coords(r) for r in range(8)] == [
-        (0, 0, 0),
-        (0, 0, 1),
-        (0, 1, 0),
-        (0, 1, 1),
-        (1, 0, 0),
-        (1, 0, 1),
-        (1, 1, 0),
-        (1, 1, 1),
+        (0, 0, 0, 0),
+        (0, 0, 0, 1),
+        (0, 1, 0, 0),
+        (0, 1, 0, 1),
+        (1, 0, 0, 0),
+        (1, 0, 0, 1),
+        (1, 1, 0, 0),
+        (1, 1, 0, 1),
     ]
     assert all(s.rank_of(*s.coords(r)) == r for r in range(8))
     assert s.tp_group(5) == (4, 5)
@@ -50,8 +52,28 @@ def test_mesh_is_pp_dp_tp_with_tp_fastest():
     assert s.stage_ranks == ((0, 1, 2, 3), (4, 5, 6, 7))
 
 
+def test_context_parallel_mesh_is_pp_dp_cp_tp_with_cp_next_to_tp():
+    s = Strategy.parse("dp2cp2tp2")
+    assert (s.dp, s.cp, s.tp, s.world_size, str(s)) == (2, 2, 2, 8, "dp2cp2tp2pp1")
+    assert s.coords(5) == (0, 1, 0, 1) and s.coords(5).cp == 0 and s.coords(2).cp == 1
+    assert all(s.rank_of(*s.coords(r)) == r for r in range(8))
+    assert s.tp_group(5) == (4, 5) and s.cp_group(5) == (5, 7) and s.dp_group(5) == (1, 5)
+    assert s.replica_group(5) == (1, 3, 5, 7) and s.replica_index(7) == 3
+    ulysses = Strategy.parse("ul4")
+    assert ulysses.cp == 4 and ulysses.ulysses and str(ulysses) == "dp1ul4tp1pp1"
+    assert Strategy.parse(str(ulysses)) == ulysses
+
+
+def test_recompute_flags():
+    assert str(Strategy.parse("tp4spsel")) == "dp1tp4pp1spsel"
+    with pytest.raises(ValueError, match=r"selective recompute \(sel\) and full activation checkpointing \(ckpt\)"):
+        Strategy.parse("tp2ckptsel")
+    with pytest.raises(ValueError, match="needs cp > 1"):
+        Strategy(ulysses=True)
+
+
 def test_fit_error_names_the_fix():
-    with pytest.raises(ValueError, match="product dp\\*tp\\*pp is 8"):
+    with pytest.raises(ValueError, match="product dp\\*cp\\*tp\\*pp is 8"):
         Strategy.parse("dp2tp2").check_fits(8)
 
 

@@ -242,8 +242,7 @@ class Engine:
             local = self._run_group(state, seqs, scale)
             times.compute += (spent := time.perf_counter() - started)
             times.per_strategy[str(strategy)] = {"tokens": sum(s.length for s in seqs), "seconds": spent}
-            _, _, tp = strategy.coords(self.rank)
-            if tp == 0:
+            if strategy.coords(self.rank).tp == 0:
                 loss += local
             started = time.perf_counter()
             if strategy.dp > 1:
@@ -266,7 +265,7 @@ class Engine:
         """The token loss summed over ``seqs`` and their token count, forward only under the
         instantiation strategy (collective; nothing is accumulated or updated)."""
         state = self.states[self.instantiation]
-        _, replica, tp = self.instantiation.coords(self.rank)
+        _, replica, _, tp = self.instantiation.coords(self.rank)
         micro_batches = [collate(group) for group in self.batching.split(self.instantiation, seqs)[replica]]
         inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
         local = state.graph.evaluate(inputs) if inputs else torch.zeros((), device=self.device)
@@ -275,7 +274,7 @@ class Engine:
         return total.item(), sum(s.length for s in seqs)
 
     def _run_group(self, state: StrategyState, seqs: list[Seq], scale: float) -> float:
-        _, replica, _ = state.strategy.coords(self.rank)
+        replica = state.strategy.coords(self.rank).dp
         micro_batches = [collate(group) for group in self.batching.split(state.strategy, seqs)[replica]]
         inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
         return state.graph.run(inputs, scale, self.schedule).item()

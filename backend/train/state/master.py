@@ -76,7 +76,7 @@ class Master:
                 full.views[name].copy_(value)
             if full is not state.params:
                 state.params.flat.copy_(full.flat)
-        _, replica, _ = state.strategy.coords(rank)
+        replica = state.strategy.coords(rank).dp
         sharded = shard and state.strategy.dp > 1 and dp_group is not None
         self.shard = DataParallelShard(full.flat.numel(), state.strategy.dp, replica, dp_group) if sharded else None
         if self.shard is None:
@@ -109,7 +109,7 @@ class Master:
     def _counts_once(self, name: str) -> bool:
         """Whether this rank's box of ``name`` is the one counted in a global sum: dp replicas
         hold copies, and tp replicas of replicated weights (norms) too."""
-        _, replica, tp = self.state.strategy.coords(self.rank)
+        _, replica, _, tp = self.state.strategy.coords(self.rank)
         replicated = self.state.layout[name].state.placements[1] == Replicate()
         return replica == 0 and (tp == 0 or not replicated)
 

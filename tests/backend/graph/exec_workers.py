@@ -33,7 +33,7 @@ def errors_against_reference(graph, strategy, rank, reference, loss, tokens, tar
     exec_graph = compile_graph(graph, strategy, rank)
     exec_graph.attach(params, grads)
     exec_graph.bind(groups)
-    _, dp, _ = strategy.coords(rank)
+    dp = strategy.coords(rank).dp
     rows = slice(dp * tokens.shape[0] // strategy.dp, (dp + 1) * tokens.shape[0] // strategy.dp)
     local = exec_graph.forward_backward(tokens[rows], targets[rows], 1.0).clone()
     dist.all_reduce(local)  # every tp rank holds the same sum: divide them out
