@@ -14,14 +14,15 @@ per launcher:
   first_step_s           launch to the first step event arriving in the kernel
   event_latency_ms_p50/99  kernel arrival time minus the worker's send time, over all step events
   busy_cell_ms           median execution time of a trivial cell while the job trains
-and, for ``local`` (pools run on the local launcher only in this version), on a warm pool
-(``%train_pool start``, then ``%%train --pool`` cells):
+and, per launcher, on a warm pool of the same ranks (``%train_pool start`` with the launcher's
+options, then ``%%train --pool`` cells), against the new job's (cold) first step:
   warm.pool_start_s        ``%train_pool start`` until every rank is ready (once per session)
   warm.cell_to_first_step_s  median over rounds: cell sent (client) to the first step event's
                              arrival in the kernel (same machine, same clock); also _min
   warm.first_step_s        median over rounds: the job's start to its first step event
   warm.ranks_round_trip_ms   median over rounds: a ``%%ranks`` cell returning every rank's value,
                              client-side (sent to reply received); also _min
+  cold_vs_warm_first_step_s  [first_step_s of a new job, warm.first_step_s]
 """
 
 from __future__ import annotations
@@ -47,7 +48,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 GOALS = {"event_latency_ms_p99": 250.0, "train_return_s": 1.0}
-WARM_GOALS = {"cell_to_first_step_s": 0.5, "ranks_round_trip_ms": 50.0}
+# The issue's goals: a warm cell to its first step within 0.5 s on local ranks, 1 s on Ray and
+# Slurm; a %%ranks round trip within 50 ms on local ranks.
+WARM_GOALS = {
+    "local": {"cell_to_first_step_s": 0.5, "ranks_round_trip_ms": 50.0},
+    "ray": {"cell_to_first_step_s": 1.0},
+    "slurm": {"cell_to_first_step_s": 1.0},
+    "kubeflow": {},  # no goal set; measured all the same
+}
 WARM_ROUNDS, RANKS_ROUNDS = 5, 20
 
 
@@ -57,13 +65,14 @@ def ok(session: KernelSession, code: str) -> None:
         raise RuntimeError(f"cell failed: {session.text(msg_id)[-2000:]}")
 
 
-def measure_warm(steps: int) -> dict:
-    """A warm local pool of 2 ranks: its start, then rounds of ``%%train --pool`` and ``%%ranks``."""
+def measure_warm(steps: int, options: str = "-n 2") -> dict:
+    """A warm pool of 2 ranks (``options``: the launcher's): its start, then rounds of
+    ``%%train --pool`` and ``%%ranks``."""
     session = KernelSession("python3")
     try:
         ok(session, "%load_ext hotswitch.kernel")
         began = time.monotonic()
-        ok(session, "%train_pool start bench -n 2")
+        ok(session, f"%train_pool start bench {options}")
         pool_start_s = time.monotonic() - began
         to_step, first_step = [], []
         for n in range(WARM_ROUNDS):
@@ -178,13 +187,12 @@ def main() -> int:
             launcher_options(name, Path(folder)) as options,
         ):
             figures = measure(args.steps, options)
-        figures["meets_goals"] = all(figures[key] <= goal for key, goal in GOALS.items())
-        if name == "local":
-            warm = measure_warm(args.steps)
-            warm["meets_goals"] = all(warm[key] <= goal for key, goal in WARM_GOALS.items())
-            figures["warm"] = warm
-        else:
-            figures["warm"] = "pools run on the local launcher in this version"
+            figures["meets_goals"] = all(figures[key] <= goal for key, goal in GOALS.items())
+            if name in WARM_GOALS:
+                warm = measure_warm(args.steps, options)
+                warm["meets_goals"] = all(warm[key] <= goal for key, goal in WARM_GOALS[name].items())
+                figures["warm"] = warm
+                figures["cold_vs_warm_first_step_s"] = [figures["first_step_s"], warm["first_step_s"]]
         result["launchers"][name] = figures
     if args.json:
         print(json.dumps(result))

@@ -72,6 +72,7 @@ class KubeflowLauncher(Launcher):
     """Submits TrainJobs to ``namespace``, the pods running ``image`` with ``resources`` each."""
 
     name = "kubeflow"
+    shares_files = False  # the nodes have folders of their own
     status_every_s = 2.0  # each status is an API call
 
     def __init__(self, namespace: str | None, image: str | None, resources: str | None = None):

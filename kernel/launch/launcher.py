@@ -93,10 +93,13 @@ def rank_log(log_dir: Path, rank: int) -> Path:
 class Launcher(ABC):
     """Starts and follows launches by handle; ``name`` is the value of ``%%train --launcher``.
     ``ranks_here``: the ranks run on this machine (so they can watch the kernel's pid);
+    ``shares_files``: the ranks see this machine's folders at the same paths (this machine, or
+    Slurm's shared filesystem), so they can write into a run folder;
     ``status_every_s``: how often a job's watcher asks ``status`` (a remote call for some)."""
 
     name: str
     ranks_here = False
+    shares_files = True
     status_every_s = 0.1
 
     def check(self, spec: LaunchSpec) -> None:

@@ -94,6 +94,7 @@ class RayLauncher(Launcher):
     """Starts and follows jobs on the Ray cluster at ``address`` (its head's HOST:PORT)."""
 
     name = "ray"
+    shares_files = False  # the nodes have folders of their own
     status_every_s = 0.5
 
     def __init__(self, address: str):

@@ -142,8 +142,15 @@ class SlurmLauncher(Launcher):
         return self.last_status.get(handle, 1)  # forgotten before it was seen: it ended, somehow
 
     def cancel(self, handle: str, force: bool = False) -> None:
+        """``scancel`` (with ``force``, SIGKILL to every process of the job); a job that ended or
+        is completing meanwhile (Slurm then refuses: "Invalid job id") is left to end."""
         job_id = self._job_id(handle)
-        slurm("scancel", "--full", "--signal=KILL", job_id) if force else slurm("scancel", job_id)
+        try:
+            slurm("scancel", "--full", "--signal=KILL", job_id) if force else slurm("scancel", job_id)
+        except ValueError:
+            fields = job_fields(job_id) or {"JobState": "COMPLETED"}
+            if fields.get("JobState") != "COMPLETING" and exit_status(fields) is None:
+                raise
 
     def logs(self, handle: str, rank: int | None = None) -> str:
         job_id = self._job_id(handle)

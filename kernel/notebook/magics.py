@@ -13,15 +13,19 @@ from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, launcher_options, make_launcher
-from hotswitch.kernel.notebook.attach import attachable, attachment, find_run, read_summary
+from hotswitch.kernel.notebook.attach import attachable, find_run, read_summary
 from hotswitch.kernel.notebook.cell_output import output_for_current_cell
+from hotswitch.kernel.notebook.detached import private_dir, reattach, record_run
 from hotswitch.kernel.notebook.job import Job
 from hotswitch.kernel.notebook.pool import PoolError
-from hotswitch.kernel.notebook.pool_magics import PoolRegistry, pool_launcher_of
+from hotswitch.kernel.notebook.pool_registry import PoolRegistry, pool_launcher_of
+from hotswitch.kernel.notebook.pool_start import POOL_FILE, pool_run
 from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
 from hotswitch.kernel.notebook.registry import JobRegistry
-from hotswitch.kernel.notebook.run_record import RunRecord, new_run_dir
+from hotswitch.kernel.notebook.run_record import new_run_dir
 from hotswitch.kernel.notebook.train_options import check_name, check_options, compile_body, parse_env
+
+CHANNEL_HOST = "127.0.0.1"
 
 
 def launcher_of(args) -> Launcher:
@@ -52,28 +56,6 @@ def launch_spec(args, job_dir: Path, env: dict, launcher: Launcher) -> LaunchSpe
     except ValueError as error:
         raise UsageError(str(error)) from None
     return spec
-
-
-def record_run(job: Job, folder: Path, body: str, replay: bool = True) -> None:
-    """Record ``job`` into its run folder: events as they arrive (those already received too,
-    with ``replay``), ``job.json`` at its start and at its end."""
-    record = RunRecord(folder, body)
-    record.started(job)
-    job.on_event(record.write, replay)
-    job.add_done_callback(record.finish)
-
-
-def private_dir(folder: Path) -> Path:
-    folder.mkdir(mode=0o700)
-    return folder
-
-
-def reattach(summary: dict, folder: Path, output) -> Job:
-    """A ``Job`` following the detached launch recorded in ``folder`` again."""
-    launcher = make_launcher(summary["launcher"], **summary.get("launcher_settings", {}))
-    spec = LaunchSpec.from_record(summary["spec"])
-    launcher.adopt(summary["handle"], spec)
-    return Job(summary["name"], spec, launcher, output, attached=attachment(summary, folder))
 
 
 @magics_class
@@ -126,7 +108,7 @@ class TrainMagics(Magics):
         default=None,
         help="with --launcher kubeflow: kubernetes (default) or local (the SDK's local backend, one node here)",
     )
-    @argument("--channel-host", default="127.0.0.1", help="address the kernel listens on for the ranks")
+    @argument("--channel-host", default=CHANNEL_HOST, help="address the kernel listens on (--pool: the pool's)")
     @argument(
         "--max-message-bytes",
         type=int,
@@ -175,7 +157,7 @@ class TrainMagics(Magics):
                 launcher,
                 output_for_current_cell(self.shell),
                 timeout=args.timeout,
-                host=args.channel_host,
+                host=pool.pool.channel_host if pool and args.channel_host == CHANNEL_HOST else args.channel_host,
                 max_bytes=args.max_message_bytes,
             )
         except PoolError as error:  # busy, or gone since the check
@@ -195,12 +177,17 @@ class TrainMagics(Magics):
     @line_magic
     def train_attach(self, line: str):
         """``%train_attach NAME|DIR``: follow a detached job again (after a kernel restart, say),
-        by its name (its newest run folder) or its run folder; a finished run is replayed."""
+        by its name (its newest run folder) or its run folder; a finished run is replayed. A
+        detached pool's name or run folder attaches the pool (``%train_pool attach``)."""
         try:
             folder = find_run(line.strip())
             summary = read_summary(folder)
         except (ValueError, OSError) as error:
-            raise UsageError(str(error)) from None
+            if not line.strip():
+                raise UsageError(str(error)) from None
+            folder = pool_run(line.strip(), missing=str(error))  # a detached pool's name
+        if (folder / POOL_FILE).is_file():
+            return self.shell.run_line_magic("train_pool", f"attach {folder}")
         name, job = summary["name"], None
         if attachable(summary):
             if name in self.jobs.names():

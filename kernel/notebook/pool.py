@@ -14,6 +14,7 @@ import threading
 import time
 
 from hotswitch.backend.runtime.devices import ENV_DEVICE
+from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.notebook.job import Job
 from hotswitch.kernel.notebook.pool_results import RankResults, RanksFailed
 
@@ -37,10 +38,22 @@ class Task:
 
 class Pool:
     """``size`` ranks started by ``job`` (whose body serves tasks); ``idle_timeout`` seconds
-    without a task stop it (None: never)."""
+    without a task stop it (None: never); ``max_bytes``: the largest message its channel carries
+    (a task's files must fit); ``device``: "cpu" or "cuda" (``%train_pool start --device``, by
+    default the job's), where every job on the pool runs."""
 
-    def __init__(self, name: str, job: Job, size: int, idle_timeout: float | None = None):
+    def __init__(
+        self,
+        name: str,
+        job: Job,
+        size: int,
+        idle_timeout: float | None = None,
+        max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        device: str | None = None,
+    ):
         self.name, self.job, self.size, self.idle_timeout = name, job, size, idle_timeout
+        self.max_bytes = max_bytes
+        self.device = device or job.spec.env.get(ENV_DEVICE, "cpu")
         self._lock = threading.Condition()
         self._ready: set[int] = set()
         self._tasks: dict[int, Task] = {}
@@ -66,9 +79,9 @@ class Pool:
         return "busy" if self._current else "idle"
 
     @property
-    def device(self) -> str:
-        """ "cpu" or "cuda" (``%train_pool start --device``): every job on the pool runs there."""
-        return self.job.spec.env.get(ENV_DEVICE, "cpu")
+    def channel_host(self) -> str:
+        """The address the pool's ranks reach this kernel at (a job on the pool listens there too)."""
+        return self.job.channel_address.removeprefix("tcp://").rpartition(":")[0]
 
     @property
     def busy_with(self) -> str | None:
@@ -81,9 +94,12 @@ class Pool:
         if self.status in ("starting", "idle", "busy"):
             return None
         reason = self.stop_reason or self.job.exit_reason or "its ranks ended"
+        spec, launcher = self.job.spec, self.job.launcher.name
+        again = f"%train_pool start {self.name} -n {spec.nproc}" + (f" --nodes {spec.nodes}" if spec.nodes > 1 else "")
+        again += "" if launcher == "local" else f" --launcher {launcher} ..."
         return (
             f"pool {self.name!r} is gone ({self.job.status}: {reason}); its ranks and what they held are lost. "
-            f"Start it again with %train_pool start {self.name} -n {self.size}"
+            f"Start it again with {again}"
         )
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
@@ -191,6 +207,8 @@ class Pool:
                 self.idle_since = time.monotonic()  # the idle clock starts once the pool is up
                 self._lock.notify_all()
             return
+        if kind == "pool.idle" and self.stop_reason is None:  # a detached pool's ranks ended themselves
+            self.stop_reason = f"idle for {event.get('seconds', 0):g} s (--idle-timeout)"
         task = self._tasks.get(int(event.get("task", -1)))
         if task is None:
             return

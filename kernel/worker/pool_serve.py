@@ -13,6 +13,7 @@ event carrying its exit status.
 from __future__ import annotations
 
 import _thread
+import os
 import queue
 import signal
 import threading
@@ -21,6 +22,8 @@ from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.pool_tasks import run_job, run_ranks
 
 LISTEN_EVERY_S = 0.002  # how often a rank looks for the kernel's messages (a %%ranks round trip)
+# Seconds without a task after which the ranks of a detached pool end themselves (unset: never).
+ENV_IDLE_TIMEOUT = "HOTSWITCH_POOL_IDLE_TIMEOUT_S"
 
 
 class TaskLine:
@@ -58,8 +61,14 @@ def listen(pool: WorkerContext, tasks: queue.Queue, line: TaskLine) -> None:
         wake.wait(LISTEN_EVERY_S)
 
 
+def idle_timeout() -> float | None:
+    text = os.environ.get(ENV_IDLE_TIMEOUT)
+    return float(text) if text and float(text) > 0 else None
+
+
 def serve(pool: WorkerContext) -> None:
-    """Join the process group, say "pool.ready", then run tasks until the pool is stopped."""
+    """Join the process group, say "pool.ready", then run tasks until the pool is stopped (or,
+    for a detached pool, has been idle for its timeout)."""
     from hotswitch.backend.runtime.process_groups import init_from_env
 
     init_from_env(pool.device)
@@ -70,8 +79,13 @@ def serve(pool: WorkerContext) -> None:
     line = TaskLine()
     threading.Thread(target=listen, args=(pool, tasks, line), name="hotswitch-pool-listen", daemon=True).start()
     pool.emit({"type": "pool.ready"})
+    idle = idle_timeout()
     while True:
-        message = tasks.get()
+        try:
+            message = tasks.get(timeout=idle)
+        except queue.Empty:
+            pool.emit({"type": "pool.idle", "seconds": idle})
+            return
         task = int(message["task"])
         status = 1
         try:

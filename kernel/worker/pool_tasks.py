@@ -1,8 +1,9 @@
 """The two kinds of work a warm pool's rank does between cells (see ``pool_serve``).
 
 ``run_job``: a ``%%train --pool`` body, run as that cell's own job: the job's ``HOTSWITCH_*``
-variables (its channel, key file, limits, log folder) come in the task and hold while it runs,
-so the body reports on the job's channel exactly as a freshly launched rank would.
+variables (its channel, limits, log folder) and files (the body, the channel's key, pushed
+values) come in the task and hold while it runs, so the body reports on the job's channel
+exactly as a freshly launched rank would.
 
 ``run_ranks``: a ``%%ranks`` cell: its output lines and its value (that of a last expression) go
 back as ``pool.log`` and ``pool.result`` events, its traceback as a ``pool.result`` with
@@ -13,28 +14,39 @@ the kernel never unpickles what a rank sends.
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import os
+import shutil
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 
 from hotswitch.kernel.channel.line_limit import cut_line
+from hotswitch.kernel.channel.secrets import SECRET_FILE
+from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.worker.context import WorkerContext
-from hotswitch.kernel.worker.entry import connect, run_reported
+from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, connect, run_reported
 from hotswitch.kernel.worker.rank_stream import LineStream
 
 MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
 
 
 def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
-    """Run the body ``message["body_path"]`` as the job ``message["env"]`` describes; its exit
-    status (as ``run_reported`` gives it)."""
-    saved = {key: os.environ.get(key) for key in message["env"]}
-    os.environ.update(message["env"])
+    """Run the body that ``message["files"]`` carry (with the channel's key and pushed values,
+    written into a folder of this rank's own, owner-only, removed after) as the job
+    ``message["env"]`` describes; its exit status (as ``run_reported`` gives it). The files come
+    in the task because a rank on another node does not see the kernel's folders."""
+    folder = Path(tempfile.mkdtemp(prefix="hotswitch-pool-task-"))
+    write_job_files(folder, {name: base64.b64decode(data) for name, data in message["files"].items()})
+    env = {**message["env"], ENV_SECRET_FILE: str(folder / SECRET_FILE)}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
     channel = None
     try:
         channel, job = connect(pool.rank)
-        return run_reported(message["body_path"], job, channel, namespace)
+        return run_reported(str(folder / "body.py"), job, channel, namespace)
     finally:
         if channel is not None:
             channel.close()
@@ -43,6 +55,7 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class TaskStream(LineStream):

@@ -204,3 +204,30 @@ def test_ray_detached_job_nobody_attaches_to_releases_itself(kernel, ray_address
     _detach_and_restart(kernel, cell, "alone")
     wait_none_mentioning(AGENTS, "the forgotten job's agents releasing themselves")
     _nothing_left("the forgotten job's ranks")
+
+
+POOL_BODY = """
+import torch.distributed as dist
+total = torch.ones(1)
+dist.all_reduce(total)
+job.emit({"type": "sum", "value": total.item()})
+"""
+
+
+def test_ray_pool_keeps_ranks_warm_on_both_nodes_and_stop_releases_them(kernel, ray_address):
+    msg_id, reply = kernel.execute(f"%train_pool start far --launcher ray --ray-address {ray_address} --nodes 2 -n 1")
+    assert reply["status"] == "ok" and "2 ranks ready" in kernel.text(msg_id), kernel.text(msg_id)
+    msg_id, reply = kernel.execute(f"%%train --pool far --wait --name onfar\n{POOL_BODY}")
+    assert kernel.value("jobs['onfar'].status") == "succeeded", kernel.text(msg_id)
+    assert [e["value"] for e in kernel.value("jobs['onfar'].events_of('sum')")] == [2.0, 2.0]
+    msg_id, reply = kernel.execute("%%ranks far\nimport os\nos.environ['HOTSWITCH_NODE'], total.item()")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    values = kernel.value("{r: v for r, v in _.items()}")
+    assert values["0"][1] == values["1"][1] == 2.0  # what the job's body left, on each rank
+    assert values["0"][0] != values["1"][0]  # one rank on each Ray node
+    msg_id, reply = kernel.execute("%train_pool stop far")
+    assert reply["status"] == "ok" and "stopped" in kernel.text(msg_id), kernel.text(msg_id)
+    _nothing_left("the Ray pool's ranks ending once stopped")
+    wait_none_mentioning(AGENTS, "the Ray pool's node agents being released")
+    held = "[g['name'] for g in __import__('ray').util.placement_group_table().values() if g['state'] != 'REMOVED']"
+    assert kernel.value(held) == []

@@ -162,3 +162,27 @@ def test_slurm_detached_job_is_attached_again_after_a_kernel_restart(kernel):
     assert kernel.value("jobs['kept'].handle") == f"slurm:{job_id}"
     assert kernel.value("jobs['kept'].stop()") == "stopped"
     _nothing_left("the attached Slurm job ending once stopped")
+
+
+POOL_BODY = """
+import torch.distributed as dist
+total = torch.ones(1)
+dist.all_reduce(total)
+job.emit({"type": "sum", "value": total.item()})
+"""
+
+
+def test_slurm_pool_keeps_ranks_warm_in_one_batch_job_and_stop_cancels_it(kernel):
+    msg_id, reply = kernel.execute("%train_pool start batch --launcher slurm -n 2")
+    assert reply["status"] == "ok" and "2 ranks ready" in kernel.text(msg_id), kernel.text(msg_id)
+    job_id = kernel.value("pools['batch'].job.handle").removeprefix("slurm:")
+    assert _queue() == [job_id]
+    msg_id, reply = kernel.execute(f"%%train --pool batch --wait --name onbatch\n{POOL_BODY}")
+    assert kernel.value("jobs['onbatch'].status") == "succeeded", kernel.text(msg_id)
+    assert [e["value"] for e in kernel.value("jobs['onbatch'].events_of('sum')")] == [2.0, 2.0]
+    msg_id, reply = kernel.execute("%%ranks batch\nimport os\nos.environ['SLURM_JOB_ID'], total.item()")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert kernel.value("{r: v for r, v in _.items()}") == {"0": [job_id, 2.0], "1": [job_id, 2.0]}
+    msg_id, reply = kernel.execute("%train_pool stop batch")
+    assert reply["status"] == "ok" and "stopped" in kernel.text(msg_id), kernel.text(msg_id)
+    _nothing_left("the Slurm pool's job leaving the queue and its ranks ending")

@@ -102,3 +102,44 @@ def test_a_finished_run_attaches_as_a_replay(kernel):
 def test_bad_detach_and_attach_requests_are_refused(kernel, cell, message):
     msg_id, reply = kernel.execute(cell)
     assert reply["status"] == "error" and message in kernel.text(msg_id)
+
+
+def test_a_detached_pool_outlives_its_kernel_and_attaches_again_with_its_state(kernel):
+    msg_id, reply = kernel.execute("%train_pool start kept -n 2 --detach")
+    assert reply["status"] == "ok" and "2 ranks ready" in kernel.text(msg_id), kernel.text(msg_id)
+    job_dir = kernel.value("str(pools['kept'].job.job_dir)")
+    msg_id, reply = kernel.execute("%%ranks kept\nx = 10 * rank")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    ranks = {p.pid for p in processes_mentioning(job_dir)}
+    assert len(ranks) == 3  # the agent and two ranks
+    kernel.manager.restart_kernel(now=False)
+    kernel.client.wait_for_ready(timeout=CAP_S)
+    kernel.pid = kernel.manager.provisioner.process.pid
+    assert {p.pid for p in processes_mentioning(job_dir)} == ranks, "the restart stopped a detached pool"
+
+    msg_id, reply = kernel.execute("%train_attach kept")  # a pool's name: %train_pool attach kept
+    assert reply["status"] == "ok" and "pool 'kept' attached: 2 ranks, idle" in kernel.text(msg_id), kernel.text(msg_id)
+    msg_id, reply = kernel.execute("%%ranks kept\nx + rank")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert "Out[0]: 0" in kernel.text(msg_id) and "Out[1]: 11" in kernel.text(msg_id)
+    body = "job.emit({'type': 'step', 'step': 0, 'loss': float(x)})\n"
+    msg_id, reply = kernel.execute(f"%%train --pool kept --wait --name after\n{body}")
+    assert kernel.value("jobs['after'].status") == "succeeded", kernel.text(msg_id)
+    assert sorted(e["loss"] for e in kernel.value("jobs['after'].events_of('step')")) == [0.0, 10.0]
+    msg_id, reply = kernel.execute("%train_pool stop kept")
+    assert reply["status"] == "ok" and "stopped" in kernel.text(msg_id), kernel.text(msg_id)
+    wait_none_mentioning(job_dir, "every process of the detached pool ending once stopped")
+    msg_id, reply = kernel.execute("%train_pool attach kept")
+    assert reply["status"] == "error" and "pool 'kept' has ended (stopped" in kernel.text(msg_id)
+
+
+def test_a_detached_pool_nobody_follows_ends_itself_once_idle(kernel):
+    msg_id, reply = kernel.execute("%train_pool start lonely -n 1 --detach --idle-timeout 2")
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    job_dir = kernel.value("str(pools['lonely'].job.job_dir)")
+    kernel.manager.restart_kernel(now=True)  # no kernel keeps its idle clock: the rank does
+    kernel.client.wait_for_ready(timeout=CAP_S)
+    kernel.pid = kernel.manager.provisioner.process.pid
+    wait_none_mentioning(job_dir, "the detached pool's rank ending itself once idle")
+    msg_id, reply = kernel.execute("%train_pool attach lonely")
+    assert reply["status"] == "error" and "pool 'lonely' ended while no kernel followed it" in kernel.text(msg_id)

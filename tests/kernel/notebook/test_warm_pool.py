@@ -97,12 +97,16 @@ def test_a_busy_pool_refuses_other_cells_until_its_job_is_stopped(kernel):
 def test_bad_inputs_are_refused_with_what_to_do(kernel):
     refused(kernel, "%train_pool start warm -n 2", "a pool named 'warm' runs already")
     refused(kernel, "%%train --pool warm -n 4\nx", "has 2 ranks and this cell asks for 4", "%train_pool start")
-    refused(kernel, "%train_pool start far --launcher ray", "pools run on the local launcher")
-    refused(kernel, "%train_pool start far --detach", "--detach")
+    refused(kernel, "%train_pool start far --launcher ray", "--launcher ray needs the cluster's head: --ray-address")
+    refused(kernel, "%train_pool start far --nodes 2", "--nodes 2 with --launcher local needs --rdzv-endpoint")
+    refused(kernel, "%train_pool attach far", "no detached pool named 'far'", "--detach")
     refused(kernel, "%%train --pool warm --detach\nx", "drop --detach")
     refused(kernel, "%%ranks nowhere\nx", "no pool named 'nowhere'", "%train_pool start nowhere")
     refused(kernel, "%%train --pool nowhere\nx", "no pool named 'nowhere'")
     refused(kernel, "%%ranks warm\nx +", "SyntaxError")
+    ok(kernel, "big = b'x' * 5_000_000")
+    too_big = "over what pool 'warm''s channel carries"
+    refused(kernel, "%%train --pool warm --push big\nx", too_big, "--max-message-bytes")
 
 
 def test_a_pool_whose_rank_died_says_how_and_how_to_start_again(kernel):

@@ -1,0 +1,75 @@
+"""``pools``: this kernel's warm pools by name, and the launcher a ``%%train --pool NAME`` cell
+runs on."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+
+from hotswitch.kernel.notebook.pool import Pool, PoolError
+from hotswitch.kernel.notebook.pool_launcher import PoolLauncher
+
+
+def pool_launcher_of(args, pools: PoolRegistry) -> PoolLauncher:
+    """``%%train --pool NAME``: the launcher that runs the cell on that pool; UsageError for a
+    pool that is missing, gone or busy, or options a pool's job cannot take."""
+    for given, option in (
+        (args.launcher != "local", "--launcher"),
+        (args.detach, "--detach"),
+        (args.nodes != 1, "--nodes"),
+    ):
+        if given:
+            raise UsageError(
+                f"%%train --pool with {option}: a pool's job runs on the pool's ranks and ends with this kernel; "
+                f"drop {option} (or drop --pool for a job of its own)"
+            )
+    pool = pools[args.pool]
+    try:
+        pool.wait_ready()
+        pool.check_free()
+    except PoolError as error:
+        raise UsageError(str(error)) from None
+    return PoolLauncher(pool)
+
+
+class PoolRegistry:
+    """``pools``: this kernel's warm pools by name; ``close`` stops them all but detached ones."""
+
+    def __init__(self):
+        self._pools: dict[str, Pool] = {}
+
+    def add(self, pool: Pool) -> None:
+        self._pools[pool.name] = pool
+
+    def __getitem__(self, name: str) -> Pool:
+        """The pool ``name`` if it runs; UsageError naming how it died, or the pools there are."""
+        pool = self._pools.get(name)
+        if pool is None:
+            raise UsageError(
+                f"no pool named {name!r}; the pools are {sorted(self._pools)}. Start one: %train_pool start {name} -n 2"
+            )
+        if pool.death():
+            raise UsageError(pool.death())
+        return pool
+
+    def in_use(self, name: str) -> bool:
+        pool = self._pools.get(name)
+        return pool is not None and pool.death() is None
+
+    def remove(self, name: str) -> None:
+        self._pools.pop(name, None)
+
+    def table(self) -> str:
+        rows = [f"{'name':<12}{'status':<10}{'ranks':>6}  {'launcher':<10}running"]
+        for pool in self._pools.values():
+            launcher = pool.job.launcher.name + (" (detached)" if pool.job.detached else "")
+            rows.append(f"{pool.name:<12}{pool.status:<10}{pool.size:>6}  {launcher:<10}{pool.busy_with or '-'}")
+        return "\n".join(rows)
+
+    def close(self, grace: float = 2.0) -> None:
+        """Stop every pool, except detached ones (``%train_pool attach NAME`` finds them again)."""
+        for pool in list(self._pools.values()):
+            if not pool.job.done and not pool.job.detached:
+                pool.stop("the kernel shut down", grace=grace)
+
+    def __repr__(self) -> str:
+        return self.table()
