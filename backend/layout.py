@@ -6,7 +6,8 @@ q/k/v and the FFN gate/up projections are column-parallel (output dim sharded ov
 tp), attention output and FFN down projections are row-parallel (input dim sharded),
 the embedding and the output head are vocab-parallel, norms are replicated. Layers are
 split into ``pp`` contiguous stages; the embedding sits on the first stage, the final
-norm and head on the last. Every weight is replicated over dp. Names and shapes come
+norm and head on the last. A stage's ranks form a (dp, cp, tp) mesh (``MESH_DIMS``); every
+weight is replicated over dp and over cp (context parallelism splits sequences, not weights). Names and shapes come
 from ``ModelConfig.param_shapes`` (which the tests hold equal to the model's own).
 """
 
@@ -17,12 +18,15 @@ from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import Literal, Protocol
+from warnings import warn
 
-from hotswitch.backend.dist_state import DistState, Partial, Replicate, Shard
+from hotswitch.backend.dist_state import DistState, Partial, Placement, Replicate, Shard
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 
 TPStyle = Literal["column", "row", "vocab", "replicate"]
+MeshDim = Literal["dp", "cp", "tp"]
+MESH_DIMS: tuple[MeshDim, ...] = ("dp", "cp", "tp")  # a stage's DistState mesh, in order; pp is the stage
 
 # parameter name pattern (fnmatch: ``*`` matches any run of characters) -> how tp splits it;
 # every parameter of the model matches exactly one entry
@@ -44,6 +48,7 @@ TP_PLAN: Mapping[str, TPStyle] = MappingProxyType(
 )
 
 # weights are [out, in] (nn.Linear) or [vocab, dim] (nn.Embedding, the head)
+R = Replicate()
 TP_PLACEMENTS: Mapping[TPStyle, Shard | Replicate] = MappingProxyType(
     {"column": Shard(0), "row": Shard(1), "vocab": Shard(0), "replicate": Replicate()}
 )
@@ -79,6 +84,34 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
         ranges.append(range(start, start + size))
         start += size
     return ranges
+
+
+def mesh_shape(strategy: Strategy) -> tuple[int, int, int]:
+    """The sizes of a stage's mesh dims (``MESH_DIMS``) under ``strategy``."""
+    return (strategy.dp, strategy.cp, strategy.tp)
+
+
+def ulysses_fits(config: ModelConfig, strategy: Strategy) -> bool:
+    """Whether the heads (and kv heads) on each tensor-parallel rank split over ``strategy.cp``."""
+    heads, kv = config.n_heads // strategy.tp, config.n_kv_heads // strategy.tp
+    return heads % strategy.cp == 0 and kv % strategy.cp == 0
+
+
+def context_flavour(config: ModelConfig, strategy: Strategy) -> Literal["ring", "ulysses", None]:
+    """How attention runs over the cp ranks: None without context parallelism; Ulysses where
+    asked and each tensor-parallel rank's query and key-value heads split over cp; else ring
+    attention (with a warning when Ulysses was asked for)."""
+    if strategy.cp == 1:
+        return None
+    heads, kv_heads = config.n_heads // strategy.tp, config.n_kv_heads // strategy.tp
+    if strategy.ulysses and not ulysses_fits(config, strategy):
+        warn(
+            f"{strategy}: Ulysses cannot split {heads} query / {kv_heads} key-value heads per tensor-parallel rank "
+            f"over cp={strategy.cp}; {config.name} runs ring attention instead (write cp{strategy.cp} to say so)",
+            stacklevel=2,
+        )
+        return "ring"
+    return "ulysses" if strategy.ulysses else "ring"
 
 
 def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
@@ -121,11 +154,7 @@ def param_layout(config: ModelConfig, strategy: Strategy) -> dict[str, ParamLayo
     layout = {}
     for name, shape in config.param_shapes().items():
         stage = _stage_of(name, stages)
-        state = DistState(
-            strategy.stage_ranks[stage],
-            (strategy.dp, strategy.tp),
-            (Replicate(), TP_PLACEMENTS[tp_style(name)]),
-        )
+        state = DistState(strategy.stage_ranks[stage], mesh_shape(strategy), (R, R, TP_PLACEMENTS[tp_style(name)]))
         layout[name] = ParamLayout(name, shape, state, stage)
     return layout
 
@@ -135,10 +164,15 @@ def rank_params(layout: dict[str, ParamLayout], rank: int) -> list[ParamLayout]:
     return [p for p in layout.values() if p.state.holds(rank)]
 
 
-def partial_over_dp(layout: dict[str, ParamLayout]) -> dict[str, ParamLayout]:
-    """The same layout with the dp mesh dim ``Partial``: accumulated gradients before
-    their reduction over dp, each dp replica holding one summand."""
+def tp_placement(state: DistState) -> Placement:
+    """A stage's DistState's placement along tp."""
+    return state.placements[MESH_DIMS.index("tp")]
+
+
+def partial_over_replicas(layout: dict[str, ParamLayout]) -> dict[str, ParamLayout]:
+    """The same layout with the dp and cp mesh dims ``Partial``: accumulated gradients before
+    their reduction over the replica group (dp x cp), each replica holding one summand."""
     return {
-        name: replace(p, state=replace(p.state, placements=(Partial(), *p.state.placements[1:])))
+        name: replace(p, state=replace(p.state, placements=(Partial(), Partial(), tp_placement(p.state))))
         for name, p in layout.items()
     }

@@ -152,6 +152,11 @@ class Strategy:
         return c.dp * self.cp + c.cp
 
     def check_fits(self, world_size: int) -> None:
+        if world_size % self.cp:
+            raise ValueError(
+                f"strategy {self}: cp={self.cp} does not divide the {world_size} devices; choose a context-parallel "
+                f"degree dividing {world_size}"
+            )
         if self.world_size != world_size:
             raise ValueError(
                 f"strategy {self} uses {self.world_size} devices but the cluster has {world_size}; "

@@ -6,7 +6,7 @@ strategy and mesh dim, the deduction rules (``rules.py``) say what placements ea
 needs of its inputs; ``rules.conversion`` names the collective that gets them there.
 One comm node serves every strategy: where a strategy needs nothing it is a dummy. Edges
 whose ends lie on different stages in some strategy first get a shared ``p2p`` node
-(``nodes.P2P``), and any dp/tp conversion follows it on the consumer's stage.
+(``nodes.P2P``), and any dp/cp/tp conversion follows it on the consumer's stage.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from hotswitch.backend.dist_state import DistState, Placement, Replicate, Shard
 from hotswitch.backend.graph import rules
 from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, CommStep, LogicalNode
-from hotswitch.backend.layout import param_layout
+from hotswitch.backend.layout import mesh_shape, param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 
@@ -32,8 +32,20 @@ def insert_comm(
     return _CommInsertion(config, strategies, nodes).run()
 
 
+# the conversions of parameters' gradients the trainer makes itself: it sums them over the
+# replica group (dp x cp) once per strategy
+REPLICA_DIMS = ("dp", "cp")
+INPUT_SPLITS = {"dp": Shard(0), "cp": Shard(1)}  # a micro-batch's rows over dp, its sequence over cp
+
+
 def _state(strategy: Strategy, placements: Placements, stage: int) -> DistState:
-    return DistState(strategy.stage_ranks[stage], (strategy.dp, strategy.tp), placements)
+    return DistState(strategy.stage_ranks[stage], mesh_shape(strategy), placements)
+
+
+def _rules(strategy: Strategy, mesh_dim: str) -> dict:
+    if mesh_dim == "tp" and strategy.sp:
+        return rules.SEQUENCE_PARALLEL_RULES
+    return rules.CONTEXT_PARALLEL_RULES if mesh_dim == "cp" else rules.RULES
 
 
 def _computed_from_params(nodes: dict[str, LogicalNode]) -> set[str]:
@@ -108,18 +120,20 @@ class _CommInsertion:
     # -- per strategy: placements, and the conversions each input needs -------------------
     def _deduce(self, strategy: Strategy) -> tuple[dict[str, Placements], Needs]:
         layout = param_layout(self.config, strategy)
-        mesh = (strategy.dp, strategy.tp)
+        mesh = mesh_shape(strategy)
         placed: dict[str, Placements] = {}
         needs: Needs = {}
         for node in self.nodes.values():
             if node.kind == "input":
-                placed[node.name] = tuple(Shard(0) if m == 0 and mesh[0] > 1 else Replicate() for m in range(2))
+                placed[node.name] = tuple(
+                    INPUT_SPLITS.get(d, Replicate()) if size > 1 else Replicate() for d, size in zip(MESH_DIMS, mesh)
+                )
             elif node.kind == "param":
                 placed[node.name] = tuple(
                     p if size > 1 else Replicate() for p, size in zip(layout[node.name].state.placements, mesh)
                 )
             elif node.kind == "buffer":
-                placed[node.name] = (Replicate(), Replicate())
+                placed[node.name] = (Replicate(),) * len(mesh)
             elif node.kind == "output":
                 placed[node.name] = placed[node.inputs[0]]
             else:
@@ -128,11 +142,11 @@ class _CommInsertion:
 
     def _deduce_node(self, node: LogicalNode, strategy: Strategy, mesh, placed, needs: Needs) -> Placements:
         shapes = [self.nodes[i].shape for i in node.inputs]
-        out, required = [], [[None] * 2 for _ in node.inputs]
+        out, required = [], [[None] * len(mesh) for _ in node.inputs]
         steps = [[] for _ in node.inputs]
         for m, size in enumerate(mesh):
             ins = [placed[i][m] for i in node.inputs]
-            table = rules.SEQUENCE_PARALLEL_RULES if strategy.sp and MESH_DIMS[m] == "tp" else rules.RULES
+            table = _rules(strategy, MESH_DIMS[m])
             if size == 1:
                 out.append(Replicate())
                 for slot in required:
@@ -141,8 +155,8 @@ class _CommInsertion:
             try:
                 d = table[node.op](ins, shapes, node)
                 for i, (actual, want, grad_partial) in enumerate(zip(ins, d.required, d.grad_partial)):
-                    if MESH_DIMS[m] == "dp" and node.inputs[i] in self.from_params:
-                        grad_partial = False  # the trainer reduces parameter gradients over dp itself
+                    if MESH_DIMS[m] in REPLICA_DIMS and node.inputs[i] in self.from_params:
+                        grad_partial = False  # the trainer reduces parameter gradients over dp x cp itself
                     required[i][m] = want
                     step = rules.conversion(actual, want, grad_partial)
                     if step:

@@ -6,7 +6,9 @@ Each edge carries at most one conversion, whose collective already composes it (
 partial sum wanted sharded is one reduce-scatter, not an all-reduce and a split), and
 two conversions of one tensor that agree in this strategy run once. Parameters are
 ``get_attr``s that ``ExecGraph.attach`` points at views of the strategy's flat
-buffers. Compiling needs no process group; ``bind`` supplies them.
+buffers. Compiling needs no process group; ``bind`` supplies them. Where context
+parallelism splits the sequence, rotary embedding reads the zig-zag chunks' true positions
+(``runtime.zigzag``) and attention is a ring (or Ulysses) module over the cp group.
 
 A stage's graph takes ``(tokens, targets, *received)`` and returns the loss on the
 last stage, else the tuple of tensors it sends on; ``runtime.pipeline`` moves them
@@ -15,8 +17,6 @@ between stages under a schedule (an ``ExecGraph`` is its ``PipelineStage``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 import torch.fx
 import torch.nn.functional as F
@@ -24,114 +24,28 @@ from torch import nn
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.graph.checkpoint_blocks import checkpoint_blocks
+from hotswitch.backend.graph.exec_graph import ExecGraph, attr_name
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, MeshDim
-from hotswitch.backend.layout import param_layout
-from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.llama import IGNORE, rotary_tables, token_loss
-from hotswitch.backend.precision import accumulate_into
+from hotswitch.backend.graph.selective_recompute import recompute_selectively
+from hotswitch.backend.layout import context_flavour, param_layout
+from hotswitch.backend.models.llama import token_loss
 from hotswitch.backend.runtime.collectives import Collective
-from hotswitch.backend.runtime.flat_buffer import FlatBuffer
-from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
-from hotswitch.backend.runtime.process_groups import ProcessGroups
+from hotswitch.backend.runtime.pipeline import Link
+from hotswitch.backend.runtime.ring_attention import RingAttention
 from hotswitch.backend.runtime.sequence_parallel_linear import GatheredLinear, SequenceParallelGather
+from hotswitch.backend.runtime.ulysses import UlyssesAttention
 from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss, vocab_parallel_embedding
+from hotswitch.backend.runtime.zigzag import zigzag_rotary
 from hotswitch.backend.strategy import Strategy
 
-
-def _attr(name: str) -> str:
-    return name.replace(".", "__")
+__all__ = ["ExecGraph", "compile_graph"]
+CONTEXT_ATTENTION = {"ring": RingAttention, "ulysses": UlyssesAttention}
 
 
 def _group_ranks(strategy: Strategy, rank: int, mesh_dim: MeshDim) -> tuple[int, ...]:
-    return strategy.tp_group(rank) if mesh_dim == "tp" else strategy.dp_group(rank)
-
-
-@dataclass
-class ExecGraph:
-    """One rank's executable graph for one strategy."""
-
-    config: ModelConfig
-    strategy: Strategy
-    rank: int
-    module: torch.fx.GraphModule
-    params: list[str]  # parameter names this graph reads, in order
-    bindable: list[str] = field(default_factory=list)  # submodules that need a process group
-    receives: list[Link] = field(default_factory=list)  # from earlier stages, in placeholder order
-    sends: list[Link] = field(default_factory=list)  # to later stages, in output order
-    crossings: int = 0  # p2p nodes in the logical graph: every stage numbers its links among them
-
-    @property
-    def stage(self) -> int:
-        return self.strategy.coords(self.rank)[0]
-
-    @property
-    def device(self) -> torch.device:
-        """Where ``attach`` put the parameters."""
-        return self.module.rope_cos.device
-
-    def rank_sets(self) -> set[tuple[int, ...]]:
-        return {getattr(self.module, name).ranks for name in self.bindable}
-
-    def bind(self, groups: ProcessGroups) -> None:
-        for name in self.bindable:
-            module = getattr(self.module, name)
-            module.bind(groups[module.ranks])
-
-    def attach(self, params: FlatBuffer, grads: FlatBuffer | None = None) -> None:
-        """Read parameters from (and, if given, accumulate gradients into) flat buffers. When
-        ``grads`` holds another dtype than ``params`` (bf16 parameters, fp32 gradients), each
-        micro-batch's gradient is added into it as it is produced, as Megatron's main_grad."""
-        for name in self.params:
-            param = nn.Parameter(params.views[name], requires_grad=True)
-            if grads is not None and grads.flat.dtype == params.flat.dtype:
-                param.grad = grads.views[name]  # autograd adds into .grad in place
-            elif grads is not None:
-                param.register_post_accumulate_grad_hook(accumulate_into(grads.views[name]))
-            setattr(self.module, _attr(name), param)
-        cos, sin = rotary_tables(self.config, params.flat.device)
-        self.module.rope_cos, self.module.rope_sin = cos, sin
-
-    def run(
-        self,
-        micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
-        scale: float,
-        schedule: str = "1f1b",
-        clock: StageClock | None = None,
-    ) -> torch.Tensor:
-        """Run the micro-batches (this stage's part, under the pipeline ``schedule``);
-        gradients of ``scale * loss`` accumulate. Returns the local loss sum (zero off the
-        last stage). With sequence parallelism, lengths are padded to a multiple of tp."""
-        if self.strategy.sp:
-            micro_batches = [_pad_length(tokens, targets, self.strategy.tp) for tokens, targets in micro_batches]
-        return run_stage(self, micro_batches, scale, schedule, clock)
-
-    def evaluate(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """The local loss sum of the micro-batches, forward only (call under ``no_grad``):
-        every stage's forward passes in order, activations sent on, nothing kept."""
-        if self.strategy.sp:
-            micro_batches = [_pad_length(tokens, targets, self.strategy.tp) for tokens, targets in micro_batches]
-        if self.strategy.pp == 1:
-            return sum(
-                (self.module(tokens, targets) for tokens, targets in micro_batches), torch.zeros((), device=self.device)
-            )
-        return run_stage(self, micro_batches, 0.0, "forward")
-
-    def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
-        """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""
-        return self.run([(tokens, targets)], scale)
-
-    def summary(self) -> dict:
-        nodes = []
-        for n in self.module.graph.nodes:
-            if n.op == "call_module":
-                kind = "comm" if isinstance(getattr(self.module, n.target), Collective) else "compute"
-                op = repr(getattr(self.module, n.target)).split("(", 1)[-1].rstrip(")")
-            else:
-                kind = {"placeholder": "input", "get_attr": "param", "output": "output"}.get(n.op, "compute")
-                op = getattr(n.target, "__name__", str(n.target))
-            nodes.append({"name": n.name, "kind": kind, "op": op, "inputs": [a.name for a in n.all_input_nodes]})
-        return {"strategy": str(self.strategy), "rank": self.rank, "nodes": nodes}
+    groups = {"tp": strategy.tp_group, "cp": strategy.cp_group, "dp": strategy.dp_group}
+    return groups[mesh_dim](rank)
 
 
 def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> ExecGraph:
@@ -180,7 +94,9 @@ class _StageCompiler:
             self.out.output(tuple(value for value, _ in self.sends))
         module = torch.fx.GraphModule(self.root, self.out)
         if strategy.ckpt:
-            checkpoint_blocks(module, {_attr(name) for name in self.params})
+            checkpoint_blocks(module, {attr_name(name) for name in self.params})
+        elif strategy.sel:
+            recompute_selectively(module, {attr_name(name) for name in self.params})
         links_out = [link for _, link in self.sends]
         return ExecGraph(
             graph.config,
@@ -216,9 +132,9 @@ class _StageCompiler:
         if node.kind == "param":
             param = self.layout[node.name]
             box = param.state.local_box(self.rank, param.shape)
-            self.root.register_parameter(_attr(node.name), nn.Parameter(torch.empty(box.shape, device="meta")))
+            self.root.register_parameter(attr_name(node.name), nn.Parameter(torch.empty(box.shape, device="meta")))
             self.params.append(node.name)
-            self.env[node.name] = self.out.get_attr(_attr(node.name))
+            self.env[node.name] = self.out.get_attr(attr_name(node.name))
         elif node.kind == "buffer":
             self.root.register_buffer(node.name, torch.empty(node.shape, device="meta"))
             self.env[node.name] = self.out.get_attr(node.name)
@@ -271,20 +187,26 @@ class _StageCompiler:
             return self._module_node(f"{node.name}_vocab_parallel", loss, ins)
         if node.op == "loss":
             return out.call_function(token_loss, tuple(ins))
+        if node.op in ("rotary", "attention") and self._context_split(node):
+            return self._context_parallel(node, ins)
         fx = node.fx_node  # every other op runs as traced, on local shapes
         mapping = dict(zip(fx.all_input_nodes, ins))
         args = torch.fx.map_arg(fx.args, lambda a: mapping[a])
         kwargs = torch.fx.map_arg(fx.kwargs, lambda a: mapping[a])
         return out.create_node(fx.op, fx.target, args, kwargs)
 
+    def _context_split(self, node: LogicalNode) -> bool:
+        """The op's first input is split along the sequence over cp."""
+        state = self.graph.nodes[node.inputs[0]].states[self.strategy]
+        return self.strategy.cp > 1 and state.placements[MESH_DIMS.index("cp")] == Shard(1)
 
-def _pad_length(tokens: torch.Tensor, targets: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad on the right to a length divisible by ``multiple``: causal attention keeps real
-    tokens from seeing the padding and ignored targets keep it out of the loss."""
-    extra = -tokens.shape[1] % multiple
-    if not extra:
-        return tokens, targets
-    return F.pad(tokens, (0, extra), value=0), F.pad(targets, (0, extra), value=IGNORE)
+    def _context_parallel(self, node: LogicalNode, ins: list[torch.fx.Node]) -> torch.fx.Node:
+        """Rotary embedding at the zig-zag chunks' true positions; ring or Ulysses attention."""
+        ranks, index = self.strategy.cp_group(self.rank), self.strategy.coords(self.rank).cp
+        if node.op == "rotary":
+            return self.out.call_function(zigzag_rotary, (*ins, index, self.strategy.cp))
+        flavour = CONTEXT_ATTENTION[context_flavour(self.graph.config, self.strategy)]
+        return self._module_node(f"{node.name}_context_parallel", flavour(ranks, index), ins)
 
 
 def _vocab_split(node: LogicalNode, graph: LogicalGraph, strategy: Strategy) -> bool:

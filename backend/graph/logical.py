@@ -12,7 +12,7 @@ Pipeline stages are a third axis: a node of layer ``l`` lives on the stage holdi
 ``l`` (``layout.stage_layers``), the embedding on the first stage and the head on the
 last. Every edge whose ends lie on different stages in some strategy gets a ``p2p``
 comm node (send on the producer's stage, receive on the consumer's; a dummy where the
-ends share a stage), and any dp/tp conversion the consumer needs follows it on the
+ends share a stage), and any dp/cp/tp conversion the consumer needs follows it on the
 consumer's stage. A node's DistState lists its stage's ranks.
 """
 

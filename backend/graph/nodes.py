@@ -9,11 +9,11 @@ from typing import Literal
 import torch.fx
 
 from hotswitch.backend.dist_state import DistState
+from hotswitch.backend.layout import MESH_DIMS, MeshDim
 from hotswitch.backend.runtime.collectives import CommKind
 from hotswitch.backend.strategy import Strategy
 
-MeshDim = Literal["dp", "tp"]
-MESH_DIMS: tuple[MeshDim, ...] = ("dp", "tp")  # a DistState's mesh, in order; pp is the stage, not a mesh dim
+__all__ = ["FREE", "MESH_DIMS", "P2P", "CommStep", "LogicalNode", "MeshDim", "NodeKind", "StepKind"]
 NodeKind = Literal["input", "param", "buffer", "compute", "comm", "output"]
 FREE: tuple[NodeKind, ...] = ("input", "buffer")  # every pipeline stage has these
 

@@ -7,7 +7,9 @@ alike); placements are ``Shard(d)`` / ``Replicate()`` / ``Partial()`` of the
 tensors' dims, with ``d`` non-negative. Sequence parallelism swaps in two rules along
 the tensor-parallel dim (norm and residual add keep the sequence split); the rest of
 Megatron-SP (all-gather before column-parallel linears, reduce-scatter after
-row-parallel ones) follows from the ordinary rules. Where an input's placement differs from
+row-parallel ones) follows from the ordinary rules. Context parallelism swaps in two rules
+along the cp dim: rotary embedding and attention run on a split of the sequence (the compiler
+gives them the tokens' true positions and ring or Ulysses attention). Where an input's placement differs from
 what the op needs, the logical graph inserts a comm node that converts it.
 """
 
@@ -130,8 +132,9 @@ def loss(ins, shapes, node) -> Deduction:
     vocab = len(shapes[0]) - 1
     if _sharded(logits, vocab):  # vocab-parallel cross-entropy: the same summed loss on every rank
         return _same([logits, R], R)
-    if _sharded(logits, 0) or _sharded(targets, 0):  # batch rows: each rank sums its own tokens
-        return _same([Shard(0), Shard(0)], P)
+    for dim in (0, 1):  # rows (dp) or the sequence (cp): each rank sums its own tokens
+        if _sharded(logits, dim) or _sharded(targets, dim):
+            return _same([Shard(dim), Shard(dim)], P)
     return _same([R, R], R)
 
 
@@ -212,6 +215,20 @@ def sequence_parallel_add(ins, shapes, node) -> Deduction:
     return add(ins, shapes, node)
 
 
+def context_parallel_rotary(ins, shapes, node) -> Deduction:
+    """Context parallelism: each rank rotates its zig-zag chunks at their true positions."""
+    if _sharded(ins[0], 1):
+        return _same([ins[0], R, R], ins[0])
+    return rotary(ins, shapes, node)
+
+
+def context_parallel_attention(ins, shapes, node) -> Deduction:
+    """Context parallelism: ring (or Ulysses) attention over the sequence's zig-zag chunks."""
+    if _sharded(ins[0], 1):
+        return _same([ins[0]] * 3, ins[0])
+    return attention(ins, shapes, node)
+
+
 RULES = {
     "transpose": transpose,
     "permute": permute,
@@ -231,6 +248,7 @@ RULES = {
 }
 
 SEQUENCE_PARALLEL_RULES = {**RULES, "rms_norm": sequence_parallel_rms_norm, "add": sequence_parallel_add}
+CONTEXT_PARALLEL_RULES = {**RULES, "rotary": context_parallel_rotary, "attention": context_parallel_attention}
 
 
 def conversion(actual: Placement, required: Placement, grad_partial: bool) -> tuple[CommKind, int | None] | None:

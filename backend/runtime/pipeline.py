@@ -124,7 +124,7 @@ def run_stage(
     dtype = next(graph.module.parameters()).dtype  # activations cross stages in the compute dtype
     passes = SCHEDULES[schedule](strategy.pp, stage, len(micro_batches))
     plan = exchanges(passes, graph.receives, graph.sends)
-    exchanger = Exchanger(graph.rank, stage, strategy.dp * strategy.tp, graph.crossings)
+    exchanger = Exchanger(graph.rank, stage, len(strategy.stage_ranks[0]), graph.crossings)  # equal (dp, cp, tp)
     inputs: dict[int, list[torch.Tensor]] = {}
     outputs: dict[int, list[torch.Tensor]] = {}
     loss = torch.zeros((), device=device)

@@ -11,11 +11,13 @@ from hotswitch.backend.strategy import Strategy
 
 
 def strategy_rank_sets(strategies: Iterable[Strategy]) -> set[tuple[int, ...]]:
-    """Every tensor- and data-parallel group of every rank under each strategy."""
+    """Every tensor-, context- and data-parallel group and every replica group (dp x cp, where
+    gradients are summed) of every rank under each strategy."""
     out = set()
     for s in strategies:
         for rank in range(s.world_size):
-            out.update(group for group in (s.tp_group(rank), s.dp_group(rank)) if len(group) > 1)
+            groups = (s.tp_group(rank), s.cp_group(rank), s.dp_group(rank), s.replica_group(rank))
+            out.update(group for group in groups if len(group) > 1)
     return out
 
 

@@ -5,7 +5,7 @@ them runs."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hotswitch.backend.sim import paper
 from hotswitch.backend.sim.baselines import PAPER_CONTENDERS, paper_contenders
@@ -42,7 +42,7 @@ def checkpointed_where_needed(setup: Setup, plan: HotSwitchPlan) -> HotSwitchPla
     for bucket in plan.buckets:
         strategy = bucket.strategy
         if upper > bucket.above and not cost.fits(strategy, upper):
-            strategy = Strategy(strategy.dp, strategy.tp, strategy.pp, sp=strategy.sp, ckpt=True)
+            strategy = replace(strategy, ckpt=True)
         buckets.append(Bucket(strategy, bucket.above))
         upper = bucket.above
     return HotSwitchPlan(tuple(buckets))

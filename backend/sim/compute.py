@@ -11,7 +11,10 @@ Per micro-batch on one dp replica (latency through all its pipeline stages):
   NVLink speed inside a server, at the server's network share across servers; not overlapped
   with compute (Megatron's default);
 - pipeline: the activations between stages, forward and backward, split over tp;
-- checkpointing: the forward again, with its collectives.
+- checkpointing: the forward again, with its collectives; selective recompute: the norms' outputs
+  and the FFN's activation again, elementwise, at the device's memory bandwidth;
+- context parallelism: every FLOP and activation over cp as well (zig-zag chunks balance causal
+  attention), and the ring's or Ulysses' traffic (``sim.context_parallel``).
 Each collective also pays the device's latency per ring step, and every layer a micro-batch
 passes a calibrated fixed cost (kernel launches, synchronisation): the fixed cost of a micro-batch.
 """
@@ -24,10 +27,12 @@ from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.flops import matmul_params
 from hotswitch.backend.precision import Precision
+from hotswitch.backend.sim.context_parallel import ContextTraffic
 from hotswitch.backend.sim.device import DeviceSpec
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import Quadratic, StrategyCost
 from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
+from hotswitch.backend.train.planning.selective import recompute_traffic_bytes
 
 UPDATE_BYTES = 30  # per parameter, AdamW: fp32 master read+write 8, grad read 4, moments read+write 16, bf16 copy 2
 
@@ -38,9 +43,14 @@ def flops_parts(config: ModelConfig, length: int, ckpt: bool = False) -> tuple[f
     L x L scores, forward (2 products) and backward (5, recomputing the scores): 7/12 of PaLM's
     12*layers*dim*L per token. Checkpointing runs the forward twice."""
     dense = 2.0 * matmul_params(config) * length
-    attention = 4.0 * config.n_layers * config.dim * length * length / 2  # two products, causal: half
+    attention = attention_forward_flops(config, length)
     again = 2 if ckpt else 1
     return dense * again + 2 * dense, attention * again + 2.5 * attention
+
+
+def attention_forward_flops(config: ModelConfig, length: int) -> float:
+    """One sequence's causal attention forward, every layer: two products over half the scores."""
+    return 4.0 * config.n_layers * config.dim * length * length / 2
 
 
 def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:
@@ -50,7 +60,8 @@ def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> floa
 
 @dataclass(frozen=True)
 class Links:
-    """Per-device bandwidth of each kind of group of one strategy on one cluster."""
+    """Per-device bandwidth of each kind of group of one strategy on one cluster (``dp_bw``: the
+    replica group, dp x cp, that reduces gradients; cp's own traffic: ``sim.context_parallel``)."""
 
     tp_bw: float
     dp_bw: float
@@ -70,7 +81,7 @@ class Links:
             return min(cluster.intra_bw, shared) if spans else cluster.intra_bw
 
         tp = ring_bw(min(s.tp, per_node), s.tp > per_node)
-        dp = ring_bw(min(s.dp, max(1, per_node // s.tp)), s.dp * s.tp > per_node)
+        dp = ring_bw(min(s.replicas, max(1, per_node // s.tp)), s.replicas * s.tp > per_node)  # dp x cp
         pp = ring_bw(1, s.world_size > per_node)
         return cls(tp, dp, pp)
 
@@ -101,12 +112,18 @@ class SimulatedStrategy:
         """Seconds of a micro-batch of ``tokens`` executing ``dense`` matmul and ``attention``
         FLOPs: matmuls at the efficiency of their size, attention at the attention kernel's."""
         s, spec = self.strategy, self.spec
-        efficiency = spec.efficiency(tokens, self.config.dim, s.tp)
-        return (dense / efficiency + attention / spec.attention_mfu) / s.tp / spec.peak_flops
+        efficiency = spec.efficiency(tokens / s.cp, self.config.dim, s.tp)
+        return (dense / efficiency + attention / spec.attention_mfu) / (s.tp * s.cp) / spec.peak_flops
 
     def compute_s(self, rows: int, length: int) -> float:
         dense, attention = flops_parts(self.config, length, self.strategy.ckpt)
-        return self.flops_s(rows * length, rows * dense, rows * attention)
+        return self.flops_s(rows * length, rows * dense, rows * attention) + self.recompute_s(rows * length)
+
+    def recompute_s(self, tokens: int) -> float:
+        """Selective recompute (0 without ``sel``): the norms' outputs and the FFN's activation
+        computed again in backward, elementwise, at the device's memory bandwidth."""
+        traffic = recompute_traffic_bytes(self.config, self.strategy, self.precision)
+        return tokens / self.strategy.cp * self.config.n_layers * traffic / self.spec.hbm_bw
 
     def collectives(self) -> int:
         """Tensor-parallel collectives per micro-batch, in all-reduces' bytes: 4 per layer, 6 with
@@ -118,7 +135,7 @@ class SimulatedStrategy:
     def comm_s(self, tokens: int) -> float:
         """Tensor-parallel and pipeline traffic of a micro-batch of ``tokens``, without latency."""
         s, links, c = self.strategy, self.links, self.precision.param_bytes
-        activations = tokens * self.config.dim * c
+        activations = tokens / s.cp * self.config.dim * c
         tp = self.collectives() * ring_s(activations, s.tp, links.tp_bw, 0.0)
         pp = 2 * (s.pp - 1) * activations / s.tp / links.pp_bw
         return tp + pp
@@ -128,7 +145,22 @@ class SimulatedStrategy:
         the device's fixed cost per layer (half again for a checkpointed forward)."""
         s, latency = self.strategy, self.spec.latency_s
         layers = self.config.n_layers * self.spec.layer_overhead_s * (1.5 if s.ckpt else 1.0)
-        return layers + self.collectives() * 2 * (s.tp - 1) * latency + 2 * (s.pp - 1) * latency
+        context = self.context.latency_steps() * latency
+        return layers + self.collectives() * 2 * (s.tp - 1) * latency + 2 * (s.pp - 1) * latency + context
+
+    @property
+    def context(self) -> ContextTraffic:
+        return ContextTraffic(self.config, self.strategy, self.cluster, self.precision)
+
+    def context_s(self, lengths: list[int]) -> float:
+        """Context parallelism's traffic for a micro-batch of ``lengths`` (0 without cp): ring
+        transfers overlap each block's attention, Ulysses' all-to-alls do not."""
+        s = self.strategy
+        if s.cp == 1:
+            return 0.0
+        forward = sum(attention_forward_flops(self.config, n) for n in lengths)
+        forward_s = forward / self.spec.attention_mfu / (s.tp * s.cp) / self.spec.peak_flops
+        return self.context.seconds(sum(lengths), forward_s)
 
     def documents_s(self, lengths: list[int]) -> float:
         """A micro-batch of whole documents packed without padding, each attending only to
@@ -136,17 +168,18 @@ class SimulatedStrategy:
         stages."""
         parts = [flops_parts(self.config, n, self.strategy.ckpt) for n in lengths]
         tokens = sum(lengths)
-        compute = self.flops_s(tokens, sum(d for d, _ in parts), sum(a for _, a in parts))
-        return self.overhead_s() + compute + self.comm_s(tokens)
+        compute = self.flops_s(tokens, sum(d for d, _ in parts), sum(a for _, a in parts)) + self.recompute_s(tokens)
+        return self.overhead_s() + compute + self.comm_s(tokens) + self.context_s(lengths)
 
     def micro_batch_s(self, rows: int, length: int) -> float:
-        return self.overhead_s() + self.compute_s(rows, length) + self.comm_s(rows * length)
+        tokens = rows * length
+        return self.overhead_s() + self.compute_s(rows, length) + self.comm_s(tokens) + self.context_s([length] * rows)
 
     def sync_s(self) -> float:
-        """Reducing the strategy's gradient shard over its dp group (a ring all-reduce)."""
+        """Reducing the strategy's gradient shard over its dp x cp replicas (a ring all-reduce)."""
         s = self.strategy
         nbytes = self.precision.grad_bytes * self.config.n_params / (s.tp * s.pp)
-        return ring_s(nbytes, s.dp, self.links.dp_bw, self.spec.latency_s)
+        return ring_s(nbytes, s.replicas, self.links.dp_bw, self.spec.latency_s)
 
     def cost(self, lengths: list[int], token_budget: int) -> StrategyCost:
         """Fitted as ``train.profile`` fits measurements: seconds per sequence in micro-batches
@@ -166,7 +199,7 @@ class SimulatedStrategy:
 
 def update_seconds(config: ModelConfig, cluster: Cluster, spec: DeviceSpec, precision: Precision, s: Strategy) -> float:
     """AdamW over a device's share of a sharded (distributed) optimizer, bound by memory
-    bandwidth, then the updated compute copies gathered over dp."""
-    seconds = UPDATE_BYTES * config.n_params / (s.tp * s.pp * s.dp) / spec.hbm_bw
+    bandwidth, then the updated compute copies gathered over the dp x cp replicas."""
+    seconds = UPDATE_BYTES * config.n_params / (s.tp * s.pp * s.replicas) / spec.hbm_bw
     nbytes = precision.param_bytes * config.n_params / (s.tp * s.pp)
-    return seconds + ring_s(nbytes, s.dp, Links.of(s, cluster).dp_bw, spec.latency_s, passes=1)
+    return seconds + ring_s(nbytes, s.replicas, Links.of(s, cluster).dp_bw, spec.latency_s, passes=1)

@@ -4,12 +4,12 @@ strategy, a hand-picked hot-switch plan, or ``auto``; what each step takes and n
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.sim.step import SimulatedStep, simulate_step
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible, with_selective
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
 
@@ -98,10 +98,21 @@ def sim_candidates(setup: Setup) -> list[Strategy]:
     """The trainer's ``auto`` candidates, and the tensor-parallel ones with sequence parallelism
     also with activation checkpointing: at 32K tokens the engine's activations (which keep the
     gathered input of every column-parallel linear) need it where the paper's system did not.
-    The trainer leaves these out to keep its search small; ``auto_plan`` takes them alike."""
-    candidates = candidate_strategies(setup.config, setup.cluster.world_size)
-    checkpointed = [Strategy(s.dp, s.tp, s.pp, sp=True, ckpt=True) for s in candidates if s.sp]
-    return [*candidates, *checkpointed]
+    Those and pure data parallelism also with selective recompute (``with_selective``: kept by
+    ``auto`` where it lets a bucket fit). The trainer leaves these out to keep its search (and its
+    profile) small; ``auto_plan`` takes them alike. With ``setup.context_parallel``, also the cp
+    layouts whose group spans the whole cluster (``planning.context.context_candidates``)."""
+    world = setup.cluster.world_size
+    # cp serves the few longest documents, one at a time on the whole cluster (dp 1): the search
+    # over every cp x dp layout takes minutes where this takes seconds
+    candidates = [
+        s
+        for s in candidate_strategies(setup.config, world, setup.context_parallel)
+        if s.cp == 1 or s.cp * s.tp == world
+    ]
+    checkpointed = [replace(s, ckpt=True) for s in candidates if s.sp]
+    selective = with_selective([s for s in candidates if s.sp or s.world_size == s.dp])
+    return list(dict.fromkeys([*candidates, *checkpointed, *selective]))
 
 
 def fastest_statics(setup: Setup, strategies: list[Strategy]) -> list[Strategy]:
@@ -155,7 +166,9 @@ def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], gro
         tried.add(instantiation)
         cost = setup.cost_model(candidates, instantiation)
         try:
-            plan, predicted = auto_plan(setup.lengths, cost, instantiation, setup.context)
+            plan, predicted = auto_plan(
+                setup.lengths, cost, instantiation, setup.context, latency_aware=setup.latency_aware
+            )
         except ValueError as error:
             errors.append(str(error))
             continue

@@ -14,6 +14,7 @@ from hotswitch.backend.sim.compute import UPDATE_BYTES, SimulatedStrategy, updat
 from hotswitch.backend.sim.device import DeviceSpec, device_spec
 from hotswitch.backend.sim.switches import PlannedSwitches
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.context import check_context
 from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, StrategyCost
 
 PAPER_MODELS = ("7b", "13b", "32b")
@@ -21,9 +22,12 @@ PAPER_CONTEXT = 32768  # the paper trains its LLaMA-2 shapes at up to 32K tokens
 
 
 def sim_model(name: str | ModelConfig) -> ModelConfig:
-    """A model preset; the paper's shapes (7b, 13b, 32b) with the 32K context it trains them at."""
+    """A model preset; the paper's shapes (7b, 13b, 32b) with the 32K context it trains them at
+    (or the longer one a given config already has)."""
     config = get_config(name)
-    return config.with_(max_seq_len=PAPER_CONTEXT) if config.name in PAPER_MODELS else config
+    if config.name in PAPER_MODELS:
+        return config.with_(max_seq_len=max(config.max_seq_len, PAPER_CONTEXT))
+    return config
 
 
 def profile_lengths(context: int) -> list[int]:
@@ -45,7 +49,9 @@ class Setup:
     baseline) does; the engine itself keeps them whole on every dp rank, so ``False`` is what
     it would take today. ``token_budget``: tokens per micro-batch, as the trainer packs them
     (its default; a longer sequence travels alone). ``planned_switches``: switch times from the
-    engine's planner (default) or from their bound (``sim.switch_bound``, seconds faster)."""
+    engine's planner (default) or from their bound (``sim.switch_bound``, seconds faster).
+    ``context_parallel``: ``auto`` also considers cp layouts (``planning.context``); a plan
+    naming Ulysses where the heads do not split runs ring attention, said in ``notices``."""
 
     model: str | ModelConfig
     gpus: int
@@ -56,6 +62,9 @@ class Setup:
     token_budget: int = 4096
     shard_optimizer: bool = True
     planned_switches: bool = True  # False: every switch at its time bound (``sim.switch_bound``), much faster
+    context_parallel: bool = False
+    latency_aware: bool = False  # ``auto``'s Pareto pruning also weighs one sequence's time alone
+    notices: list[str] = field(default_factory=list)
     config: ModelConfig = field(init=False)
     spec: DeviceSpec = field(init=False)
     cluster: Cluster = field(init=False)
@@ -83,10 +92,14 @@ class Setup:
         return switches
 
     def check(self, strategy: Strategy) -> Strategy:
-        """Raise, naming the limit, if ``strategy`` cannot lay the model out on this cluster."""
-        strategy.check_fits(self.cluster.world_size)
-        check_strategy(self.config, strategy)
-        return strategy
+        """Raise, naming the limit, if ``strategy`` cannot lay the model out on this cluster; the
+        strategy that runs (Ulysses falls back to ring where the heads do not split, noticed)."""
+        runs, notice = check_context(self.config, strategy, self.cluster.world_size)
+        if notice and notice not in self.notices:
+            self.notices.append(notice)
+        runs.check_fits(self.cluster.world_size)
+        check_strategy(self.config, runs)
+        return runs
 
     def strategy_cost(self, strategy: Strategy) -> StrategyCost:
         if strategy not in self.costs:
@@ -97,7 +110,7 @@ class Setup:
     def optimizer_share(self, instantiation: Strategy) -> float:
         """Parameters whose master weights and moments one device of the instantiation keeps."""
         s = instantiation
-        return self.config.n_params / (s.tp * s.pp * (s.dp if self.shard_optimizer else 1))
+        return self.config.n_params / (s.tp * s.pp * (s.replicas if self.shard_optimizer else 1))  # dp x cp
 
     def budget(self, instantiation: Strategy) -> float:
         """Bytes per device for a strategy's own parameters, gradients and activations: the

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.cost import CostModel, pipelined_s
+from hotswitch.backend.train.planning.cost import CostModel, SizedSequence, pipelined_s
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order
 
 KINDS = ("switch", "compute", "bubble", "sync", "update")
@@ -71,7 +70,7 @@ def _group(cost: CostModel, strategy: Strategy, lengths: list[int]) -> tuple[lis
     if not lengths:
         return [], 0.0, 0.0, 0
     c = cost.strategies[strategy]
-    seqs = [Seq(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
+    seqs = [SizedSequence(i, n) for i, n in enumerate(lengths)]
     replicas = cost.micro_batching().split(strategy, seqs)
     latencies = [[c.micro_batch_s(len(m), m[0].length) for m in replica] for replica in replicas]
     busy = [sum(r) / strategy.pp for r in latencies]  # a micro-batch spends 1/pp of its latency per stage
@@ -99,7 +98,7 @@ def simulate_step(
         line.all_ranks(switch, "switch", strategy)
         busy, seconds, activations[str(strategy)], micro[str(strategy)] = _group(cost, strategy, group)
         line.group(strategy, busy, seconds)
-        line.all_ranks(cost.strategies[strategy].sync_s if strategy.dp > 1 else 0.0, "sync", strategy)
+        line.all_ranks(cost.strategies[strategy].sync_s if strategy.replicas > 1 else 0.0, "sync", strategy)
         previous = strategy
     if previous != instantiation:
         line.all_ranks(cost.switch_s.get(("grads", previous, instantiation), 0.0), "switch", instantiation)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from hotswitch.backend.cluster import Cluster
-from hotswitch.backend.layout import param_layout, partial_over_dp
+from hotswitch.backend.layout import param_layout, partial_over_replicas
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.switch_bound import bound_seconds
@@ -22,14 +22,16 @@ _SECONDS: dict[tuple, float] = {}
 
 
 def layout_of(strategy: Strategy) -> Strategy:
-    """The parameter layout a strategy has: sequence parallelism and checkpointing change none."""
-    return Strategy(strategy.dp, strategy.tp, strategy.pp)
+    """The parameter layout a strategy has: sequence parallelism and checkpointing change none;
+    context parallelism replicates parameters like dp, and its ranks sit between dp's and tp's
+    in the mesh, so dp x cp replicas are one dp of the same ranks."""
+    return Strategy(strategy.replicas, strategy.tp, strategy.pp)
 
 
 class PlannedSwitches(Mapping[SwitchKey, float]):
     """``CostModel.switch_s`` for a simulated cluster: ("params" | "grads", src, dst) -> seconds.
 
-    Planned as the engine plans them (``Engine._bind_switch``): parameters in their compute dtype
+    Planned as the engine plans them (``Switches`` in ``train/loop/switches.py``): parameters in their compute dtype
     into the destination layout; accumulated gradients into the destination's dp-partial layout.
     A plan's time is the planner's bandwidth model (``SwitchPlan.time_s``) plus the busiest
     rank's messages at the device's latency."""
@@ -40,6 +42,7 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
         self.plans: dict[SwitchKey, SwitchPlan] = {}
         self.seconds: dict[SwitchKey, float] = {}
         self.bounds: dict[SwitchKey, float] = {}
+        self.estimates: dict[SwitchKey, float] = {}  # ``switch_bound``'s answers, per pair asked
         self.estimate = False  # answer with ``switch_bound`` instead of planning (a search's mode)
 
     def allow(self, strategies: list[Strategy]) -> None:
@@ -52,7 +55,7 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
             source = param_layout(self.config, key[1])
             target = param_layout(self.config, key[2])
             if what == "grads":
-                target, itemsize = partial_over_dp(target), self.precision.grad_bytes
+                target, itemsize = partial_over_replicas(target), self.precision.grad_bytes
             else:
                 itemsize = self.precision.param_bytes
             self.plans[key] = plan_switch(source, target, self.cluster, itemsize=itemsize)
@@ -78,6 +81,8 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
         if what not in ("params", "grads") or src == dst or not {src, dst} <= self.strategies:
             raise KeyError(key)
         if self.estimate:
+            if key in self.estimates:  # a search asks for the same pairs many times
+                return self.estimates[key]
             shared = (
                 "bound",
                 self.config,
@@ -90,7 +95,8 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
             )
             if shared not in _SECONDS:
                 _SECONDS[shared] = self.bound(what, src, dst)
-            return _SECONDS[shared]
+            self.estimates[key] = _SECONDS[shared]
+            return self.estimates[key]
         if key not in self.seconds:
             shared = (self.config, self.cluster, self.precision, self.latency_s, what, layout_of(src), layout_of(dst))
             if shared not in _SECONDS:

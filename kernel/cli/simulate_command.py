@@ -105,6 +105,7 @@ def report(comparison) -> dict:
         # activations) is held within this one limit: the device's memory less what is reserved
         "limit_gib": (setup.spec.memory - setup.spec.reserved) / 2**30,
         "contenders": [c.summary() for c in comparison.contenders()],
+        "notices": list(setup.notices),  # e.g. Ulysses asked where the heads do not split: ring runs
     }
 
 
@@ -120,6 +121,8 @@ def _print_table(out: dict) -> None:
         memory = max(c["memory_gib"].values(), default=0.0)
         detail = c["plan"] if c["step_s"] is not None else c["why"]
         print(f"{c['name']:<26}{step:>10}{memory:>10.1f}  {detail}")
+    for notice in out["notices"]:
+        print(f"notice: {notice}")
 
 
 def run(args) -> int:

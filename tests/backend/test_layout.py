@@ -3,19 +3,19 @@ from fnmatch import fnmatchcase
 import pytest
 
 from hotswitch.backend import Replicate, Shard, Strategy, get_config, param_layout
-from hotswitch.backend.layout import TP_PLAN, stage_layers, tp_style
+from hotswitch.backend.layout import TP_PLAN, stage_layers, tp_placement, tp_style
 from hotswitch.backend.models import build_model
 
 
 def test_megatron_placements_and_stages():
     config = get_config("tiny")
     layout = param_layout(config, Strategy.parse("dp2tp2pp2"))
-    tp = {name: p.state.placements[1] for name, p in layout.items()}
+    tp = {name: tp_placement(p.state) for name, p in layout.items()}
     assert tp["tok_embeddings.weight"] == Shard(0) and tp["output.weight"] == Shard(0)
     assert tp["layers.0.attention.wq.weight"] == Shard(0) and tp["layers.0.feed_forward.w3.weight"] == Shard(0)
     assert tp["layers.0.attention.wo.weight"] == Shard(1) and tp["layers.0.feed_forward.w2.weight"] == Shard(1)
     assert tp["layers.0.attention_norm.weight"] == Replicate() and tp["norm.weight"] == Replicate()
-    assert all(p.state.placements[0] == Replicate() for p in layout.values())
+    assert all(p.state.placements[:2] == (Replicate(), Replicate()) for p in layout.values())  # dp, cp
     assert layout["tok_embeddings.weight"].state.devices == (0, 1, 2, 3)
     assert layout["layers.1.attention.wq.weight"].stage == 0
     assert layout["layers.2.attention.wq.weight"].stage == 1

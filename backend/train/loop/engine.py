@@ -8,9 +8,10 @@ it and released once its parameters and gradients have moved on, so that a devic
 the model states of the instantiation strategy and of at most two others at once.
 
 Gradients accumulate in a flat buffer per strategy: a group's gradients are reduced over
-its data-parallel ranks, then switched into the next strategy's layout as a dp-partial
-sum (the value on one replica, zeros on the others), so that its micro-batches add to
-them and the next reduction is exact.
+its replica group (dp x cp: context-parallel ranks hold the same weights and sum the
+gradients of their chunks of each sequence), then switched into the next strategy's layout
+as a replica-partial sum (the value on one replica, zeros on the others), so that its
+micro-batches add to them and the next reduction is exact.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -28,23 +29,18 @@ from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph
-from hotswitch.backend.layout import param_layout, partial_over_dp
+from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.switch.executor import BoundSwitch
 from hotswitch.backend.switch.plan import SwitchPlan
-from hotswitch.backend.switch.planner import plan_switch
 from hotswitch.backend.train.loop.strategy_state import StrategyState
+from hotswitch.backend.train.loop.switches import Switches, SwitchKind
 from hotswitch.backend.train.planning.batching import MicroBatching, collate
 from hotswitch.backend.train.state.master import InitialValue, Master
 from hotswitch.backend.train.state.optim import OptimizerConfig
-
-SwitchKind = Literal["params", "grads", "grads_final"]
-"""What a switch moves: parameters; reduced gradients into the next strategy as a dp-partial
-sum; or the last strategy's gradients into the master layout as they are."""
 
 
 @dataclass
@@ -69,7 +65,8 @@ class Engine:
     initialised from ``seed`` or, when given, by ``initial(name, full_shape, box)`` (this
     rank's box of each parameter, e.g. ``models.hf.hf_initializer(dir)``). With
     ``shard_optimizer`` the master weights and AdamW's moments are sharded over the
-    instantiation strategy's data parallelism (a no-op where it has one replica)."""
+    instantiation strategy's replicas, dp x cp as Megatron's distributed optimizer (a no-op
+    where it has one replica)."""
 
     def __init__(
         self,
@@ -93,19 +90,18 @@ class Engine:
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
         self.batching = batching or MicroBatching(token_budget)
-        self._switches: dict[tuple[SwitchKind, Strategy, Strategy], BoundSwitch] = {}
-        self._first_runs: list[dict] = []  # each switch's statistics the first time it runs
+        self.switches = Switches(self)
         self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
         state = self.states[instantiation]
-        self.master = Master(state, optim, seed, self.rank, initial, precision, self.master_dp_group, shard_optimizer)
+        self.master = Master(state, optim, seed, self.rank, initial, precision, self.master_replicas, shard_optimizer)
 
-    def master_dp_group(self):
-        """This rank's data-parallel group of the instantiation strategy (groups are rebuilt when
-        the strategies change, so it is looked up when a collective runs)."""
-        return self.groups[self.instantiation.dp_group(self.rank)]
+    def master_replicas(self):
+        """This rank's replica group (dp x cp) of the instantiation strategy (groups are rebuilt
+        when the strategies change, so it is looked up when a collective runs)."""
+        return self.groups[self.instantiation.replica_group(self.rank)]
 
     def use_batching(self, batching: MicroBatching) -> None:
         """Cut groups into micro-batches by ``batching`` from the next step on (e.g. the cost
@@ -160,51 +156,16 @@ class Engine:
     # -- switches ------------------------------------------------------------------------------
     def switch_plan(self, what: SwitchKind, src: Strategy, dst: Strategy) -> SwitchPlan:
         """The plan of a switch between two resident strategies (planned once, then cached)."""
-        return self._switch(what, src, dst).plan
+        return self.switches.bound(what, src, dst).plan
 
     def take_switch_stats(self) -> list[dict]:
         """Statistics of each switch that ran for the first time since the last call (src,
         dst, what, bytes, predicted_s, seconds), oldest first; the list is then emptied."""
-        stats, self._first_runs = self._first_runs, []
-        return stats
+        return self.switches.take_stats()
 
     def _run_switch(self, what: SwitchKind, src: Strategy, dst: Strategy, times: StepTimes) -> None:
-        first = (what, src, dst) not in self._switches
-        bound = self._switch(what, src, dst)
-        started = time.perf_counter()
-        bound.run()
-        elapsed = time.perf_counter() - started
-        times.switch += elapsed
+        times.switch += self.switches.run(what, src, dst)
         times.switches += 1
-        if first:
-            self._first_runs.append(
-                {
-                    "src": str(src),
-                    "dst": str(dst),
-                    "what": what,
-                    "bytes": bound.plan.bytes_moved,
-                    "predicted_s": bound.predicted_s,
-                    "seconds": elapsed,
-                }
-            )
-
-    def _switch(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
-        key = (what, src, dst)
-        if key not in self._switches:
-            with self.holding(src, dst):  # views are taken of allocated memory only
-                self._switches[key] = self._bind_switch(what, src, dst)
-        return self._switches[key]
-
-    def _bind_switch(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
-        a, b = self.states[src], self.states[dst]
-        p = self.precision
-        if what == "params":  # the copies strategies compute with: bf16 in mixed precision
-            plan = plan_switch(a.layout, b.layout, self.cluster, itemsize=p.param_bytes)
-            return BoundSwitch(plan, self.rank, a.params, b.params)
-        # reduced gradients into a dp-partial sum, or into the master layout as they are
-        target = b.layout if dst == self.instantiation and what == "grads_final" else partial_over_dp(b.layout)
-        plan = plan_switch(a.layout, target, self.cluster, itemsize=p.grad_bytes)
-        return BoundSwitch(plan, self.rank, a.grads, b.grads)
 
     # -- one step --------------------------------------------------------------------------------
     def step(
@@ -245,8 +206,8 @@ class Engine:
             if strategy.coords(self.rank).tp == 0:
                 loss += local
             started = time.perf_counter()
-            if strategy.dp > 1:
-                dist.all_reduce(state.grads.flat, group=self.groups[strategy.dp_group(self.rank)])
+            if strategy.replicas > 1:
+                dist.all_reduce(state.grads.flat, group=self.groups[strategy.replica_group(self.rank)])
             times.grad_sync += time.perf_counter() - started
             previous = strategy
         if previous != self.instantiation:
@@ -285,7 +246,7 @@ class Engine:
         and gradients, AdamW's two moments, and fp32 master weights in mixed precision)."""
         elements = self.master.state.params.flat.numel()
         p = self.precision
-        master = p.master_bytes / (self.instantiation.dp if self.master.sharded else 1)
+        master = p.master_bytes / (self.instantiation.replicas if self.master.sharded else 1)
         return self.cluster.memory - elements * (p.param_bytes + p.grad_bytes + master)
 
 

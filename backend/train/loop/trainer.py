@@ -101,8 +101,8 @@ class Trainer:
         shard = shard_optimizer is not False
         kwargs = dict(device=device, precision=precision, initial=initial, shard_optimizer=shard)
         self.engine = Engine(config, strategies, chosen, optim, seed, token_budget, **kwargs)
-        if shard_optimizer and chosen.dp == 1:
-            why = f"{chosen} has one data-parallel replica: the optimizer state stays whole (nothing to shard)"
+        if shard_optimizer and chosen.replicas == 1:
+            why = f"{chosen} has one replica (dp x cp): the optimizer state stays whole (nothing to shard)"
             self.sink(event("warning", message=f"shard_optimizer: {why}"))
         self._cost: CostModel | None = None
         if self.auto or memory_budget is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import itertools
 from collections.abc import Sequence
@@ -10,15 +11,18 @@ from collections.abc import Sequence
 from hotswitch.backend.layout import check_strategy
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.context import context_candidates, one_flavour
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
 
-def candidate_strategies(config: ModelConfig, world: int) -> list[Strategy]:
+def candidate_strategies(config: ModelConfig, world: int, context_parallel: bool = False) -> list[Strategy]:
     """Every dp x tp x pp layout of ``world`` devices that the model allows (tensor-parallel
     ones also with sequence parallelism), most model-state splitting first; and pure data
     parallelism with activation checkpointing, which under a tight budget holds sequences that
-    would otherwise need the model split (at the price of recomputing every block)."""
+    would otherwise need the model split (at the price of recomputing every block).
+    ``context_parallel``: also the cp layouts of ``planning.context.context_candidates`` (ring
+    attention, and Ulysses where the heads allow: the cost model chooses between them)."""
     out = []
     for tp in range(world, 0, -1):
         for pp in range(world // tp, 0, -1):
@@ -32,7 +36,25 @@ def candidate_strategies(config: ModelConfig, world: int) -> list[Strategy]:
                     continue
                 out.append(strategy)
     out.append(Strategy(dp=world, ckpt=True))
-    return sorted(out, key=lambda s: (-s.tp * s.pp, -s.tp, s.sp, s.ckpt))
+    if context_parallel:
+        out += context_candidates(config, world, fits=functools.partial(_allowed, config))
+    return sorted(out, key=lambda s: (-s.tp * s.pp, -s.tp, s.sp, s.ckpt, s.cp, s.ulysses))
+
+
+def with_selective(strategies: Sequence[Strategy]) -> list[Strategy]:
+    """``strategies`` and the selective-recompute (``sel``) variant of each that does not
+    checkpoint: a variant is slower at every length than its plain layout, so ``pareto`` keeps it
+    only where it holds longer sequences, i.e. where recomputing lets a bucket fit."""
+    variants = [dataclasses.replace(s, sel=True) for s in strategies if not (s.ckpt or s.sel)]
+    return list(dict.fromkeys([*strategies, *variants]))
+
+
+def _allowed(config: ModelConfig, strategy: Strategy) -> bool:
+    try:
+        check_strategy(config, strategy)
+    except ValueError:
+        return False
+    return True
 
 
 def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
@@ -48,23 +70,34 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
         upper = bucket.above
 
 
-def pareto(cost: CostModel, lengths: Sequence[int], max_len: int) -> list[Strategy]:
+def pareto(cost: CostModel, lengths: Sequence[int], max_len: int, latency_aware: bool = False) -> list[Strategy]:
     """The strategies no other one beats: another that is no slower at every length of
     the batch and holds sequences at least as long makes a strategy redundant (ties keep
     the first in the cost model's order). Speed is the whole cluster's, in steady state
     (``CostModel.sequence_s``): full micro-batches' fixed overhead counts, so a strategy whose
     memory holds few rows pays it more often. Steady state leaves out a pipeline's fill and
-    drain, so a strategy never beats one with fewer pipeline stages."""
+    drain, so a strategy never beats one with fewer pipeline stages; and how long one sequence
+    keeps its replica busy (a long document holding the step back), which context parallelism
+    shortens: none beats one with more cp unless it is no slower for one sequence alone either
+    (a micro-batch of one, at every length). ``latency_aware``: that holds between any two
+    strategies (tensor parallelism shortens a long document too), which keeps more of them.
+    Of a layout's two cp flavours (ring, Ulysses) the cost model keeps one (``context.one_flavour``)."""
     names = list(cost.strategies)
     times = {s: [cost.sequence_s(s, n) for n in lengths] for s in names}
     longest = {s: cost.longest(s, max_len) for s in names}
+    names = one_flavour(names, times, longest)
+    context = latency_aware or any(s.cp > 1 for s in names)
+    alone = {s: [cost.strategies[s].micro_batch_s(1, n) for n in lengths] for s in names} if context else {}
 
     def beats(a: Strategy, b: Strategy) -> bool:
-        no_worse = a.pp <= b.pp and longest[a] >= longest[b] and all(x <= y for x, y in zip(times[a], times[b]))
+        no_worse = a.pp <= b.pp and longest[a] >= longest[b]
+        shorter_alone = (a.cp >= b.cp and not latency_aware) or all(x <= y for x, y in zip(alone[a], alone[b]))
+        no_worse = no_worse and shorter_alone
+        no_worse = no_worse and all(x <= y for x, y in zip(times[a], times[b]))
         better = longest[a] > longest[b] or any(x < y for x, y in zip(times[a], times[b]))
         return no_worse and (better or names.index(a) < names.index(b))
 
-    return [b for b in names if not any(beats(a, b) for a in names if a != b)]
+    return [b for b in names if longest[b] > 0 and not any(beats(a, b) for a in names if a != b)]  # holding none: out
 
 
 class _BoundarySearch:
@@ -75,6 +108,7 @@ class _BoundarySearch:
         self.sorted_lengths = sorted(lengths)  # a bucket's sequences: a slice
         self.cost, self.longest, self.picks = cost, longest, picks
         self.bucket = functools.cache(self._bucket)
+        self.bucket_s = functools.cache(self._bucket_s)
         self.cheapest = functools.cache(self._cheapest)
         self._group_s = functools.cache(lambda strategy, lengths: cost.group_s(strategy, list(lengths)))
 
@@ -89,18 +123,23 @@ class _BoundarySearch:
         ]
         return tuple(found) if found and upper <= self.longest[strategy] else None
 
+    def _bucket_s(self, strategy: Strategy, above: int, upper: int) -> float | None:
+        """The seconds of ``bucket``'s group (None where ``bucket`` is), cached by its bounds."""
+        lengths = self.bucket(strategy, above, upper)
+        return None if lengths is None else self.group_s(strategy, lengths)
+
     def _cheapest(self, chain: tuple[Strategy, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
         """The least compute for ``chain`` (longest sequences first) over lengths up to
         ``upper``, every bucket holding sequences, and its buckets' lower bounds."""
         if len(chain) == 1:
-            lengths = self.bucket(chain[0], 0, upper)
-            return None if lengths is None else (self.group_s(chain[0], lengths), (0,))
+            seconds = self.bucket_s(chain[0], 0, upper)
+            return None if seconds is None else (seconds, (0,))
         best = None
-        for above in self.picks:
-            lengths = self.bucket(chain[0], above, upper) if above < upper else None
-            rest = self.cheapest(chain[1:], above) if lengths else None
-            if rest and (best is None or self.group_s(chain[0], lengths) + rest[0] < best[0] - 1e-12):
-                best = (self.group_s(chain[0], lengths) + rest[0], (above, *rest[1]))
+        for above in self.picks[: bisect.bisect_left(self.picks, upper)]:  # picks are sorted
+            seconds = self.bucket_s(chain[0], above, upper)
+            rest = self.cheapest(chain[1:], above) if seconds is not None else None
+            if rest and (best is None or seconds + rest[0] < best[0] - 1e-12):
+                best = (seconds + rest[0], (above, *rest[1]))
         return best
 
 
@@ -111,6 +150,7 @@ def auto_plan(
     max_len: int,
     max_strategies: int = 4,
     splits: int = 12,
+    latency_aware: bool = False,
 ) -> tuple[HotSwitchPlan, float]:
     """Search sets of up to ``max_strategies`` strategies among the Pareto-optimal ones
     (less model-state splitting for shorter sequences) and bucket boundaries among length
@@ -118,7 +158,8 @@ def auto_plan(
     fits in memory up to its upper bound (``max_len`` for the longest); return the fastest
     with its predicted step time."""
     ordered = sorted(set(lengths))
-    strategies = sorted(pareto(cost, ordered, max_len), key=lambda s: (s.tp * s.pp, s.tp, s.sp))
+    # longer buckets to the strategies splitting more (cp splits a sequence as tp x pp split the model)
+    strategies = sorted(pareto(cost, ordered, max_len, latency_aware), key=lambda s: (s.tp * s.pp * s.cp, s.tp, s.sp))
     longest = {s: cost.longest(s, max_len) for s in cost.strategies}
     quantiles = {ordered[int(i * (len(ordered) - 1) / splits)] for i in range(1, splits)}
     capacities = {longest[s] for s in strategies}  # a strategy taking every sequence it can hold
@@ -134,8 +175,8 @@ def auto_plan(
         for subset in itertools.chain(itertools.combinations(strategies, count), singles if count == 1 else []):
             chain = subset[::-1]
             found = search.cheapest(chain, max_len)
-            if found is None:
-                continue
+            if found is None or (best is not None and found[0] + cost.update_s >= best[0] - 1e-12):
+                continue  # compute and the update alone already lose: no step of these can win
             plan = HotSwitchPlan.of(list(zip(chain, found[1], strict=True)))
             predicted = cost.step_s(plan, search.sorted_lengths, instantiation, search.group_s)
             if best is None or predicted < best[0] - 1e-12:

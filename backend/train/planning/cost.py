@@ -13,16 +13,24 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.train.planning.batching import MicroBatching
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 
 GroupSeconds = Callable[[Strategy, list[int]], float]
+
+
+class SizedSequence(NamedTuple):
+    """A sequence as planning sees it: its index and length, no tokens (``MicroBatching`` reads
+    only these; building tokens for every planned group would cost more than the plan)."""
+
+    doc: int
+    length: int
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,7 @@ class CostModel:
         if not lengths:
             return 0.0
         cost = self.strategies[strategy]
-        seqs = [Seq(i, (0,) * (n + 1)) for i, n in enumerate(lengths)]
+        seqs = [SizedSequence(i, n) for i, n in enumerate(lengths)]
         latencies = [
             [cost.micro_batch_s(len(m), m[0].length) for m in replica]
             for replica in self.micro_batching().split(strategy, seqs)
@@ -207,7 +215,7 @@ class CostModel:
                 total += self.switch_s.get(("grads", previous, strategy), 0.0)
             if strategy != instantiation:
                 total += self.switch_s.get(("params", previous or instantiation, strategy), 0.0)
-            total += group_s(strategy, lengths) + (self.strategies[strategy].sync_s if strategy.dp > 1 else 0.0)
+            total += group_s(strategy, lengths) + (self.strategies[strategy].sync_s if strategy.replicas > 1 else 0.0)
             previous = strategy
         if previous != instantiation:
             total += self.switch_s.get(("grads", previous, instantiation), 0.0)

@@ -130,11 +130,12 @@ def measure_pipeline_increment(engine: Engine, strategy: Strategy, length: int) 
 
 
 def measure_sync(engine: Engine, strategy: Strategy) -> float:
-    """Seconds to all-reduce the strategy's gradients over its dp group (0 without dp)."""
+    """Seconds to all-reduce the strategy's gradients over its replicas, dp x cp, as the engine
+    reduces them (0 with one replica)."""
     state = engine.states[strategy]
-    if strategy.dp == 1:
+    if strategy.replicas == 1:
         return 0.0
-    group = engine.groups[strategy.dp_group(engine.rank)]
+    group = engine.groups[strategy.replica_group(engine.rank)]
     elapsed = timed(lambda: dist.all_reduce(state.grads.flat, group=group), engine.device, repeats=1)
     state.grads.flat.zero_()
     return elapsed

@@ -25,7 +25,15 @@ With activation checkpointing a block keeps only its inputs (the residual stream
 sp; without sp tensor parallelism adds the partial sum its all-reduce reads), and one block's
 activations live again while it is recomputed in backward. Pipeline stages hold fewer layers
 but, under 1F1B, the first keeps up to ``pp`` micro-batches in flight: the worst case is no
-saving, which is what is counted (and ``pp`` heads, for the last stage).
+saving, which is what is counted (and ``pp`` heads, for the last stage). Selective recompute
+(``sel``) keeps a layer's activations less the norms' outputs and the FFN's activation
+(``planning.selective.recomputed_bytes``); at its peak one layer's recomputed values live again.
+
+Context parallelism (``cp``) splits every sequence: a rank keeps only its two zig-zag chunks'
+activations (``planning.context.local_tokens``: the length over cp, each chunk padded), the head's
+included, plus at its peak what travels in flight (``planning.context.in_flight_bytes``: ring
+attention's key/value blocks, or Ulysses' all-to-all buffers). Model states are replicated over
+cp as over dp.
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ from __future__ import annotations
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.context import in_flight_bytes, local_tokens
+from hotswitch.backend.train.planning.selective import recomputed_bytes
 
 FP32_BYTES = 4
 TARGET_BYTES = 8  # cross-entropy keeps the int64 targets
@@ -55,7 +65,9 @@ def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision) ->
 def kept_activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
     """What one sequence keeps from forward to backward on one device (what
     ``memory_measure.measured_activation_bytes`` counts)."""
+    length = local_tokens(length, strategy.cp)  # a cp rank keeps its own zig-zag chunks only
     layer, head = _per_token(config, strategy, precision)
+    layer -= recomputed_bytes(config, strategy, precision)  # sel: dropped in forward, recomputed in backward
     c, region = precision.param_bytes, strategy.tp if strategy.sp else 1
     # with sp on gloo, the first block's input is a view of the embedding's whole output
     first = c * config.dim * (1 - 1 / strategy.tp) if strategy.sp else 0.0
@@ -70,11 +82,12 @@ def kept_activation_bytes(config: ModelConfig, strategy: Strategy, length: int, 
 
 def activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
     """Activations one sequence needs on one device at its peak: what it keeps for backward,
-    and with checkpointing one block recomputed on top."""
+    and with checkpointing one block recomputed on top; with context parallelism what travels."""
     kept = kept_activation_bytes(config, strategy, length, precision)
     if strategy.ckpt:
-        kept += length * _per_token(config, strategy, precision)[0]
-    return kept
+        kept += local_tokens(length, strategy.cp) * _per_token(config, strategy, precision)[0]
+    kept += local_tokens(length, strategy.cp) * recomputed_bytes(config, strategy, precision)  # sel: one layer's
+    return kept + in_flight_bytes(config, strategy, length, precision)
 
 
 def model_state_bytes(config: ModelConfig, strategy: Strategy, precision: Precision = FP32) -> float:

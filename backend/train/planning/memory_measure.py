@@ -4,7 +4,9 @@ parameters left out: they are model state); on CUDA, the allocator's peak.
 
 With activation checkpointing a block keeps only its inputs (held by the checkpoint, not
 saved through the hooks): ``CheckpointedBlock`` reports them while a count is open. Its inside
-is recomputed in backward, one block at a time (``memory.activation_bytes`` adds it).
+is recomputed in backward, one block at a time (``memory.activation_bytes`` adds it). Selective
+recompute frees what it recomputes once its readers have run (``selective_recompute``
+reports it): those storages are not kept.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from hotswitch.backend.graph import checkpoint_blocks
+from hotswitch.backend.graph import checkpoint_blocks, selective_recompute
 
 
 class SavedCount:
@@ -32,6 +34,10 @@ class SavedCount:
             self.storages[key] = max(self.storages.get(key, 0), storage.nbytes())
             self._held.append(tensor.detach())
 
+    def release(self, tensor: torch.Tensor) -> None:
+        """Selective recompute frees ``tensor``'s storage until backward: no longer kept."""
+        self.storages.pop(tensor.untyped_storage().data_ptr(), None)
+
     @property
     def bytes(self) -> int:
         return sum(self.storages.values())
@@ -46,7 +52,8 @@ def counting_saved(exclude: Iterable[torch.Tensor] = ()) -> Iterator[SavedCount]
         count.add(tensor)
         return tensor
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), checkpoint_blocks.reporting(count.add):
+    hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor)
+    with hooks, checkpoint_blocks.reporting(count.add), selective_recompute.releasing(count.release):
         yield count
 
 

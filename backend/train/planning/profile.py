@@ -1,5 +1,7 @@
 """Building the cost model on the ranks (collective): ``measure`` the engine's strategies, or
-read the measurements back from the disk cache (rank 0 reads and writes it), then fit them."""
+read the measurements back from the disk cache (rank 0 reads and writes it), then fit them.
+A strategy that recomputes (``ckpt``, ``sel``) is timed on its own executable graph, so its
+recompute is in its seconds (and on CUDA its recomputed values in its peak bytes)."""
 
 from __future__ import annotations
 

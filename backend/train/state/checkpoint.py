@@ -24,6 +24,7 @@ from torch.distributed.tensor import Replicate as DReplicate
 from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
+from hotswitch.backend.layout import mesh_shape
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.train.loop.engine import Engine
@@ -70,10 +71,10 @@ def _dtensor_state(engine: Engine, meshes: list[DeviceMesh], weights: FlatBuffer
 
 
 def _meshes(engine: Engine) -> list[DeviceMesh]:
-    """One (dp, tp) device mesh per pipeline stage of the instantiation strategy (collective:
+    """One (dp, cp, tp) device mesh per pipeline stage of the instantiation strategy (collective:
     every rank creates every mesh)."""
     s = engine.instantiation
-    return [DeviceMesh(engine.device.type, torch.tensor(ranks).view(s.dp, s.tp)) for ranks in s.stage_ranks]
+    return [DeviceMesh(engine.device.type, torch.tensor(ranks).view(mesh_shape(s))) for ranks in s.stage_ranks]
 
 
 def save(engine: Engine, path: str | Path, extra: dict) -> Path:

@@ -12,6 +12,7 @@ import torch.distributed as dist
 from torch import nn
 
 from hotswitch.backend.dist_state import Box, Replicate
+from hotswitch.backend.layout import tp_placement
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
@@ -47,9 +48,11 @@ class Master:
     update, and the update reads its gradient buffer (cast to fp32 first when gradients
     accumulate in bf16).
 
-    With ``shard`` (the default) and more than one data-parallel replica, each replica keeps
-    the fp32 master weights and AdamW's moments of its own part of the flat buffer only
-    (``DataParallelShard``, reached through ``dp_group``) and gathers the updated parameters."""
+    With ``shard`` (the default) and more than one replica (dp x cp: context-parallel ranks hold
+    the same weights, so they share the update as in Megatron's distributed optimizer), each
+    replica keeps the fp32 master weights and AdamW's moments of its own part of the flat buffer
+    only (``DataParallelShard``, reached through ``dp_group``, the replica group) and gathers
+    the updated parameters."""
 
     def __init__(
         self,
@@ -76,9 +79,10 @@ class Master:
                 full.views[name].copy_(value)
             if full is not state.params:
                 state.params.flat.copy_(full.flat)
-        replica = state.strategy.coords(rank).dp
-        sharded = shard and state.strategy.dp > 1 and dp_group is not None
-        self.shard = DataParallelShard(full.flat.numel(), state.strategy.dp, replica, dp_group) if sharded else None
+        strategy = state.strategy
+        sharded = shard and strategy.replicas > 1 and dp_group is not None
+        replica = strategy.replica_index(rank)
+        self.shard = DataParallelShard(full.flat.numel(), strategy.replicas, replica, dp_group) if sharded else None
         if self.shard is None:
             self.weights: FlatBuffer | None = full
             self.params = {n: nn.Parameter(view) for n, view in full.views.items()}
@@ -100,18 +104,18 @@ class Master:
     def refresh(self) -> None:
         """Make the strategy's compute copy equal the master weights (cast): after an update,
         and after weights were loaded (a no-op in fp32 unsharded, where they are one buffer;
-        sharded, every replica's updated part is gathered: collective over dp)."""
+        sharded, every replica's updated part is gathered: collective over the replicas)."""
         if self.shard is not None:
             self.shard.gather_into(self.params[PART].detach(), self.state.params.flat)
         elif self.weights is not self.state.params:
             self.state.params.flat.copy_(self.weights.flat)
 
     def _counts_once(self, name: str) -> bool:
-        """Whether this rank's box of ``name`` is the one counted in a global sum: dp replicas
-        hold copies, and tp replicas of replicated weights (norms) too."""
-        _, replica, _, tp = self.state.strategy.coords(self.rank)
-        replicated = self.state.layout[name].state.placements[1] == Replicate()
-        return replica == 0 and (tp == 0 or not replicated)
+        """Whether this rank's box of ``name`` is the one counted in a global sum: replicas
+        (dp x cp) hold copies, and tp replicas of replicated weights (norms) too."""
+        strategy = self.state.strategy
+        replicated = tp_placement(self.state.layout[name].state) == Replicate()
+        return strategy.replica_index(self.rank) == 0 and (strategy.coords(self.rank).tp == 0 or not replicated)
 
     def grad_norm(self) -> float:
         """The global L2 norm of the accumulated gradients (collective), every element once."""
@@ -157,13 +161,13 @@ class Master:
 
     def master_weights(self) -> FlatBuffer:
         """This rank's whole box of the fp32 master weights: the live buffer, or, sharded, a
-        copy gathered from the replicas (collective over dp; ``load_weights`` takes it back)."""
+        copy gathered from the replicas (collective over the replicas; ``load_weights`` takes it back)."""
         if self.shard is None:
             return self.weights
         return self._whole(self.params[PART].detach())
 
     def _whole(self, part: torch.Tensor) -> FlatBuffer:
-        """This rank's whole box in fp32, every replica's ``part`` gathered into it (collective over dp)."""
+        """This rank's whole box in fp32, every replica's ``part`` gathered into it (collective over the replicas)."""
         whole = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
         self.shard.gather_into(part, whole.flat)
         return whole
@@ -180,7 +184,7 @@ class Master:
     def optimizer_state(self) -> OptimizerState:
         """AdamW's state on this rank, per parameter of the master layout: the optimizer's own
         tensors where they exist, or, sharded, whole boxes gathered from the replicas
-        (collective over dp)."""
+        (collective over the replicas)."""
         step, moments = 0.0, {}
         for name, param in self.params.items():
             state = self.optimizer.state.get(param, {})

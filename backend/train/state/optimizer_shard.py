@@ -1,9 +1,10 @@
 """A distributed optimizer's part of the flat buffers (Megatron's distributed optimizer, ZeRO-1):
-the instantiation strategy's data-parallel replicas each update one contiguous part of the
-flat parameter buffer, holding the fp32 master weights and AdamW's moments of that part only,
+the instantiation strategy's replicas (dp x cp, as Megatron shards over its data-parallel
+group with context parallelism: cp ranks hold the same weights) each update one contiguous
+part of the flat parameter buffer, holding the fp32 master weights and AdamW's moments of that part only,
 then all-gather the updated parameters.
 
-The gradients every replica holds at the update are already summed over data parallelism (the
+The gradients every replica holds at the update are already summed over the replicas (the
 step reduces them before switching them into the master layout), so a replica reads its part
 of them in place: no reduce-scatter is needed here, and the hot switches move the same bytes as
 without sharding. AdamW is element-wise, so updating a part equals updating the whole.
@@ -35,7 +36,7 @@ class DataParallelShard:
 
     @torch.no_grad()
     def gather_into(self, part: torch.Tensor, flat: torch.Tensor) -> None:
-        """Every replica's ``part`` (cast to ``flat``'s dtype) into ``flat`` (collective over dp)."""
+        """Every replica's ``part`` (cast to ``flat``'s dtype) into ``flat`` (collective over the replicas)."""
         send = torch.zeros(self.chunk, dtype=flat.dtype, device=flat.device)
         send[: self.hi - self.lo] = part
         parts = [torch.empty_like(send) for _ in range(self.replicas)]
@@ -46,7 +47,7 @@ class DataParallelShard:
             flat[lo:hi].copy_(received[: hi - lo])
 
     def gathered(self, part: torch.Tensor) -> torch.Tensor:
-        """The whole flat buffer whose parts the replicas hold (collective over dp)."""
+        """The whole flat buffer whose parts the replicas hold (collective over the replicas)."""
         flat = torch.empty(self.numel, dtype=part.dtype, device=part.device)
         self.gather_into(part, flat)
         return flat

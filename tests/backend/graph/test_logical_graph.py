@@ -12,7 +12,9 @@ from hotswitch.backend.graph.logical import LogicalGraph, summarize
 from hotswitch.backend.graph.trace import trace
 from hotswitch.backend.models.llama import FeedForward, Transformer
 from hotswitch.backend.runtime.collectives import Collective
+from hotswitch.backend.runtime.ring_attention import RingAttention
 from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss
+from hotswitch.backend.runtime.zigzag import zigzag_rotary
 
 STRATEGIES = [Strategy.parse(s) for s in ("dp4", "tp4", "dp2tp2")]
 ALL_REDUCE = {"dp4tp1pp1": [], "dp1tp4pp1": ["all_reduce[tp]"], "dp2tp2pp1": ["all_reduce[tp]"]}
@@ -48,16 +50,17 @@ def test_comm_nodes_node_by_node(tiny_graph):
 def test_dist_states_per_strategy(tiny_graph):
     dp4, tp4, dp2tp2 = STRATEGIES
     wo = tiny_graph.nodes["layers_0_attention_wo"]
-    assert wo.states[dp4].placements == (Shard(0), Replicate())
-    assert wo.states[tp4].placements == (Replicate(), Partial())
-    assert wo.states[dp2tp2].placements == (Shard(0), Partial())
+    assert wo.states[dp4].placements == (Shard(0), Replicate(), Replicate())
+    assert wo.states[tp4].placements == (Replicate(), Replicate(), Partial())
+    assert wo.states[dp2tp2].placements == (Shard(0), Replicate(), Partial())
     wq = tiny_graph.nodes["layers_0_attention_wq"]
-    assert wq.states[dp2tp2].placements == (Shard(0), Shard(2))
+    assert wq.states[dp2tp2].placements == (Shard(0), Replicate(), Shard(2))
     attention = tiny_graph.nodes["causal_attention"]
-    assert attention.states[tp4].placements == (Replicate(), Shard(2))  # heads
+    assert attention.states[tp4].placements == (Replicate(), Replicate(), Shard(2))  # heads
     loss = tiny_graph.nodes["token_loss"]
-    assert loss.states[dp2tp2].placements == (Partial(), Replicate())
-    assert tiny_graph.nodes["layers.0.attention.wo.weight"].states[tp4].placements == (Replicate(), Shard(1))
+    assert loss.states[dp2tp2].placements == (Partial(), Replicate(), Replicate())
+    wo_weight = tiny_graph.nodes["layers.0.attention.wo.weight"]
+    assert wo_weight.states[tp4].placements == (Replicate(), Replicate(), Shard(1))
 
 
 def test_executable_graphs_prune_dummies(tiny_graph):
@@ -135,7 +138,7 @@ def test_sequence_parallelism_is_deduced_reduce_scatter_before_norms_all_gather_
     per_layer = ["copy", "all_gather_rs", "reduce_scatter", "copy", "all_gather_rs", "reduce_scatter"]
     assert kinds == ["reduce_scatter"] + per_layer * 4 + ["copy", "all_gather_rs"]
     norm = graph.nodes["rms_norm"]
-    assert norm.states[graph.strategies[0]].placements == (Shard(0), Shard(1))
+    assert norm.states[graph.strategies[0]].placements == (Shard(0), Replicate(), Shard(1))
 
 
 def test_summaries_are_plain_data(tiny_graph):
@@ -144,7 +147,25 @@ def test_summaries_are_plain_data(tiny_graph):
     assert summary["counts"]["comm"] == 18 and summary["dummies"] == {"dp4tp1pp1": 18, "dp1tp4pp1": 0, "dp2tp2pp1": 0}
     assert len(summary["edges"]) == sum(len(n["inputs"]) for n in summary["nodes"])
     node = next(n for n in summary["nodes"] if n["name"] == "comm_2")
-    assert node["comm"]["dp1tp4pp1"] == ["all_reduce[tp]"] and node["states"]["dp1tp4pp1"]["placements"] == ["R", "R"]
+    assert node["comm"]["dp1tp4pp1"] == ["all_reduce[tp]"]
+    assert node["states"]["dp1tp4pp1"]["placements"] == ["R", "R", "R"]
     exec_summary = compile_graph(tiny_graph, "tp4", 0).summary()
     assert json.loads(json.dumps(exec_summary)) == exec_summary
     assert sum(n["kind"] == "comm" for n in exec_summary["nodes"]) == 18
+
+
+def test_context_parallelism_splits_the_sequence_and_runs_ring_attention_at_true_positions():
+    graph = LogicalGraph.build(get_config("tiny"), ["dp2cp2", "cp2tp2", "dp4"])
+    dp2cp2, cp2tp2 = graph.strategies[:2]
+    assert graph.nodes["tokens"].states[dp2cp2].placements == (Shard(0), Shard(1), Replicate())
+    assert graph.nodes["causal_attention"].states[cp2tp2].placements == (Replicate(), Shard(1), Shard(2))
+    assert graph.nodes["token_loss"].states[dp2cp2].placements == (Partial(), Partial(), Replicate())
+    weight = graph.nodes["layers.0.attention.wq.weight"].states[cp2tp2]
+    assert weight.mesh == (1, 2, 2) and weight.placements == (Replicate(), Replicate(), Shard(0))
+    exec_graph = compile_graph(graph, "dp2cp2", 3)  # parameters' gradients: summed by the trainer, no collective
+    assert not [m for m in exec_graph.module.modules() if isinstance(m, Collective)]
+    rings = [m for m in exec_graph.module.modules() if isinstance(m, RingAttention)]
+    assert len(rings) == 4 and all(r.ranks == (2, 3) and r.index == 1 for r in rings)
+    rotary = [n for n in exec_graph.module.graph.nodes if n.target is zigzag_rotary]
+    assert len(rotary) == 8 and all(n.args[-2:] == (1, 2) for n in rotary)
+    assert (2, 3) in exec_graph.rank_sets()

@@ -78,3 +78,15 @@ def test_unknown_devices_are_refused_with_the_presets_named():
     assert device_spec("NVIDIA H100 80GB HBM3") is PRESETS["H100"]
     with pytest.raises(ValueError, match=r"unknown device 'TPUv5'.*A800, H800, H100, H200"):
         device_spec("TPUv5")
+
+
+def test_selective_recompute_keeps_less_and_pays_its_elementwise_traffic_only():
+    plain, selective = simulated("tp8sp"), simulated("tp8spsel")
+    length = 32768
+    freed = plain.cost([length], length).memory(length) - selective.cost([length], length).memory(length)
+    # kept: norms' outputs (2 x dim / tp) and the FFN's activation (2 x ffn / tp) less, in bf16,
+    # every layer; at the peak one layer's recomputed values live again
+    assert freed == pytest.approx(2 * 2 * (CONFIG.dim + CONFIG.ffn_dim) / 8 * length * (CONFIG.n_layers - 1))
+    extra = selective.micro_batch_s(1, length) - plain.micro_batch_s(1, length)
+    assert extra == pytest.approx(2 * freed / (CONFIG.n_layers - 1) * CONFIG.n_layers / A800.hbm_bw)
+    assert 0 < extra < 0.01 * plain.micro_batch_s(1, length)  # no FLOPs: memory-bound, about 0.1%

@@ -5,7 +5,7 @@ import hashlib
 import torch
 
 from hotswitch.backend import Cluster, Strategy, get_config, param_layout
-from hotswitch.backend.layout import partial_over_dp
+from hotswitch.backend.layout import partial_over_replicas
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.switch import SwitchPlanner, plan_switch
 from hotswitch.backend.switch.executor import BoundSwitch
@@ -62,9 +62,9 @@ def switch_gradients(rank: int, world: int, model: str, src: str, dst: str, node
     dp replica 0, zeros on the others) and -> dst replicated; returns mismatches."""
     config = get_config(model)
     cluster = Cluster.local(world, nodes=nodes)
-    src_layout = partial_over_dp(param_layout(config, Strategy.parse(src)))
+    src_layout = partial_over_replicas(param_layout(config, Strategy.parse(src)))
     replicated = param_layout(config, Strategy.parse(dst))
-    partial = partial_over_dp(replicated)
+    partial = partial_over_replicas(replicated)
     dp = Strategy.parse(src).dp
     summands = [global_tensors(config, seed=10 + i, integers=True) for i in range(dp)]
     total = {name: sum(s[name] for s in summands) for name in summands[0]}

@@ -40,7 +40,7 @@ def test_strategy_larger_than_the_cluster():
     src, dst = layouts("dp4", "dp8")
     with pytest.raises(ValueError, match=r"on ranks \[4, 5, 6, 7\] but the cluster has 4 devices"):
         plan_switch(src, dst, Cluster.local(4))
-    with pytest.raises(ValueError, match="product dp\\*tp\\*pp is 4"):
+    with pytest.raises(ValueError, match="product dp\\*cp\\*tp\\*pp is 4"):
         SwitchPlanner("tiny", Cluster.local(4)).plan("dp4", "dp8")
 
 

@@ -31,10 +31,10 @@ def test_wires_cover_each_message_once_and_runs_are_contiguous():
 
 
 def test_accumulated_slices_are_never_received_in_place():
-    from hotswitch.backend.layout import partial_over_dp
+    from hotswitch.backend.layout import partial_over_replicas
 
     config = get_config("tiny")
-    src = partial_over_dp(param_layout(config, Strategy.parse("dp4")))
+    src = partial_over_replicas(param_layout(config, Strategy.parse("dp4")))
     dst = param_layout(config, Strategy.parse("dp4"))
     plan = plan_switch(src, dst, Cluster.local(4))
     wires = WireLayout(src, dst)

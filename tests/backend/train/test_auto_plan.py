@@ -4,7 +4,13 @@ import pytest
 
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible, pareto
+from hotswitch.backend.train.planning.auto import (
+    auto_plan,
+    candidate_strategies,
+    check_feasible,
+    pareto,
+    with_selective,
+)
 from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 
@@ -179,3 +185,19 @@ def test_under_a_tight_budget_checkpointed_data_parallelism_can_beat_tensor_para
     # with room to spare, the recomputation is not worth it
     relaxed = CostModel(costs, 1e6, LinkProfile(1e9, 1e-5, 1e9), 0.0, switches, token_budget=1)
     assert dp4ckpt not in auto_plan(lengths, relaxed, TP4, max_len=800)[0].strategies
+
+
+def test_selective_recompute_variants_are_weighed_only_where_they_let_a_bucket_fit():
+    assert [str(s) for s in with_selective([DP4, Strategy.parse("dp4ckpt")])] == [
+        "dp4tp1pp1",
+        "dp4tp1pp1ckpt",
+        "dp4tp1pp1sel",
+    ]
+    cost = model()
+    selective = Strategy.parse("dp4sel")  # a little slower than dp4, keeps 0.6 of its activations
+    cost.strategies[selective] = StrategyCost(Quadratic(0, 1.05, 0), Quadratic(0, 2.4, 0), 0.0, 0.0)
+    assert selective in pareto(cost, [10, 100, 400], 900)  # holds 416 tokens where dp4 holds 250
+    plan, _ = auto_plan([10, 100, 400, 900], cost, TP4, 900)
+    assert selective in plan.strategies  # the bucket of 400 runs on dp4sel rather than dp2tp2
+    cost.strategies[selective] = StrategyCost(Quadratic(0, 1.05, 0), Quadratic(0, 4.0, 0), 0.0, 0.0)
+    assert selective not in pareto(cost, [10, 100, 400], 900)  # fits nothing longer: dp4 beats it

@@ -1,5 +1,5 @@
 """The distributed optimizer: master weights and AdamW's moments sharded over the instantiation
-strategy's data parallelism. Training equals one device step by step; each rank holds
+strategy's replicas (dp x cp). Training equals one device step by step; each rank holds
 12 x params / (tp x pp x dp) bytes for the update; checkpoints move between sharded and whole
 optimizers and world sizes."""
 
@@ -34,11 +34,12 @@ def test_each_rank_holds_its_part_of_the_update_state(spec, dp, tp):
 
 
 def test_checkpoints_move_between_sharded_and_whole_optimizers(short_reference, tmp_path):
-    """Whole on 2 ranks -> sharded dp2tp2 on 4 -> whole again on 2, each resuming the last."""
+    """Whole on 2 ranks -> sharded cp2tp2 on 4 (its replicas are the cp ranks: Megatron's
+    distributed optimizer shards over dp x cp) -> whole again on 2, each resuming the last."""
     losses, steps = short_reference[0], SHORT_STEPS
     whole, sharded = str(tmp_path / "whole"), str(tmp_path / "sharded")
     first = spawn_ranks(train, 2, 3, "dp2", False, whole)[0][0]
-    second, _, _, is_sharded = spawn_ranks(train, 4, 6, "dp2tp2", True, sharded, whole)[0]
+    second, _, _, is_sharded = spawn_ranks(train, 4, 6, "cp2tp2", True, sharded, whole)[0]
     assert is_sharded
     assert max(relative(a, b) for a, b in zip(first + second, losses[:6], strict=True)) <= 1e-5
     third, params, _, is_sharded = spawn_ranks(train, 2, steps, "dp2", False, None, sharded)[0]

@@ -1,6 +1,6 @@
 """The analytic memory model against the bytes autograd really keeps for backward, counted on
 real gloo ranks with saved_tensors_hooks: within 10% for every layout, both precisions, with
-and without activation checkpointing."""
+and without activation checkpointing, and with selective recompute."""
 
 import pytest
 
@@ -9,10 +9,12 @@ from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.memory import activation_bytes, kept_activation_bytes
+from hotswitch.backend.train.planning.selective import recomputed_bytes
 
 from .memory_workers import measure
 
 STRATEGIES = ["dp4", "tp4", "dp2tp2", "dp2tp2sp", "tp4sp", "tp2pp2", "dp4ckpt", "dp2tp2ckpt", "tp4spckpt"]
+STRATEGIES += ["dp2tp2sel", "tp4spsel", "tp2pp2sel"]
 LENGTHS = [64, 512]
 PRECISIONS = ["fp32", "bf16"]
 
@@ -42,3 +44,15 @@ def test_checkpointing_keeps_a_fraction_and_bf16_about_half(measured):
         < activation_bytes(config, ckpt, 512)
         < activation_bytes(config, plain, 512)
     )
+
+
+@pytest.mark.parametrize("strategy", ["dp2tp2sel", "tp4spsel", "tp2pp2sel"])
+def test_selective_recompute_frees_exactly_the_norms_and_ffn_activations(measured, strategy):
+    s, config = Strategy.parse(strategy), get_config("tiny")
+    plain = strategy.removesuffix("sel")
+    for precision in PRECISIONS:
+        for length in LENGTHS:
+            freed = measured[plain, length, precision] - measured[strategy, length, precision]
+            # a stage's n_layers / pp layers, for each of the pp micro-batches it keeps in flight
+            expected = recomputed_bytes(config, s, Precision.of(precision)) * length * config.n_layers
+            assert freed == expected, (strategy, length, precision, freed, expected)

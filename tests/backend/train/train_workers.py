@@ -117,33 +117,36 @@ GQA31 = get_config(MODEL).with_(name="gqa31", dim=96, n_layers=6, n_heads=12, n_
 
 
 def reference_gradients(steps: int):
-    """One device on GQA31: per step, the accumulated gradients before clipping, and their norm."""
+    """One device on GQA31: per step, the accumulated gradients before clipping, their norm and
+    the step's loss."""
     trainer = ReferenceTrainer(GQA31, OptimizerConfig(), SEED, BUDGET)
-    batches, grads, norms = stream(), [], []
+    batches, grads, norms, losses = stream(), [], [], []
 
     def record(model):
         grads.append({n: p.grad.detach().clone() for n, p in model.named_parameters()})
 
     for _ in range(steps):
-        trainer.step(batches.next_batch(), before_update=record)
+        losses.append(trainer.step(batches.next_batch(), before_update=record))
         norms.append(trainer.grad_norm)
-    return grads, norms
+    return grads, norms, losses
 
 
 def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple]):
-    """For each (plan spec, schedule), trained from scratch on GQA31: per step, the gradients
-    gathered on the master layout before clipping, and the norm the engine clipped by."""
+    """For each (plan spec, schedule[, steps]), trained from scratch on GQA31 for ``steps`` (or
+    the run's own count): per step, the gradients gathered on the master layout before
+    clipping, the norm the engine clipped by, and the loss."""
     out = {}
-    for spec, schedule in runs:
+    for spec, schedule, *own in runs:
         plan = HotSwitchPlan.of(spec)
         instantiation = instantiation_strategy(plan.strategies)
         engine = Engine(GQA31, plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, schedule=schedule)
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
-        batches, grads, norms = stream(), [], []
-        for _ in range(steps):
+        batches, grads, norms, losses = stream(), [], [], []
+        for _ in range(own[0] if own else steps):
             result = engine.step(
                 plan.assign(batches.next_batch()), order, lambda m, keep=grads: keep.append(m.global_grads())
             )
             norms.append(result.grad_norm)
-        out[f"{spec}/{schedule}"] = (grads, norms) if rank == 0 else None
+            losses.append(result.loss)
+        out[f"{spec}/{schedule}"] = (grads, norms, losses) if rank == 0 else None
     return out

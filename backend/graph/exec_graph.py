@@ -1,0 +1,121 @@
+"""One rank's executable graph for one strategy (what ``compile.compile_graph`` builds): its
+fx module, the parameters it reads from the strategy's flat buffers, the process groups its
+collectives bind, and its pipeline links. ``run`` trains micro-batches through it under a
+pipeline schedule, ``evaluate`` runs them forward only; both first cut each micro-batch to
+this rank's share (``local_share``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+from torch import nn
+
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.llama import rotary_tables
+from hotswitch.backend.precision import accumulate_into
+from hotswitch.backend.runtime.collectives import Collective
+from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
+from hotswitch.backend.runtime.process_groups import ProcessGroups
+from hotswitch.backend.runtime.zigzag import pad_to, shard_micro_batch
+from hotswitch.backend.strategy import Strategy
+
+
+def attr_name(name: str) -> str:
+    """The attribute of a compiled module holding parameter ``name``."""
+    return name.replace(".", "__")
+
+
+@dataclass
+class ExecGraph:
+    """One rank's executable graph for one strategy."""
+
+    config: ModelConfig
+    strategy: Strategy
+    rank: int
+    module: torch.fx.GraphModule
+    params: list[str]  # parameter names this graph reads, in order
+    bindable: list[str] = field(default_factory=list)  # submodules that need a process group
+    receives: list[Link] = field(default_factory=list)  # from earlier stages, in placeholder order
+    sends: list[Link] = field(default_factory=list)  # to later stages, in output order
+    crossings: int = 0  # p2p nodes in the logical graph: every stage numbers its links among them
+
+    @property
+    def stage(self) -> int:
+        return self.strategy.coords(self.rank)[0]
+
+    @property
+    def device(self) -> torch.device:
+        """Where ``attach`` put the parameters."""
+        return self.module.rope_cos.device
+
+    def rank_sets(self) -> set[tuple[int, ...]]:
+        return {getattr(self.module, name).ranks for name in self.bindable}
+
+    def bind(self, groups: ProcessGroups) -> None:
+        for name in self.bindable:
+            module = getattr(self.module, name)
+            module.bind(groups[module.ranks])
+
+    def attach(self, params: FlatBuffer, grads: FlatBuffer | None = None) -> None:
+        """Read parameters from (and, if given, accumulate gradients into) flat buffers. When
+        ``grads`` holds another dtype than ``params`` (bf16 parameters, fp32 gradients), each
+        micro-batch's gradient is added into it as it is produced, as Megatron's main_grad."""
+        for name in self.params:
+            param = nn.Parameter(params.views[name], requires_grad=True)
+            if grads is not None and grads.flat.dtype == params.flat.dtype:
+                param.grad = grads.views[name]  # autograd adds into .grad in place
+            elif grads is not None:
+                param.register_post_accumulate_grad_hook(accumulate_into(grads.views[name]))
+            setattr(self.module, attr_name(name), param)
+        cos, sin = rotary_tables(self.config, params.flat.device)
+        self.module.rope_cos, self.module.rope_sin = cos, sin
+
+    def run(
+        self,
+        micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+        scale: float,
+        schedule: str = "1f1b",
+        clock: StageClock | None = None,
+    ) -> torch.Tensor:
+        """Run the micro-batches (this stage's part, under the pipeline ``schedule``);
+        gradients of ``scale * loss`` accumulate. Returns the local loss sum (zero off the
+        last stage; with context parallelism, the sum over this rank's tokens)."""
+        return run_stage(self, [self.local_share(*m) for m in micro_batches], scale, schedule, clock)
+
+    def evaluate(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """The local loss sum of the micro-batches, forward only (call under ``no_grad``):
+        every stage's forward passes in order, activations sent on, nothing kept."""
+        micro_batches = [self.local_share(*m) for m in micro_batches]
+        if self.strategy.pp == 1:
+            return sum(
+                (self.module(tokens, targets) for tokens, targets in micro_batches), torch.zeros((), device=self.device)
+            )
+        return run_stage(self, micro_batches, 0.0, "forward")
+
+    def local_share(self, tokens: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What this rank computes of a micro-batch: with context parallelism its zig-zag chunks
+        of every row (padded per chunk), with sequence parallelism rows padded to a multiple of tp."""
+        multiple = self.strategy.tp if self.strategy.sp else 1
+        if self.strategy.cp > 1:
+            return shard_micro_batch(tokens, targets, self.strategy.coords(self.rank).cp, self.strategy.cp, multiple)
+        return pad_to(tokens, targets, multiple)
+
+    def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
+        """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""
+        return self.run([(tokens, targets)], scale)
+
+    def summary(self) -> dict:
+        nodes = []
+        for n in self.module.graph.nodes:
+            if n.op == "call_module":
+                kind = "comm" if isinstance(getattr(self.module, n.target), Collective) else "compute"
+                op = repr(getattr(self.module, n.target)).split("(", 1)[-1].rstrip(")")
+            else:
+                kind = {"placeholder": "input", "get_attr": "param", "output": "output"}.get(n.op, "compute")
+                op = getattr(n.target, "__name__", str(n.target))
+            nodes.append({"name": n.name, "kind": kind, "op": op, "inputs": [a.name for a in n.all_input_nodes]})
+        return {"strategy": str(self.strategy), "rank": self.rank, "nodes": nodes}

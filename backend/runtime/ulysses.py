@@ -1,0 +1,88 @@
+"""DeepSpeed-Ulysses attention over a context-parallel group, on the zig-zag layout.
+
+Two all-to-alls re-shard attention: q, k and v go from a sequence shard of every head to the
+whole sequence of ``heads / cp`` heads (put back in natural order), each rank runs ordinary
+causal attention on its heads, and the output goes back to the rank's zig-zag sequence shard
+of every head. Needs the query and key-value head counts (per tensor-parallel rank) divisible
+by cp; ``layout.context_flavour`` falls back to ring attention where they are not.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hotswitch.backend.models.llama import causal_attention
+from hotswitch.backend.runtime.zigzag import zigzag_shard, zigzag_unshard
+
+
+def _exchange(parts: list[torch.Tensor], group) -> list[torch.Tensor]:
+    received = [torch.empty_like(p) for p in parts]
+    dist.all_to_all(received, [p.contiguous() for p in parts], group=group)
+    return received
+
+
+def seq_to_heads(x: torch.Tensor, group) -> torch.Tensor:
+    """[batch, zig-zag shard, heads, d] -> [batch, whole sequence, heads / cp, d]."""
+    size = dist.get_world_size(group)
+    return zigzag_unshard(_exchange(list(x.chunk(size, dim=2)), group), dim=1)
+
+
+def heads_to_seq(x: torch.Tensor, group) -> torch.Tensor:
+    """[batch, whole sequence, heads / cp, d] -> [batch, zig-zag shard, heads, d]."""
+    size = dist.get_world_size(group)
+    return torch.cat(_exchange([zigzag_shard(x, r, size) for r in range(size)], group), dim=2)
+
+
+class SequenceToHeads(torch.autograd.Function):
+    """forward: all-to-all from a sequence shard of all heads to all the sequence of some heads;
+    backward: the all-to-all back."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return seq_to_heads(x, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return heads_to_seq(grad, ctx.group), None
+
+
+class HeadsToSequence(torch.autograd.Function):
+    """forward: all-to-all from all the sequence of some heads to a sequence shard of all heads;
+    backward: the all-to-all back."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return heads_to_seq(x, group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return seq_to_heads(grad, ctx.group), None
+
+
+class UlyssesAttention(nn.Module):
+    """Causal attention of a cp group's zig-zag shards [batch, seq, heads, head_dim] by heads;
+    created unbound, ``bind`` gives it the group's process group."""
+
+    def __init__(self, ranks: tuple[int, ...], index: int):
+        super().__init__()
+        self.ranks, self.index = tuple(ranks), index
+        self.group = None
+
+    def bind(self, group) -> None:
+        self.group = group
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if self.group is None:
+            raise RuntimeError(f"Ulysses over ranks {list(self.ranks)} has no process group; call bind() first")
+        for name, x in (("query", q), ("key-value", k)):
+            if x.shape[2] % len(self.ranks):
+                raise ValueError(f"Ulysses over {len(self.ranks)} ranks cannot split {x.shape[2]} {name} heads")
+        q, k, v = (SequenceToHeads.apply(x, self.group) for x in (q, k, v))
+        return HeadsToSequence.apply(causal_attention(q, k, v), self.group)
+
+    def extra_repr(self) -> str:
+        return f"ulysses, ranks={list(self.ranks)}, index={self.index}"

@@ -1,0 +1,68 @@
+"""The zig-zag layout of context parallelism: how a row's tokens are dealt to a cp group.
+
+A row of ``L`` tokens is padded on the right to a multiple of ``2 * cp`` (padding per chunk,
+never refused: causal attention keeps real tokens from seeing the padding, and ignored targets
+keep it out of the loss) and cut into ``2 * cp`` equal chunks; rank ``i`` of the cp group holds
+chunks ``i`` and ``2 * cp - 1 - i`` of every row, in that order. Under causal attention an early
+chunk has little to attend to and a late one much, so every rank gets the same work (Megatron
+context parallelism's load balancing). Rotary embedding reads each token's true position
+(``zigzag_positions``), so a shard computes exactly what one device computes on those tokens.
+
+The logical graph writes this split ``Shard(1)`` over the cp mesh dim; the chunks a rank holds
+are the zig-zag pair, not the contiguous block ``DistState.local_box`` names. Activations are
+never switched between strategies, so no box of them is ever moved by that description.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from hotswitch.backend.models.lean_ops import RotaryFunction
+from hotswitch.backend.models.llama import IGNORE
+
+
+def zigzag_positions(index: int, cp: int, local_length: int, device=None) -> torch.Tensor:
+    """The true positions of the ``local_length`` tokens rank ``index`` of ``cp`` holds."""
+    chunk = local_length // 2
+    early = torch.arange(index * chunk, (index + 1) * chunk, device=device)
+    late = torch.arange((2 * cp - 1 - index) * chunk, (2 * cp - index) * chunk, device=device)
+    return torch.cat([early, late])
+
+
+def zigzag_shard(x: torch.Tensor, index: int, cp: int, dim: int = 1) -> torch.Tensor:
+    """Rank ``index``'s two chunks of ``x`` along ``dim`` (whose size ``2 * cp`` divides)."""
+    chunks = x.chunk(2 * cp, dim=dim)
+    return torch.cat([chunks[index], chunks[2 * cp - 1 - index]], dim=dim)
+
+
+def zigzag_unshard(shards: list[torch.Tensor], dim: int = 1) -> torch.Tensor:
+    """The whole tensor from every rank's ``zigzag_shard``, in cp-group order."""
+    early = [s.chunk(2, dim=dim)[0] for s in shards]
+    late = [s.chunk(2, dim=dim)[1] for s in reversed(shards)]
+    return torch.cat(early + late, dim=dim)
+
+
+def pad_to(tokens: torch.Tensor, targets: torch.Tensor, multiple: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad rows on the right to a length divisible by ``multiple`` (ignored targets)."""
+    extra = -tokens.shape[1] % multiple
+    if not extra:
+        return tokens, targets
+    return F.pad(tokens, (0, extra), value=0), F.pad(targets, (0, extra), value=IGNORE)
+
+
+def shard_micro_batch(
+    tokens: torch.Tensor, targets: torch.Tensor, index: int, cp: int, multiple: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank ``index``'s zig-zag share of a micro-batch, padded first to a multiple of
+    ``2 * cp * multiple`` (``multiple``: tp with sequence parallelism, which splits the shard)."""
+    tokens, targets = pad_to(tokens, targets, 2 * cp * multiple)
+    return zigzag_shard(tokens, index, cp), zigzag_shard(targets, index, cp)
+
+
+def zigzag_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, index: int, cp: int) -> torch.Tensor:
+    """Rotary embedding of rank ``index``'s zig-zag shard ``x`` [batch, seq, heads, head_dim] at
+    the tokens' true positions. Positions past the tables (the right padding of a row as long
+    as the model's context) are clamped: no real token ever sees those."""
+    positions = zigzag_positions(index, cp, x.shape[1], cos.device).clamp(max=cos.shape[0] - 1)
+    return RotaryFunction.apply(x, cos[positions], sin[positions])

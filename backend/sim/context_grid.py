@@ -1,0 +1,120 @@
+"""Context parallelism at paper scale: ``auto`` with cp layouts against ``auto`` without, on the
+paper's models and datasets from 4K to 128K tokens. The one definition of the figures
+``benchmarks/context.py`` and notebook 6 show.
+
+Both arms run the same search (``sim.contenders.run_auto``) on the same batch and the same
+device model; only the candidates differ. Both prune candidates by one sequence's time alone as
+well as by throughput (``auto.pareto``'s ``latency_aware``): otherwise the cp layouts, which
+that rule always protects, would be measured against a search that drops the wide tensor-parallel
+layouts which shorten a long document too. Switches are taken at their time bound
+(``sim.switch_bound``) in both, so a 32-GPU cell takes seconds, not minutes. Documents longer
+than the context are truncated at it, as the paper does at 4K-32K; how many documents are that
+long is the datasets' tail assumption (``sim.datasets``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from hotswitch.backend.models.config import get_config
+from hotswitch.backend.sim.contenders import Contender, run_auto, sim_candidates
+from hotswitch.backend.sim.datasets import batch_lengths
+from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.train.planning.dispatch import instantiation_strategy
+
+LONG_CONTEXT = 131072  # every cell's model takes 128K tokens, so cells share their switch bounds
+CONTEXTS = (65536, 131072, 4096, 8192, 16384, 32768)  # the goal's long contexts first
+SETTINGS = (("7b", 8), ("7b", 16), ("7b", 32), ("13b", 8), ("13b", 16), ("13b", 32))
+LONG = 65536  # from here on, the goal is a speedup
+GOAL_LONG = 1.3  # auto with cp over auto without it, where the context is LONG or more
+
+
+def context_setup(
+    model: str, gpus: int, dataset: str, context: int, cp: bool, device: str = "A800", seed: int = 0
+) -> Setup:
+    """One cell's setup: the paper's global batch of ``dataset`` truncated at ``context``."""
+    config = get_config(model).with_(max_seq_len=LONG_CONTEXT)
+    lengths = batch_lengths(dataset, context, seed=seed)
+    return Setup(
+        config, gpus, context, lengths, device=device, planned_switches=False, context_parallel=cp, latency_aware=True
+    )
+
+
+def _plan(c: Contender) -> str | None:
+    return str(c.plan) if c.plan else None
+
+
+def _auto(setup: Setup, quick: bool) -> Contender:
+    """``run_auto``; ``quick``: one search, from the trainer's instantiation (seconds, not minutes)."""
+    return run_auto(setup, [instantiation_strategy(sim_candidates(setup))] if quick else None)
+
+
+def context_row(
+    model: str, gpus: int, dataset: str, context: int, device: str = "A800", quick: bool = False, seed: int = 0
+) -> dict:
+    """One cell: both arms' step time and plan, the speedup and whether it meets its goal.
+    ``quick``: each arm searches from the trainer's instantiation only; ``seed``: the batch's."""
+    without = _auto(context_setup(model, gpus, dataset, context, False, device, seed), quick)
+    setup = context_setup(model, gpus, dataset, context, True, device, seed)
+    with_cp = _auto(setup, quick)
+    speedup = without.step_s / with_cp.step_s if without.step_s and with_cp.step_s else None
+    goal = GOAL_LONG if context >= LONG else 1.0
+    return {
+        "model": model,
+        "gpus": gpus,
+        "dataset": dataset,
+        "context": context,
+        "seed": seed,
+        "tokens": sum(setup.lengths),
+        "longest": max(setup.lengths),
+        "over_32k": sum(n > 32768 for n in setup.lengths),
+        "auto_s": without.step_s,
+        "auto_plan": _plan(without),
+        "auto_cp_s": with_cp.step_s,
+        "auto_cp_plan": _plan(with_cp),
+        "uses_cp": bool(with_cp.plan and any(s.cp > 1 for s in with_cp.plan.strategies)),
+        "speedup": speedup,
+        "goal": goal,
+        "meets_goal": speedup is not None and speedup >= goal - 1e-9,
+        "why": without.why or with_cp.why or None,
+    }
+
+
+def context_grid(
+    settings: Iterable[tuple[str, int]] = SETTINGS,
+    datasets: Iterable[str] = ("commoncrawl", "github"),
+    contexts: Iterable[int] = CONTEXTS,
+    device: str = "A800",
+    progress: Callable[[dict, int, int], None] | None = None,
+    seed: int = 0,
+) -> list[dict]:
+    """``context_row`` for every cell, calling ``progress(row, done, total)`` after each; cells go
+    context by context in the order given (the long ones first, if given first)."""
+    cells = [(m, g, d, c) for c in contexts for m, g in settings for d in datasets]
+    rows = []
+    for model, gpus, dataset, context in cells:
+        rows.append(context_row(model, gpus, dataset, context, device, seed=seed))
+        if progress:
+            progress(rows[-1], len(rows), len(cells))
+    return rows
+
+
+def context_summary(rows: list[dict]) -> dict:
+    """Which cells meet their goal: >= 1.3x at 64K and beyond, never slower below."""
+    long = [r for r in rows if r["context"] >= LONG]
+    short = [r for r in rows if r["context"] < LONG]
+    speedups = [r["speedup"] for r in long if r["speedup"]]
+    return {
+        "cells": len(rows),
+        "long_cells_meeting_1_3x": sum(r["meets_goal"] for r in long),
+        "long_cells": len(long),
+        "long_speedup_min": min(speedups, default=None),
+        "long_speedup_max": max(speedups, default=None),
+        "long_speedup_mean": sum(speedups) / len(speedups) if speedups else None,
+        "long_missing": [
+            f"{r['model']}/{r['gpus']}/{r['dataset']}/{r['context']}" for r in long if not r["meets_goal"]
+        ],
+        "short_never_slower": all(r["meets_goal"] for r in short),
+        "short_slowest": min((r["speedup"] for r in short if r["speedup"]), default=None),
+        "cells_using_cp": sum(r["uses_cp"] for r in rows),
+    }

@@ -1,0 +1,109 @@
+"""Context parallelism's traffic on a simulated cluster, per micro-batch of one cp group.
+
+A cp group's ranks are ``tp`` apart in the (pp, dp, cp, tp) mesh: it stays inside a server
+while ``cp x tp`` devices fit one, else it spans ``cp x tp / devices per server`` servers.
+
+- Ring attention (``cp{N}``): per layer, forward passes every rank's key/value block round the
+  ring in ``cp - 1`` steps, backward passes the blocks again with their gradients (twice the
+  bytes), a checkpointed forward once more. Step ``i``'s transfer overlaps block ``i``'s
+  attention: each step exposes only what its transfer takes beyond one block's attention (a
+  rank's attention work is even over its ``cp`` blocks: zig-zag chunks). A ring crossing servers
+  shares each server's network with the other rings crossing it.
+- Ulysses (``ul{N}``): per layer forward four all-to-alls (q, k, v from sequence to heads, the
+  output back) and four backward, not overlapped; each device sends ``(cp - 1) / cp`` of its
+  share, the part bound for other servers through its server's network, which every device of
+  the server uses at once.
+Every ring step and all-to-all also pays the device's latency (counted in the micro-batch's
+fixed cost: it does not grow with the tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hotswitch.backend.cluster import Cluster
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.precision import Precision
+from hotswitch.backend.strategy import Strategy
+
+ULYSSES_ALL_TO_ALLS = 4  # per layer and pass: q, k, v to heads; the output back to sequence
+
+
+def members_per_server(strategy: Strategy, cluster: Cluster) -> int:
+    """How many ranks of one cp group share a server."""
+    return min(strategy.cp, max(1, cluster.devices_per_node // strategy.tp))
+
+
+def ring_bandwidth(strategy: Strategy, cluster: Cluster) -> float:
+    """Bytes/s one rank sends to the next of its cp ring: NVLink inside a server; across
+    servers the server's network shared by the rings leaving it at once."""
+    if strategy.cp * strategy.tp <= cluster.devices_per_node:
+        return cluster.intra_bw
+    shared = cluster.inter_bw * members_per_server(strategy, cluster) / cluster.devices_per_node
+    return min(cluster.intra_bw, shared)
+
+
+def all_to_all_s(nbytes: float, strategy: Strategy, cluster: Cluster) -> float:
+    """One all-to-all over the cp group of ``nbytes`` per device, without latency: the slower of
+    its NVLink part and its server's network carrying every device's off-server part."""
+    cp, here = strategy.cp, members_per_server(strategy, cluster)
+    intra = nbytes * (here - 1) / cp / cluster.intra_bw
+    inter = cluster.devices_per_node * nbytes * (cp - here) / cp / cluster.inter_bw
+    return max(intra, inter)
+
+
+@dataclass(frozen=True)
+class ContextTraffic:
+    """What one strategy's context parallelism adds to a micro-batch on one cluster."""
+
+    config: ModelConfig
+    strategy: Strategy
+    cluster: Cluster
+    precision: Precision
+
+    @property
+    def forward_passes(self) -> int:
+        return 2 if self.strategy.ckpt else 1
+
+    def kv_block_bytes(self, tokens: int) -> float:
+        """One rank's keys and values for a micro-batch of ``tokens`` (its share: over cp and tp)."""
+        s = self.strategy
+        kv = self.config.n_kv_heads * self.config.head_dim
+        return 2 * tokens / s.cp * kv / s.tp * self.precision.param_bytes
+
+    def ring_exposed_s(self, tokens: int, attention_s: float) -> float:
+        """Ring transfers a micro-batch of ``tokens`` leaves exposed, given its attention's
+        seconds on one device (forward and backward, every layer; 1 : 2.5 as ``flops_parts``)."""
+        s, layers = self.strategy, self.config.n_layers
+        if s.cp == 1 or s.ulysses:
+            return 0.0
+        bw = ring_bandwidth(s, self.cluster)
+        forward_block = attention_s / 3.5 / layers / s.cp  # one block's forward attention, one layer
+        send = self.kv_block_bytes(tokens) / bw
+        forward = max(0.0, send - forward_block)
+        backward = max(0.0, 2 * send - 2.5 * forward_block)  # keys, values and their gradients
+        return layers * (s.cp - 1) * (self.forward_passes * forward + backward)
+
+    def ulysses_s(self, tokens: int) -> float:
+        """The all-to-alls of a micro-batch of ``tokens``, forward (again when checkpointed) and
+        backward, every layer."""
+        s = self.strategy
+        if s.cp == 1 or not s.ulysses:
+            return 0.0
+        kv = self.config.n_kv_heads * self.config.head_dim
+        per_device = tokens / s.cp * (2 * self.config.dim + 2 * kv) / s.tp * self.precision.param_bytes
+        return self.config.n_layers * (self.forward_passes + 1) * all_to_all_s(per_device, s, self.cluster)
+
+    def seconds(self, tokens: int, attention_s: float) -> float:
+        """Ring or Ulysses traffic of a micro-batch, as it adds to its time (latency apart)."""
+        return self.ring_exposed_s(tokens, attention_s) + self.ulysses_s(tokens)
+
+    def latency_steps(self) -> int:
+        """Messages per micro-batch whose latency is paid whatever the tokens: ring steps (keys
+        and values forward, again with their gradients backward) or all-to-alls' peers."""
+        s, layers = self.strategy, self.config.n_layers
+        if s.cp == 1:
+            return 0
+        if s.ulysses:
+            return layers * (self.forward_passes + 1) * ULYSSES_ALL_TO_ALLS * (s.cp - 1)
+        return layers * (self.forward_passes + 2) * (s.cp - 1)

@@ -1,0 +1,81 @@
+"""The hot switches of one rank's engine (HotSPa's switch execution): each (what, src, dst)
+planned and bound to the two strategies' flat buffers once, then run whenever a step moves
+from one strategy to the next.
+
+Parameters move as they are (the copies strategies compute with: bf16 in mixed precision).
+Gradients, reduced over the source's replica group, land in the destination as a
+replica-partial sum (the value on one replica of its dp x cp group, zeros on the others), so
+that its micro-batches add to them and its reduction is exact; the last strategy's gradients
+land in the master layout as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Literal
+
+from hotswitch.backend.layout import partial_over_replicas
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.switch.executor import BoundSwitch
+from hotswitch.backend.switch.planner import plan_switch
+
+if TYPE_CHECKING:
+    from hotswitch.backend.train.loop.engine import Engine
+
+SwitchKind = Literal["params", "grads", "grads_final"]
+"""What a switch moves: parameters; reduced gradients into the next strategy as a
+replica-partial sum; or the last strategy's gradients into the master layout as they are."""
+
+
+class Switches:
+    """``engine``'s switches between its resident strategies, bound on first use."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.cache: dict[tuple[SwitchKind, Strategy, Strategy], BoundSwitch] = {}
+        self.first_runs: list[dict] = []  # each switch's statistics the first time it runs
+
+    def take_stats(self) -> list[dict]:
+        """Statistics of each switch that ran for the first time since the last call; then emptied."""
+        stats, self.first_runs = self.first_runs, []
+        return stats
+
+    def run(self, what: SwitchKind, src: Strategy, dst: Strategy) -> float:
+        """Run one switch (collective over both strategies' ranks); its seconds."""
+        first = (what, src, dst) not in self.cache
+        bound = self.bound(what, src, dst)
+        started = time.perf_counter()
+        bound.run()
+        elapsed = time.perf_counter() - started
+        if first:
+            self.first_runs.append(
+                {
+                    "src": str(src),
+                    "dst": str(dst),
+                    "what": what,
+                    "bytes": bound.plan.bytes_moved,
+                    "predicted_s": bound.predicted_s,
+                    "seconds": elapsed,
+                }
+            )
+        return elapsed
+
+    def bound(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
+        """The switch bound to the two strategies' buffers (planned once, then cached)."""
+        key = (what, src, dst)
+        if key not in self.cache:
+            with self.engine.holding(src, dst):  # views are taken of allocated memory only
+                self.cache[key] = self._bind(what, src, dst)
+        return self.cache[key]
+
+    def _bind(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
+        engine = self.engine
+        a, b = engine.states[src], engine.states[dst]
+        p = engine.precision
+        if what == "params":  # the copies strategies compute with: bf16 in mixed precision
+            plan = plan_switch(a.layout, b.layout, engine.cluster, itemsize=p.param_bytes)
+            return BoundSwitch(plan, engine.rank, a.params, b.params)
+        final = dst == engine.instantiation and what == "grads_final"
+        target = b.layout if final else partial_over_replicas(b.layout)
+        plan = plan_switch(a.layout, target, engine.cluster, itemsize=p.grad_bytes)
+        return BoundSwitch(plan, engine.rank, a.grads, b.grads)

@@ -1,0 +1,69 @@
+"""Context parallelism at paper scale, by simulation (no processes): ``auto`` with cp layouts
+(ring attention and Ulysses) against ``auto`` without, LLaMA-2 7B and 13B on 8, 16 and 32 A800s,
+CommonCrawl (measured RefinedWeb lengths, a geometric tail assumed past 16K) and GitHub (assumed
+lengths) batches of 512 documents truncated at 4K to 128K tokens (``sim.context_grid``).
+
+Goals (issue 28): at least 1.3x where the context is 64K or more, never slower at 4K-32K. The
+device model is the one ``benchmarks/paper.py`` uses, calibrated on the same measurements.
+Progress on stderr; ``--quick``: 7B on 8 and 32 GPUs at 32K, 64K and 128K only.
+
+    python benchmarks/context.py --json [--quick] [--device A800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from hotswitch.backend.sim.context_grid import CONTEXTS, SETTINGS, context_grid, context_summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument("--quick", action="store_true", help="7B on 8 and 32 GPUs at 32K-128K")
+    parser.add_argument("--device", default="A800", help="A800 (the paper's), H800, H100 or H200")
+    parser.add_argument("--contexts", help="comma-separated contexts in tokens (default: 64K, 128K, then 4K-32K)")
+    parser.add_argument("--seed", type=int, default=0, help="the batches' seed")
+    parser.add_argument("--out", help="also write the JSON here after every cell (a long run's partial result)")
+    args = parser.parse_args()
+    settings = (("7b", 8), ("7b", 32)) if args.quick else SETTINGS
+    contexts = CONTEXTS[:2] + CONTEXTS[-1:] if args.quick else CONTEXTS
+    contexts = [int(c) for c in args.contexts.split(",")] if args.contexts else contexts
+    rows: list[dict] = []
+    started = time.perf_counter()
+
+    def progress(row: dict, done: int, total: int) -> None:
+        elapsed = time.perf_counter() - started
+        cell = f"{row['model']}/{row['gpus']}/{row['dataset']}/{row['context'] // 1024}K"
+        print(
+            f"[{done}/{total} {elapsed:5.0f}s] {cell}: {row['auto_s'] or 0:.2f}s -> {row['auto_cp_s'] or 0:.2f}s "
+            f"({row['speedup'] or 0:.2f}x) {row['auto_cp_plan']}",
+            file=sys.stderr,
+            flush=True,
+        )
+        rows.append(row)
+        if args.out:
+            Path(args.out).write_text(json.dumps(result(rows, done, total), indent=1))
+
+    def result(rows: list[dict], done: int, total: int) -> dict:
+        summary = context_summary(rows)
+        return {"device": args.device, "done": f"{done}/{total}", "summary": summary, "cells": rows}
+
+    context_grid(settings, contexts=contexts, device=args.device, progress=progress, seed=args.seed)
+    out = result(rows, len(rows), len(rows))
+    out["grid_s"] = time.perf_counter() - started
+    if not args.json:
+        for r in rows:
+            print(
+                f"{r['model']:>4} {r['gpus']:>2} {r['dataset']:<12}{r['context']:>7}  auto {r['auto_s'] or 0:7.2f}s"
+                f"  with cp {r['auto_cp_s'] or 0:7.2f}s  {r['speedup'] or 0:5.2f}x  {r['auto_cp_plan']}"
+            )
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
