@@ -19,7 +19,7 @@ from hotswitch.kernel.notebook.detached import private_dir, reattach, record_run
 from hotswitch.kernel.notebook.job import Job
 from hotswitch.kernel.notebook.pool import PoolError
 from hotswitch.kernel.notebook.pool_registry import PoolRegistry, pool_launcher_of
-from hotswitch.kernel.notebook.pool_start import POOL_FILE, pool_run
+from hotswitch.kernel.notebook.pool_start import POOL_FILE, newest_of_name, pool_run
 from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
 from hotswitch.kernel.notebook.registry import JobRegistry
 from hotswitch.kernel.notebook.run_record import new_run_dir
@@ -180,7 +180,7 @@ class TrainMagics(Magics):
         by its name (its newest run folder) or its run folder; a finished run is replayed. A
         detached pool's name or run folder attaches the pool (``%train_pool attach``)."""
         try:
-            folder = find_run(line.strip())
+            folder = newest_of_name(line.strip(), find_run(line.strip()))
             summary = read_summary(folder)
         except (ValueError, OSError) as error:
             if not line.strip():

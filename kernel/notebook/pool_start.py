@@ -87,6 +87,19 @@ def pool_run(text: str, missing: str = "") -> Path:
     return folder
 
 
+def newest_of_name(text: str, job_folder: Path) -> Path:
+    """``job_folder`` (the newest run of job ``text``), or the newest run of the detached pool
+    ``text`` where that is newer: a name may have been used by a job and, later, a pool."""
+    if (Path(text).expanduser() / "job.json").is_file():
+        return job_folder
+    try:
+        pool = find_run(job_name(text))
+    except ValueError:
+        return job_folder
+    newer = (pool / "job.json").stat().st_mtime > (job_folder / "job.json").stat().st_mtime
+    return pool if newer and (pool / POOL_FILE).is_file() else job_folder
+
+
 def pool_name(folder: Path) -> str:
     """The name of the pool recorded in run folder ``folder``."""
     return json.loads((folder / POOL_FILE).read_text())["name"]

@@ -25,14 +25,14 @@ from hotswitch.backend.runtime.spawn import spawn_ranks
 from .train_workers import gradient_runs, reference_gradients
 
 STEPS = 6
-RUNS = [
-    ("dp4", "1f1b"),
-    ("tp4", "1f1b"),
-    ("dp2tp2", "1f1b"),
-    ("dp2tp2sp", "1f1b"),
-    ("tp2pp2", "1f1b"),
-    ("dp2pp2", "1f1b"),
-    ("pp4", "gpipe"),
+RUNS = [  # static layouts run 3 steps (step 1 is where a wrong gradient shows), hot plans all 6
+    ("dp4", "1f1b", 3),
+    ("tp4", "1f1b", 3),
+    ("dp2tp2", "1f1b", 3),
+    ("dp2tp2sp", "1f1b", 3),
+    ("tp2pp2", "1f1b", 3),
+    ("dp2pp2", "1f1b", 3),
+    ("pp4", "gpipe", 3),
     ([("tp4", 128), ("dp2tp2", 48), ("dp4", 0)], "1f1b"),
     ([("tp2pp2", 96), ("dp2tp2sp", 40), ("dp4", 0)], "1f1b"),
     ([("tp2pp2sel", 96), ("dp2tp2spsel", 40), ("dp4sel", 0)], "1f1b", 2),  # selective recompute
