@@ -35,32 +35,18 @@ def heads_to_seq(x: torch.Tensor, group) -> torch.Tensor:
     return torch.cat(_exchange([zigzag_shard(x, r, size) for r in range(size)], group), dim=2)
 
 
-class SequenceToHeads(torch.autograd.Function):
-    """forward: all-to-all from a sequence shard of all heads to all the sequence of some heads;
-    backward: the all-to-all back."""
+class Reshard(torch.autograd.Function):
+    """forward: the all-to-all from a sequence shard of all heads to all the sequence of some
+    heads (``to_heads``) or back; backward: the other one."""
 
     @staticmethod
-    def forward(ctx, x, group):
-        ctx.group = group
-        return seq_to_heads(x, group)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return heads_to_seq(grad, ctx.group), None
-
-
-class HeadsToSequence(torch.autograd.Function):
-    """forward: all-to-all from all the sequence of some heads to a sequence shard of all heads;
-    backward: the all-to-all back."""
-
-    @staticmethod
-    def forward(ctx, x, group):
-        ctx.group = group
-        return heads_to_seq(x, group)
+    def forward(ctx, x, group, to_heads: bool):
+        ctx.group, ctx.to_heads = group, to_heads
+        return (seq_to_heads if to_heads else heads_to_seq)(x, group)
 
     @staticmethod
     def backward(ctx, grad):
-        return seq_to_heads(grad, ctx.group), None
+        return (heads_to_seq if ctx.to_heads else seq_to_heads)(grad, ctx.group), None, None
 
 
 class UlyssesAttention(nn.Module):
@@ -81,8 +67,8 @@ class UlyssesAttention(nn.Module):
         for name, x in (("query", q), ("key-value", k)):
             if x.shape[2] % len(self.ranks):
                 raise ValueError(f"Ulysses over {len(self.ranks)} ranks cannot split {x.shape[2]} {name} heads")
-        q, k, v = (SequenceToHeads.apply(x, self.group) for x in (q, k, v))
-        return HeadsToSequence.apply(causal_attention(q, k, v), self.group)
+        q, k, v = (Reshard.apply(x, self.group, True) for x in (q, k, v))
+        return Reshard.apply(causal_attention(q, k, v), self.group, False)
 
     def extra_repr(self) -> str:
         return f"ulysses, ranks={list(self.ranks)}, index={self.index}"
