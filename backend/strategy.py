@@ -151,12 +151,16 @@ class Strategy:
         c = self.coords(rank)
         return c.dp * self.cp + c.cp
 
-    def check_fits(self, world_size: int) -> None:
+    def check_cp_divides(self, world_size: int) -> None:
+        """Raise, naming the fix, where the context-parallel degree does not divide the devices."""
         if world_size % self.cp:
             raise ValueError(
                 f"strategy {self}: cp={self.cp} does not divide the {world_size} devices; choose a context-parallel "
                 f"degree dividing {world_size}"
             )
+
+    def check_fits(self, world_size: int) -> None:
+        self.check_cp_divides(world_size)
         if self.world_size != world_size:
             raise ValueError(
                 f"strategy {self} uses {self.world_size} devices but the cluster has {world_size}; "

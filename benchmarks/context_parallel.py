@@ -7,11 +7,15 @@ dp4 cannot hold the long document within it (one rank keeps the whole sequence),
 (each rank keeps its two zig-zag chunks). The hot plan trains the long document under cp4 and
 the short ones under dp4; the static plan trains everything under cp4. Micro-batches hold at
 most the tokens per device the budget allows (rows x length / cp), so every micro-batch of
-either plan fits. Both are checked
-against one device (the loss of every step, fp32), and their step times measured (median of
-the timed steps, slowest rank, after one warm-up step).
+either plan fits.
 
-    python benchmarks/context_parallel.py --json
+With ``--auto`` (the default) the trainer's own ``auto`` runs the same batches twice, within the
+same budget: once weighing the cp layouts (``context_parallel=True``) and once without them,
+each after profiling its candidates on these ranks (the profile's seconds are reported, not
+counted in the steps). Every run is checked against one device (the loss of every step, fp32),
+and its step times measured (median of the timed steps, slowest rank, after one warm-up step).
+
+    python benchmarks/context_parallel.py --json     # about 4 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
+from hotswitch.backend.train.planning.auto import auto_candidates, auto_plan
 from hotswitch.backend.train.planning.batching import MicroBatching
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.planning.memory import model_state_bytes
 from hotswitch.backend.train.planning.memory_measure import measured_activation_bytes
+from hotswitch.backend.train.planning.profile import profile, profile_lengths
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MODEL = dict(name="bench-cp", vocab_size=512, dim=128, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=344)
@@ -54,20 +61,44 @@ def config(args):
     return get_config("tiny").with_(**MODEL, max_seq_len=args.long)
 
 
-def train(engine: Engine, plan: HotSwitchPlan, data: list[list[Sequence]]) -> tuple[list[float], list[float]]:
-    """Losses of every step and the wall time of each step after the first (slowest rank)."""
-    instantiation = engine.instantiation
-    order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
-    losses, times = [], []
+def train(engine: Engine, plan_for, data: list[list[Sequence]], switch_cost=lambda a, b: 0.0) -> dict:
+    """Each batch under ``plan_for(batch)`` (collective): the losses of every step, the wall
+    time of each step after the first (slowest rank) and the plans' buckets."""
+    losses, times, plans = [], [], []
     for i, batch in enumerate(data):
+        plan = plan_for(batch)
+        order = execution_order(plan.strategies, engine.instantiation, switch_cost)
         dist.barrier()
         started = time.perf_counter()
         losses.append(engine.step(plan.assign(batch), order).loss)
         wall = torch.tensor([time.perf_counter() - started], dtype=torch.float64)
         dist.all_reduce(wall, op=dist.ReduceOp.MAX)
+        plans.append([[str(b.strategy), b.above] for b in plan.buckets])
         if i:
             times.append(wall.item())
-    return losses, times
+    return {"losses": losses, "step_s": times, "plans": plans}
+
+
+def train_auto(model, data, args, budget: float, context_parallel: bool) -> dict:
+    """The trainer's ``auto`` on the same batches: candidates profiled on these ranks (with or
+    without the cp layouts), each batch planned by the cost model within ``budget`` activation
+    bytes per device (the cost model's budget also counts the model states)."""
+    strategies = auto_candidates(model, 4, args.long, context_parallel)
+    instantiation = instantiation_strategy(strategies)
+    engine = Engine(model, strategies, instantiation, OptimizerConfig(), SEED, args.long)
+    started = time.perf_counter()
+    state = max(model_state_bytes(model, s) for s in strategies)
+    cost = profile(engine, strategies, profile_lengths(args.long), budget + state, use_cache=False)
+    profile_s = time.perf_counter() - started
+    engine.use_batching(cost.micro_batching())
+
+    def plan_for(batch):  # rank 0 searches, every rank follows (as the trainer does)
+        lengths = [x.length for x in batch]
+        box = [auto_plan(lengths, cost, instantiation, args.long)[0] if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    return {**train(engine, plan_for, data, cost.switch_cost), "profile_s": profile_s}
 
 
 def bench_rank(rank: int, world: int, args) -> dict:
@@ -88,8 +119,10 @@ def bench_rank(rank: int, world: int, args) -> dict:
     runs = {}
     for name, plan in plans:
         engines[name].use_batching(batching)
-        losses, times = train(engines[name], plan, data)
-        runs[name] = {"losses": losses, "step_s": times}
+        runs[name] = train(engines[name], lambda batch, plan=plan: plan, data)
+    if args.auto:
+        for name, context_parallel in (("auto", True), ("auto_without_cp", False)):
+            runs[name] = train_auto(model, data, args, budget, context_parallel)
     return dict(memory=memory, budget=budget, device_tokens=device_tokens, runs=runs, longest_short=longest_short)
 
 
@@ -106,7 +139,13 @@ def report(result: dict, reference: list[float], args) -> dict:
             "median_step_s": statistics.median(run["step_s"]),
             "step_s": run["step_s"],
             "max_loss_error": max(abs(a - b) for a, b in zip(run["losses"], reference, strict=True)),
+            **{key: run[key] for key in ("plans", "profile_s") if key in run},
         }
+    speedups = {"speedup_hot_over_static_cp4": runs["static_cp4"]["median_step_s"] / runs["hot"]["median_step_s"]}
+    if "auto" in runs:
+        speedups["speedup_auto_over_auto_without_cp"] = (
+            runs["auto_without_cp"]["median_step_s"] / runs["auto"]["median_step_s"]
+        )
     return {
         "ranks": 4,
         "model": MODEL,
@@ -119,7 +158,7 @@ def report(result: dict, reference: list[float], args) -> dict:
         "plans": {"hot": f"cp4 for L>{result['longest_short']}, dp4 below", "static_cp4": "cp4 for every length"},
         "runs": runs,
         "exact": all(r["max_loss_error"] <= 1e-5 for r in runs.values()),
-        "speedup_hot_over_static_cp4": runs["static_cp4"]["median_step_s"] / runs["hot"]["median_step_s"],
+        **speedups,
     }
 
 
@@ -129,7 +168,13 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=24, help="short documents per step")
     parser.add_argument("--short-max", type=int, default=192)
     parser.add_argument("--long", type=int, default=1536, help="the long document's tokens")
-    parser.add_argument("--steps", type=int, default=4, help="timed steps (after one warm-up step)")
+    parser.add_argument("--steps", type=int, default=8, help="timed steps (after one warm-up step)")
+    parser.add_argument(
+        "--auto",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the trainer's auto with and without cp layouts (profiles them first; default on)",
+    )
     parser.add_argument("--budget-factor", type=float, default=1.5, help="budget = this x cp4's bytes for the long one")
     args = parser.parse_args()
     result = spawn_ranks(bench_rank, 4, args, timeout=3000)[0]

@@ -87,11 +87,10 @@ def checkpointing(rank: int, world: int, steps: int) -> dict:
     import time
 
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.loop.trainer import profile_lengths
     from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies
     from hotswitch.backend.train.planning.memory import budget_holding
     from hotswitch.backend.train.planning.memory_measure import measured_activation_bytes
-    from hotswitch.backend.train.planning.profile import profile
+    from hotswitch.backend.train.planning.profile import profile, profile_lengths
 
     config, plain, ckpt = get_config(MODEL), Strategy(dp=world), Strategy(dp=world, ckpt=True)
     engine = Engine(config, [plain, ckpt], plain, OptimizerConfig(), SEED, BUDGET)

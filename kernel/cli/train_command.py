@@ -54,6 +54,11 @@ def add_parser(sub) -> None:
         action=argparse.BooleanOptionalAction,
         help="shard master weights and AdamW's moments over data parallelism (default: where dp > 1)",
     )
+    p.add_argument(
+        "--context-parallel",
+        action=argparse.BooleanOptionalAction,
+        help="--plan auto: weigh context-parallel layouts too (default: where --max-len >= 4096)",
+    )
     p.add_argument("--checkpoint", help="save a checkpoint here at the end (must not exist)")
     p.add_argument("--checkpoint-every", type=int, help="checkpoint every N steps into ./checkpoints/step-N")
     p.add_argument("--keep-checkpoints", type=int, help="keep the newest K periodic checkpoints")

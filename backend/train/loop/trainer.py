@@ -31,10 +31,10 @@ from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.evaluation import Evaluation
 from hotswitch.backend.train.loop.events import Sink, discard, event
 from hotswitch.backend.train.loop.step_report import step_event
-from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible
+from hotswitch.backend.train.planning.auto import auto_candidates, auto_plan, check_feasible
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
-from hotswitch.backend.train.planning.profile import profile
+from hotswitch.backend.train.planning.profile import profile, profile_lengths
 from hotswitch.backend.train.state import checkpoint
 from hotswitch.backend.train.state.master import InitialValue
 from hotswitch.backend.train.state.optim import OptimizerConfig
@@ -44,22 +44,16 @@ Control = Callable[[], list[dict]]
 PAUSE_POLL_S = 0.2
 
 
-def profile_lengths(max_len: int) -> list[int]:
-    """A few lengths spanning 16 .. max_len, doubling."""
-    out, n = [], 16
-    while n < max_len:
-        out.append(n)
-        n *= 2
-    return [*out[-5:], max_len]
-
-
 class Trainer:
     """``plan``: a ``HotSwitchPlan`` (buckets, or one strategy for static training) or
-    ``"auto"`` (every dp x tp layout is a candidate; each batch gets the buckets that
-    minimise the predicted step time). ``memory_budget`` (bytes per device) turns on the
-    cost model for fixed plans too: infeasible buckets are refused before training.
+    ``"auto"`` (every dp x tp x pp layout is a candidate, cp ones as ``context_parallel`` says;
+    each batch gets the buckets that minimise the predicted step time). ``memory_budget`` (bytes
+    per device) turns on the cost model for fixed plans too: infeasible buckets are refused
+    before training.
     ``shard_optimizer`` (None: wherever the instantiation has data parallelism) shards the
-    master weights and AdamW's moments over it; True where it has none is a no-op, with a notice."""
+    master weights and AdamW's moments over it; True where it has none is a no-op, with a notice.
+    ``context_parallel``: whether ``auto`` also profiles and weighs cp layouts (None: where the
+    sequences are long enough for it, ``planning.auto.auto_candidates``)."""
 
     def __init__(
         self,
@@ -82,6 +76,7 @@ class Trainer:
         evaluation: Evaluation | None = None,
         initial: InitialValue | None = None,
         shard_optimizer: bool | None = None,
+        context_parallel: bool | None = None,
     ):
         self.config, self.data = config, data
         self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_checkpoints)
@@ -94,7 +89,8 @@ class Trainer:
         if isinstance(plan, str) and not self.auto:
             plan = HotSwitchPlan.of(plan)
         world = dist.get_world_size()
-        self.resident = candidate_strategies(config, world) if self.auto else []
+        self.context_parallel = context_parallel
+        self.resident = auto_candidates(config, world, data.max_len, context_parallel) if self.auto else []
         strategies = self.resident or list(plan.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
         optim = optim or OptimizerConfig()
@@ -214,7 +210,8 @@ class Trainer:
 
     def _enable_auto(self) -> None:
         if self.cost is None:  # every rank gets here at the same boundary: profiling is collective
-            self.resident = candidate_strategies(self.config, dist.get_world_size())
+            world = dist.get_world_size()
+            self.resident = auto_candidates(self.config, world, self.data.max_len, self.context_parallel)
             self.engine.set_strategies(self.resident)
             budget = self.engine.free_memory()
             self.use_cost(profile(self.engine, self.resident, profile_lengths(self.data.max_len), budget))

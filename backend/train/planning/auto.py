@@ -41,6 +41,19 @@ def candidate_strategies(config: ModelConfig, world: int, context_parallel: bool
     return sorted(out, key=lambda s: (-s.tp * s.pp, -s.tp, s.sp, s.ckpt, s.cp, s.ulysses))
 
 
+CONTEXT_PARALLEL_FROM = 4096  # tokens: below, a rank's chunks are too short for cp to pay for its ring
+
+
+def auto_candidates(config: ModelConfig, world: int, max_len: int, context_parallel: bool | None) -> list[Strategy]:
+    """The strategies a trainer's ``auto`` profiles and weighs: ``candidate_strategies``, with
+    the cp layouts where ``context_parallel`` says so (None: where sequences reach
+    ``CONTEXT_PARALLEL_FROM`` tokens; shorter ones would only lengthen the profile, since
+    splitting a short sequence costs more in the ring's exchanges than it saves)."""
+    if context_parallel is None:
+        context_parallel = max_len >= CONTEXT_PARALLEL_FROM
+    return candidate_strategies(config, world, context_parallel)
+
+
 def with_selective(strategies: Sequence[Strategy]) -> list[Strategy]:
     """``strategies`` and the selective-recompute (``sel``) variant of each that does not
     checkpoint: a variant is slower at every length than its plain layout, so ``pareto`` keeps it

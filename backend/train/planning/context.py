@@ -47,11 +47,7 @@ def check_context(config: ModelConfig, strategy: Strategy, world: int) -> tuple[
     """``strategy`` as it will run on ``world`` ranks, and a notice where it changed: raises,
     naming the fix, where ``cp`` does not divide the world size; Ulysses whose heads cannot be
     split over ``cp`` falls back to ring attention of the same degree, with a notice."""
-    if world % strategy.cp:
-        raise ValueError(
-            f"{strategy}: cp={strategy.cp} does not divide the world size {world}; choose a cp dividing {world} "
-            f"(and dp*cp*tp*pp = {world})"
-        )
+    strategy.check_cp_divides(world)
     if strategy.ulysses and not ulysses_fits(config, strategy):
         ring = replace(strategy, ulysses=False)
         return ring, (

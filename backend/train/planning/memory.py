@@ -2,7 +2,7 @@
 sequence's activations take. On CPU the per-device budget is declared, and these estimates
 decide what fits (so that long sequences need tensor parallelism just as on GPUs); on CUDA the
 profile measures activations instead. ``train.memory_measure`` counts the same bytes on real
-ranks, and tests/backend/train/test_memory_measured.py holds the two within 10%.
+ranks, and tests/backend/train/planning/test_memory_measured.py holds the two within 10%.
 
 Per token and layer the activations autograd keeps for backward are, in bytes (c: the compute
 dtype's size; attention is one fused ``scaled_dot_product_attention``: no L x L scores are kept,

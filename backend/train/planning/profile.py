@@ -26,6 +26,15 @@ from hotswitch.backend.train.planning.measure import (
 from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
 
+def profile_lengths(max_len: int) -> list[int]:
+    """A few lengths spanning 16 .. max_len, doubling."""
+    out, n = [], 16
+    while n < max_len:
+        out.append(n)
+        n *= 2
+    return [*out[-5:], max_len]
+
+
 def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
         "profile": 7,  # raw measurements per length, micro-batch overhead, steady-state means; fused attention

@@ -4,7 +4,7 @@ activations it keeps, and what recomputing it moves (``graph.selective_recompute
 Per token and layer on one device, in the compute dtype's bytes ``c``: the two RMSNorm outputs
 (``c * dim`` each; split over tp with sequence parallelism, whole on every tp rank without) and
 the FFN's ``silu(w1 x)`` and ``silu(w1 x) * w3 x`` (``c * ffn`` each, split over tp). Counted
-on real ranks, the measurement drops exactly these bytes (tests/backend/train/
+on real ranks, the measurement drops exactly these bytes (tests/backend/train/planning/
 test_memory_measured.py). Recomputing them is elementwise: it reads the kept inputs and writes
 the dropped values once, no matmul, so it is priced by memory traffic, not FLOPs.
 """

@@ -115,6 +115,7 @@ def build(spec: dict, sink: Sink = discard, control: Control | None = None) -> t
         evaluation=evaluation(s, config),
         initial=hf_initializer(s["model"][len(HF) :]) if s["model"].startswith(HF) else None,
         shard_optimizer=s["shard_optimizer"],
+        context_parallel=s["context_parallel"],
     )
     return trainer, s
 

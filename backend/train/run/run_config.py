@@ -41,6 +41,7 @@ class RunConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     max_grad_norm: float = 1.0
     shard_optimizer: bool | None = None
+    context_parallel: bool | None = None
     checkpoint: str | None = None
     resume_from: str | None = None
     export_hf: str | None = None

@@ -8,6 +8,7 @@
      "memory_budget": 8e6, "token_budget": 1024, "seed": 0,
      "lr": 1e-3, "lr_schedule": "constant" | "cosine", "warmup_steps": 0, "min_lr": 0.0,
      "weight_decay": 0.1, "betas": [0.9, 0.95], "max_grad_norm": 1.0, "shard_optimizer": None | True | False,
+     "context_parallel": None | True | False,
      "checkpoint": "path/written/at/the/end" | None, "resume_from": "path" | None,
      "checkpoint_every": None | 100, "keep_checkpoints": None | 3,
      "eval_every": None | 50, "eval_batches": 1, "eval_fraction": 0.05,
@@ -23,6 +24,8 @@ memory less what the instantiation strategy always holds (master weights, gradie
 ``shard_optimizer`` shards the master weights and AdamW's moments over the instantiation
 strategy's data parallelism (a distributed optimizer); None (the default) does wherever it has
 more than one replica, True where it has one is a no-op with a notice, False keeps them whole.
+``context_parallel``: whether ``plan = "auto"`` also weighs context-parallel layouts (cp{N},
+ul{N}); None (the default) does where ``max_len`` reaches 4,096 tokens.
 (The spec is flat: TOML tables are only headings, so ``[optimizer]`` with ``shard_optimizer =
 false`` reads the same.)
 ``lr_schedule`` "cosine" warms up linearly over ``warmup_steps`` and decays to ``min_lr`` by the
@@ -103,6 +106,9 @@ def _check_loop(s: dict) -> None:
     _positive(s, "max_grad_norm")
     if not (s["shard_optimizer"] is None or isinstance(s["shard_optimizer"], bool)):
         raise _bad("shard_optimizer", s["shard_optimizer"], "give true, false or leave it out (shard where dp > 1)")
+    if not (s["context_parallel"] is None or isinstance(s["context_parallel"], bool)):
+        why = "give true, false or leave it out (auto weighs cp from 4,096 tokens)"
+        raise _bad("context_parallel", s["context_parallel"], why)
     for key, top in (("min_lr", s["lr"]), ("weight_decay", None), ("eval_fraction", 1)):
         value = s[key]
         if isinstance(value, bool) or not isinstance(value, Real) or value < 0 or (top is not None and value >= top):

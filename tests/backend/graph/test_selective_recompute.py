@@ -1,6 +1,6 @@
 """Selective recompute as a graph pass: which values each block drops, and that the graph
 keeps the same parameters and collectives (the values it computes are the oracles' job:
-tests/backend/train/test_gradient_oracle.py and test_memory_measured.py)."""
+tests/backend/train/loop/test_gradient_oracle.py and planning/test_memory_measured.py)."""
 
 import operator
 

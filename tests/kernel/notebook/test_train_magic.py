@@ -267,7 +267,7 @@ def _resources():
     return [_threading.active_count(), targets]
 """
 RESOURCES = "_resources()"
-WARM_JOBS, JOBS = 3, 8
+WARM_JOBS, JOBS = 3, 5
 
 
 def _lasting(targets: list[str]) -> list[str]:

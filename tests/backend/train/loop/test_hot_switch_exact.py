@@ -2,23 +2,11 @@
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
 
-from .conftest import SHORT_STEPS, STEPS
-from .train_workers import checkpointed_run, controlled_run, hot_switch_run, resumed_run, static_runs
+from ..conftest import SHORT_STEPS, STEPS
+from ..matching import assert_matches, relative
+from ..train_workers import checkpointed_run, controlled_run, hot_switch_run, resumed_run, static_runs
 
 PLAN = [("tp4", 128), ("dp2tp2", 48), ("dp4", 0)]
-
-
-def relative(a, b):
-    return abs(a - b) / abs(b)
-
-
-def assert_matches(losses, params, reference, first_step=0, what="the run"):
-    ref_losses, ref_params = reference
-    worst = max(relative(a, b) for a, b in zip(losses, ref_losses[first_step:], strict=True))
-    assert worst <= 1e-5, f"{what}: a step's loss is off by {worst:.2e}"
-    for name, ref in ref_params.items():
-        error = ((params[name] - ref).abs().max() / ref.abs().max()).item()
-        assert error <= 1e-4, f"{what}: {name} off by {error:.2e} after {len(ref_losses)} steps"
 
 
 def test_every_step_and_the_final_parameters_match_one_device(reference):

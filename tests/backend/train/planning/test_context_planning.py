@@ -7,7 +7,13 @@ from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.contenders import sim_candidates
 from hotswitch.backend.sim.setup import Setup
-from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, pareto
+from hotswitch.backend.train.planning.auto import (
+    CONTEXT_PARALLEL_FROM,
+    auto_candidates,
+    auto_plan,
+    candidate_strategies,
+    pareto,
+)
 from hotswitch.backend.train.planning.context import check_context, in_flight_bytes, local_tokens, ulysses_fits
 from hotswitch.backend.train.planning.dispatch import instantiation_strategy
 from hotswitch.backend.train.planning.memory import activation_bytes, kept_activation_bytes, model_state_bytes
@@ -34,7 +40,7 @@ def test_activations_per_device_are_divided_by_cp_plus_what_travels(spec):
 
 
 def test_cp_that_does_not_divide_the_world_is_refused_naming_the_fix():
-    with pytest.raises(ValueError, match=r"cp=3 does not divide the world size 8; choose a cp dividing 8"):
+    with pytest.raises(ValueError, match=r"cp=3 does not divide the 8 devices; choose a context-parallel degree"):
         check_context(get_config("7b"), Strategy.parse("dp1cp3"), 8)
     assert check_context(get_config("7b"), Strategy.parse("dp2cp4"), 8) == (Strategy.parse("dp2cp4"), None)
 
@@ -57,6 +63,14 @@ def test_auto_considers_cp_only_when_asked_and_ulysses_only_where_heads_split():
     assert {"dp2cp8tp1pp1", "dp2ul8tp1pp1", "dp1cp2tp8pp1sp", "dp1cp16tp1pp1"} <= names
     assert "dp1ul16tp1pp1" not in names and "dp1ul2tp8pp1sp" not in names  # 40 heads, 5 per tp rank
     assert all(s.world_size == 16 for s in with_cp)
+
+
+def test_a_trainers_auto_weighs_cp_from_long_sequences_unless_told():
+    config = get_config("13b")
+    cp_in = [any(s.cp > 1 for s in auto_candidates(config, 16, n, None)) for n in (2048, CONTEXT_PARALLEL_FROM)]
+    assert cp_in == [False, True]
+    assert any(s.cp > 1 for s in auto_candidates(config, 16, 256, True))
+    assert all(s.cp == 1 for s in auto_candidates(config, 16, 65536, False))
 
 
 def test_auto_picks_cp_for_the_longest_documents_of_a_long_context_batch():

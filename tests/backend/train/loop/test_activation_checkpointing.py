@@ -10,9 +10,9 @@ from hotswitch.backend.models.config import get_config
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.strategy import Strategy
 
-from .conftest import SHORT_STEPS
-from .test_hot_switch_exact import assert_matches
-from .train_workers import hot_switch_run, static_runs
+from ..conftest import SHORT_STEPS
+from ..matching import assert_matches
+from ..train_workers import hot_switch_run, static_runs
 
 
 @pytest.mark.parametrize(("strategy", "rank", "blocks"), [("dp1ckpt", 0, 4), ("tp2spckpt", 1, 4), ("pp2ckpt", 1, 2)])

@@ -47,10 +47,11 @@ def test_a_typo_in_toml_names_the_key_and_lists_the_known_ones(tmp_path):
     assert "known: model, data, text_field, tokenizer" in str(error.value)
 
 
-def test_shard_optimizer_is_a_setting_checked_by_type(tmp_path):
-    (tmp_path / "shard.toml").write_text("[optimizer]\nshard_optimizer = false\n")
-    assert check_spec(str(tmp_path / "shard.toml"))["shard_optimizer"] is False
-    assert check_spec({})["shard_optimizer"] is None  # shard wherever the instantiation has dp > 1
+@pytest.mark.parametrize("key", ["shard_optimizer", "context_parallel"])
+def test_three_way_switches_are_settings_checked_by_type(tmp_path, key):
+    (tmp_path / "switch.toml").write_text(f"[optimizer]\n{key} = false\n")
+    assert check_spec(str(tmp_path / "switch.toml"))[key] is False
+    assert check_spec({})[key] is None  # the default decides by the run (dp > 1; sequences from 4,096 tokens)
     for bad in (1, "yes"):
-        with pytest.raises(ValueError, match=r"'shard_optimizer' = .* give true, false or leave it out"):
-            check_spec({"shard_optimizer": bad})
+        with pytest.raises(ValueError, match=rf"'{key}' = .* give true, false or leave it out"):
+            check_spec({key: bad})

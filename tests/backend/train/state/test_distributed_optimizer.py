@@ -7,14 +7,14 @@ import pytest
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
 
-from .conftest import SHORT_STEPS
+from ..conftest import SHORT_STEPS
+from ..matching import assert_matches, relative
 from .optimizer_workers import train, update_bytes
-from .test_hot_switch_exact import assert_matches, relative
 
 
 def test_a_sharded_optimizer_trains_as_one_device(short_reference):
     # dp2tp2 holds the master weights, sharded over its 2 replicas; dp4 trains the short sequences
-    # (the static runs of test_hot_switch_exact shard dp2pp2's too)
+    # (the static runs of loop/test_hot_switch_exact shard dp2pp2's too)
     spec = [("dp2tp2", 96), ("dp4", 0)]
     results = spawn_ranks(train, 4, SHORT_STEPS, spec, True)
     losses, params, _, sharded = results[0]

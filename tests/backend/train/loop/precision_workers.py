@@ -9,7 +9,7 @@ from hotswitch.backend.train.loop.reference import ReferenceTrainer
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
-from .train_workers import BUDGET, MODEL, SEED, stream
+from ..train_workers import BUDGET, MODEL, SEED, stream
 
 
 def reference_losses(steps: int, precision: Precision) -> list[float]:

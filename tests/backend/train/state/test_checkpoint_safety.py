@@ -15,7 +15,7 @@ from hotswitch.backend.train.state.checkpoint_safety import (
     protect_checkpoint,
 )
 
-from .train_workers import resumed_run, save_twice
+from ..train_workers import resumed_run, save_twice
 
 
 class Payload:

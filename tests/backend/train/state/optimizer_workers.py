@@ -7,7 +7,7 @@ from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_o
 from hotswitch.backend.train.state import checkpoint
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
-from .train_workers import BUDGET, MODEL, SEED, stream
+from ..train_workers import BUDGET, MODEL, SEED, stream
 
 
 def _engine(spec, shard: bool, precision: str = "fp32") -> tuple[Engine, HotSwitchPlan, list]:

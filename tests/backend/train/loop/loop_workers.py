@@ -55,7 +55,7 @@ def one_device(spec: dict):
     for step in range(1, s["steps"] + 1):
         losses.append(trainer.step(stream.next_batch()))
         rates.append(trainer.optim.lr_at(trainer.updates))
-        if held_out.due(step):
+        if held_out and held_out.due(step):
             summed = [trainer.evaluate(batch) for batch in held_out.batches]
             evals[step] = sum(loss for loss, _ in summed) / sum(count for _, count in summed)
     return losses, rates, evals
@@ -75,3 +75,12 @@ def evaluate_under(rank: int, world: int, strategies: list[str]):
         engine = Engine(model_config("tiny"), [strategy], strategy, OptimizerConfig(), token_budget=1024)
         out[name] = engine.evaluate(batch)
     return out
+
+
+def auto_run(rank: int, world: int, spec: dict, folder: str):
+    """Train ``spec`` (plan "auto") in ``folder``: rank 0's events and the strategies auto profiled."""
+    os.environ[ENV_NOTEBOOK_DIR] = folder
+    events = []
+    trainer, s = build(spec, events.append)
+    trainer.train(s["steps"])
+    return (events, [str(x) for x in trainer.cost.strategies]) if rank == 0 else None

@@ -4,7 +4,7 @@ from hotswitch.backend import get_config
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.state.checkpoint import CheckpointError, read_meta
 
-from .train_workers import checkpointed_run, resume_error, save_twice
+from ..train_workers import checkpointed_run, resume_error, save_twice
 
 
 def test_an_existing_checkpoint_is_never_overwritten_and_another_model_is_refused(tmp_path):

@@ -75,3 +75,19 @@ def test_forward_only_evaluation_equals_one_device_under_every_layout():
     loss, tokens = ReferenceTrainer(model_config("tiny"), OptimizerConfig(), token_budget=1024).evaluate(batch)
     for name, (summed, count) in results.items():
         assert count == tokens and abs(summed - loss) / loss <= TOLERANCE, (name, summed, loss)
+
+
+def test_auto_weighs_context_parallel_layouts_and_trains_exactly(tmp_path):
+    """``context_parallel=True``: the trainer's ``auto`` profiles ring (cp2) and Ulysses (ul2)
+    layouts beside the others and picks per batch from all of them; every step equals one device."""
+    from .loop_workers import auto_run
+
+    spec = loop_spec(plan="auto", context_parallel=True, steps=2, max_len=64, batch_size=6, eval_every=None)
+    events, profiled = spawn_ranks(auto_run, 2, spec, str(tmp_path), timeout=1200)[0]
+    assert {"dp1cp2tp1pp1", "dp1ul2tp1pp1", "dp2tp1pp1"} <= set(profiled), profiled
+    assert [e["source"] for e in of(events, "plan")][-1] == "auto"
+    losses, _, _ = one_device(spec)
+    steps = of(events, "step")
+    assert len(steps) == 2
+    for e, loss in zip(steps, losses, strict=True):
+        assert abs(e["loss"] - loss) / loss <= TOLERANCE, (e["step"], e["loss"], loss)
