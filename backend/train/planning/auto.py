@@ -122,7 +122,11 @@ class _BoundarySearch:
         self.cost, self.longest, self.picks = cost, longest, picks
         self.bucket = functools.cache(self._bucket)
         self.bucket_s = functools.cache(self._bucket_s)
-        self.cheapest = functools.cache(self._cheapest)
+        # chains are keyed by strategy numbers: tuples of ints hash without a call per strategy
+        self.strategies = list(longest)
+        self.number = {s: i for i, s in enumerate(self.strategies)}
+        self._cheapest_by_number = functools.cache(self._cheapest)
+        self.lower_buckets = functools.cache(self._lower_buckets)
         self._group_s = functools.cache(lambda strategy, lengths: cost.group_s(strategy, list(lengths)))
 
     def group_s(self, strategy: Strategy, lengths: Sequence[int]) -> float:
@@ -141,16 +145,33 @@ class _BoundarySearch:
         lengths = self.bucket(strategy, above, upper)
         return None if lengths is None else self.group_s(strategy, lengths)
 
-    def _cheapest(self, chain: tuple[Strategy, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
+    def cheapest(self, chain: Sequence[Strategy], upper: int) -> tuple[float, tuple[int, ...]] | None:
         """The least compute for ``chain`` (longest sequences first) over lengths up to
         ``upper``, every bucket holding sequences, and its buckets' lower bounds."""
-        if len(chain) == 1:
-            seconds = self.bucket_s(chain[0], 0, upper)
+        return self._cheapest_by_number(tuple(self.number[s] for s in chain), upper)
+
+    def _lower_buckets(self, number: int, upper: int) -> tuple[tuple[int, float], ...]:
+        """Each pick ``above`` below ``upper`` (ascending) whose bucket (above, upper] the
+        strategy holds with sequences in it, with that bucket's seconds: what every chain
+        starting with ``strategy`` tries, computed once for all of them."""
+        out, strategy = [], self.strategies[number]
+        for above in self.picks[: bisect.bisect_left(self.picks, upper)]:  # picks are sorted
+            seconds = self.bucket_s(strategy, above, upper)
+            if seconds is not None:
+                out.append((above, seconds))
+        return tuple(out)
+
+    def _cheapest(self, chain: tuple[int, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
+        """``cheapest`` of the chain of strategy numbers ``chain``."""
+        head, tail = chain[0], chain[1:]
+        if upper > self.longest[self.strategies[head]]:
+            return None  # the first strategy cannot hold the longest sequences it would take
+        if not tail:
+            seconds = self.bucket_s(self.strategies[head], 0, upper)
             return None if seconds is None else (seconds, (0,))
         best = None
-        for above in self.picks[: bisect.bisect_left(self.picks, upper)]:  # picks are sorted
-            seconds = self.bucket_s(chain[0], above, upper)
-            rest = self.cheapest(chain[1:], above) if seconds is not None else None
+        for above, seconds in self.lower_buckets(head, upper):
+            rest = self._cheapest_by_number(tail, above)
             if rest and (best is None or seconds + rest[0] < best[0] - 1e-12):
                 best = (seconds + rest[0], (above, *rest[1]))
         return best

@@ -8,6 +8,7 @@ each replica runs: the engine runs it and the cost model predicts it.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -48,28 +49,27 @@ def pack(seqs: list[Sequence], token_budget: int, max_rows: Callable[[int], int]
     budget and its rows within ``max_rows(longest length)`` (what the memory budget allows;
     a sequence longer than either limit travels alone)."""
     out: list[list[Sequence]] = []
+    rows = 0  # the most rows the newest micro-batch may hold: both limits are its first row's
     for s in sorted(seqs, key=lambda s: (-s.length, s.doc)):
-        if out and _takes_another(out[-1], token_budget, max_rows):
+        if out and len(out[-1]) < rows:
             out[-1].append(s)
         else:
             out.append([s])
+            rows = token_budget // s.length
+            rows = min(rows, max_rows(s.length)) if max_rows is not None else rows
     return out
 
 
-def _takes_another(group: list[Sequence], token_budget: int, max_rows: Callable[[int], int] | None) -> bool:
-    rows, longest = len(group) + 1, group[0].length
-    return rows * longest <= token_budget and (max_rows is None or rows <= max_rows(longest))
-
-
 def balance(seqs: list[Sequence], parts: int, cost: Callable[[int], float]) -> list[list[Sequence]]:
-    """Deal sequences to ``parts`` replicas, costliest first, each to the least loaded
-    (deterministic: every rank computes the same split)."""
-    loads = [0.0] * parts
+    """Deal sequences to ``parts`` replicas, costliest first, each to the least loaded (the
+    lowest index among equals; deterministic: every rank computes the same split)."""
+    weight = {n: cost(n) for n in {s.length for s in seqs}}  # a length's cost, computed once
+    loads = [(0.0, i) for i in range(parts)]  # a heap of (load, replica)
     out: list[list[Sequence]] = [[] for _ in range(parts)]
-    for s in sorted(seqs, key=lambda s: (-cost(s.length), s.doc)):
-        target = min(range(parts), key=lambda i: (loads[i], i))
+    for s in sorted(seqs, key=lambda s: (-weight[s.length], s.doc)):
+        load, target = heapq.heappop(loads)
         out[target].append(s)
-        loads[target] += cost(s.length)
+        heapq.heappush(loads, (load + weight[s.length], target))
     return out
 
 
