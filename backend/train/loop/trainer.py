@@ -1,8 +1,7 @@
 """The training loop on every rank: plan, step, report, obey control, checkpoint.
 
-Control commands arrive on rank 0 (``control()`` returns the new ones) and are
-broadcast to every rank at the next step boundary, so all ranks apply them at the
-same point:
+Control commands arrive on rank 0 (``control()`` returns the new ones) and are broadcast to
+every rank at the next step boundary, so all ranks apply them at the same point:
 
 ``{"command": "switch", "strategy": "auto" | "dp4" | [["tp4", 128], ["dp4", 0]]}``  new buckets
 ``{"command": "pause"}`` / ``{"command": "resume"}``                         hold between steps
@@ -48,8 +47,7 @@ class Trainer:
     """``plan``: a ``HotSwitchPlan`` (buckets, or one strategy for static training) or
     ``"auto"`` (every dp x tp x pp layout is a candidate, cp ones as ``context_parallel`` says;
     each batch gets the buckets that minimise the predicted step time). ``memory_budget`` (bytes
-    per device) turns on the cost model for fixed plans too: infeasible buckets are refused
-    before training.
+    per device) turns on the cost model for fixed plans too: infeasible buckets are refused first.
     ``shard_optimizer`` (None: wherever the instantiation has data parallelism) shards the
     master weights and AdamW's moments over it; True where it has none is a no-op, with a notice.
     ``context_parallel``: whether ``auto`` also profiles and weighs cp layouts (None: where the
@@ -101,13 +99,7 @@ class Trainer:
             why = f"{chosen} has one replica (dp x cp): the optimizer state stays whole (nothing to shard)"
             self.sink(event("warning", message=f"shard_optimizer: {why}"))
         self._cost: CostModel | None = None
-        if self.auto or memory_budget is not None:
-            budget = memory_budget if memory_budget is not None else self.engine.free_memory()
-            self.use_cost(profile(self.engine, strategies, profile_lengths(data.max_len), budget))
-        if self.auto:
-            plan, _ = auto_plan([data.max_len], self.cost, chosen, data.max_len)  # raises if nothing fits
-        elif self.cost:
-            check_feasible(plan, self.cost, data.max_len)
+        plan = self._first_plan(plan, strategies, memory_budget)
         self.step_index = 0
         if meta:
             checkpoint.load(self.engine, resume_from)
@@ -119,6 +111,19 @@ class Trainer:
         self.stopping = False
 
     # -- plan --------------------------------------------------------------------------------------
+    def _first_plan(self, plan: HotSwitchPlan | str, strategies: list[Strategy], memory_budget: float | None):
+        """The plan to start with, profiling first under ``auto`` or a memory budget (collective);
+        raises where ``auto`` finds nothing holding ``max_len`` or a fixed plan's bucket cannot."""
+        max_len = self.data.max_len
+        if self.auto or memory_budget is not None:
+            budget = memory_budget if memory_budget is not None else self.engine.free_memory()
+            self.use_cost(profile(self.engine, strategies, profile_lengths(max_len), budget))
+        if self.auto:
+            return auto_plan([max_len], self.cost, self.engine.instantiation, max_len)[0]
+        if self.cost:
+            check_feasible(plan, self.cost, max_len)
+        return plan
+
     def _set_plan(self, plan: HotSwitchPlan, source: str, predicted: float | None = None) -> None:
         if plan == self.plan:
             return
@@ -140,9 +145,7 @@ class Trainer:
     def _switch_cost(self, a: Strategy, b: Strategy) -> float:
         if a == b:
             return 0.0
-        if self.cost:
-            return self.cost.switch_cost(a, b)
-        return self.engine.switch_plan("params", a, b).time_s
+        return self.cost.switch_cost(a, b) if self.cost else self.engine.switch_plan("params", a, b).time_s
 
     def _plan_batch(self, lengths: list[int]) -> float | None:
         """Re-plan for this batch under ``auto``; the predicted step time when there is a cost model."""
