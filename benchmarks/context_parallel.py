@@ -15,7 +15,7 @@ each after profiling its candidates on these ranks (the profile's seconds are re
 counted in the steps). Every run is checked against one device (the loss of every step, fp32),
 and its step times measured (median of the timed steps, slowest rank, after one warm-up step).
 
-    python benchmarks/context_parallel.py --json     # about 4 minutes on 2 cores
+    python benchmarks/context_parallel.py --json     # about 5 minutes on 2 cores
 """
 
 from __future__ import annotations

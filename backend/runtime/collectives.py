@@ -32,7 +32,8 @@ from typing import Literal, get_args
 
 import torch
 import torch.distributed as dist
-from torch import nn
+
+from hotswitch.backend.runtime.group_module import GroupModule
 
 CommKind = Literal["all_reduce", "copy", "all_gather", "all_gather_rs", "split", "reduce_scatter"]
 KINDS: tuple[CommKind, ...] = get_args(CommKind)
@@ -161,23 +162,17 @@ COLLECTIVES: Mapping[CommKind, type[torch.autograd.Function]] = MappingProxyType
 )
 
 
-class Collective(nn.Module):
+class Collective(GroupModule):
     """One collective of kind ``kind`` over the ranks ``ranks`` (global ranks, in group order)."""
 
     def __init__(self, kind: CommKind, ranks: tuple[int, ...], dim: int | None = None):
-        super().__init__()
+        super().__init__(ranks)
         if kind not in COLLECTIVES:
             raise ValueError(f"unknown collective {kind!r}; one of {', '.join(KINDS)}")
-        self.kind, self.ranks, self.dim = kind, tuple(ranks), dim
-        self.group = None
-
-    def bind(self, group) -> None:
-        self.group = group
+        self.kind, self.dim, self.what = kind, dim, kind
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.group is None:
-            raise RuntimeError(f"{self.kind} over ranks {list(self.ranks)} has no process group; call bind() first")
-        return COLLECTIVES[self.kind].apply(x, self.dim, self.group)
+        return COLLECTIVES[self.kind].apply(x, self.dim, self.bound_group())
 
     def extra_repr(self) -> str:
         dim = "" if self.dim is None else f", dim={self.dim}"

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from hotswitch.backend.runtime.attention_blocks import block_backward, block_forward, grouped, merge, ungrouped
+from hotswitch.backend.runtime.group_module import GroupModule
 
 _KV, _GRADS = 1, 2  # tags: k/v, their gradients
 
@@ -117,24 +117,26 @@ class RingAttentionFunction(torch.autograd.Function):
         return ungrouped(dq, q.dtype), ungrouped(dkv[0], k.dtype), ungrouped(dkv[1], v.dtype), None
 
 
-class RingAttention(nn.Module):
+class RingAttention(GroupModule):
     """Causal attention of a context-parallel group's zig-zag shards [batch, seq, heads,
     head_dim] (k and v may have fewer heads), as rank ``index`` of ``ranks``; created unbound,
     ``bind`` gives it the group's process group."""
 
+    what = "ring attention"
+
     def __init__(self, ranks: tuple[int, ...], index: int):
-        super().__init__()
         if len(ranks) < 2:
             raise ValueError(f"ring attention needs at least two ranks, got {list(ranks)}")
-        self.ranks, self.index = tuple(ranks), index
+        super().__init__(ranks)
+        self.index = index
         self.ring: Ring | None = None
 
     def bind(self, group) -> None:
+        super().bind(group)
         self.ring = Ring(self.ranks, self.index, group)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if self.ring is None:
-            raise RuntimeError(f"ring attention over ranks {list(self.ranks)} has no process group; call bind() first")
+        self.bound_group()  # raises, naming the ranks, where bind was not called
         if q.shape[1] % 2:
             raise ValueError(f"a zig-zag shard holds two equal chunks; got {q.shape[1]} tokens (pad to 2 x cp)")
         return RingAttentionFunction.apply(q, k, v, self.ring)

@@ -52,9 +52,7 @@ class SequenceParallelGather(Collective):
         self.regathered: tuple[tuple, torch.Tensor] | None = None  # (the shard's identity, gathered)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.group is None:
-            raise RuntimeError(f"{self.kind} over ranks {list(self.ranks)} has no process group; call bind() first")
-        return _Gather.apply(x, self.dim, self.group, self)
+        return _Gather.apply(x, self.dim, self.bound_group(), self)
 
     def regather(self, shard: torch.Tensor) -> torch.Tensor:
         identity = _identity(shard)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch import nn
 
 from hotswitch.backend.models.llama import causal_attention
+from hotswitch.backend.runtime.group_module import GroupModule
 from hotswitch.backend.runtime.zigzag import zigzag_shard, zigzag_unshard
 
 
@@ -49,26 +49,23 @@ class Reshard(torch.autograd.Function):
         return (heads_to_seq if ctx.to_heads else seq_to_heads)(grad, ctx.group), None, None
 
 
-class UlyssesAttention(nn.Module):
+class UlyssesAttention(GroupModule):
     """Causal attention of a cp group's zig-zag shards [batch, seq, heads, head_dim] by heads;
     created unbound, ``bind`` gives it the group's process group."""
 
-    def __init__(self, ranks: tuple[int, ...], index: int):
-        super().__init__()
-        self.ranks, self.index = tuple(ranks), index
-        self.group = None
+    what = "Ulysses"
 
-    def bind(self, group) -> None:
-        self.group = group
+    def __init__(self, ranks: tuple[int, ...], index: int):
+        super().__init__(ranks)
+        self.index = index
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if self.group is None:
-            raise RuntimeError(f"Ulysses over ranks {list(self.ranks)} has no process group; call bind() first")
+        group = self.bound_group()
         for name, x in (("query", q), ("key-value", k)):
             if x.shape[2] % len(self.ranks):
                 raise ValueError(f"Ulysses over {len(self.ranks)} ranks cannot split {x.shape[2]} {name} heads")
-        q, k, v = (Reshard.apply(x, self.group, True) for x in (q, k, v))
-        return Reshard.apply(causal_attention(q, k, v), self.group, False)
+        q, k, v = (Reshard.apply(x, group, True) for x in (q, k, v))
+        return Reshard.apply(causal_attention(q, k, v), group, False)
 
     def extra_repr(self) -> str:
         return f"ulysses, ranks={list(self.ranks)}, index={self.index}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
 
 from hotswitch.backend.models.llama import IGNORE
+from hotswitch.backend.runtime.group_module import GroupModule
 
 
 def vocab_parallel_embedding(tokens: torch.Tensor, weight: torch.Tensor, start: int) -> torch.Tensor:
@@ -49,21 +49,17 @@ class _VocabParallelLoss(torch.autograd.Function):
         return grad_logits, None, None, None
 
 
-class VocabParallelLoss(nn.Module):
+class VocabParallelLoss(GroupModule):
     """``token_loss`` for logits split over the vocabulary across ``ranks``."""
 
-    def __init__(self, ranks: tuple[int, ...], start: int):
-        super().__init__()
-        self.ranks, self.start = tuple(ranks), start
-        self.group = None
+    what = "vocab-parallel loss"
 
-    def bind(self, group) -> None:
-        self.group = group
+    def __init__(self, ranks: tuple[int, ...], start: int):
+        super().__init__(ranks)
+        self.start = start
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        if self.group is None:
-            raise RuntimeError(f"vocab-parallel loss over ranks {list(self.ranks)} is not bound; call bind()")
-        return _VocabParallelLoss.apply(logits, targets, self.start, self.group)
+        return _VocabParallelLoss.apply(logits, targets, self.start, self.bound_group())
 
     def extra_repr(self) -> str:
         return f"ranks={list(self.ranks)}, vocab_start={self.start}"

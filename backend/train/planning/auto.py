@@ -164,8 +164,6 @@ class _BoundarySearch:
     def _cheapest(self, chain: tuple[int, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
         """``cheapest`` of the chain of strategy numbers ``chain``."""
         head, tail = chain[0], chain[1:]
-        if upper > self.longest[self.strategies[head]]:
-            return None  # the first strategy cannot hold the longest sequences it would take
         if not tail:
             seconds = self.bucket_s(self.strategies[head], 0, upper)
             return None if seconds is None else (seconds, (0,))

@@ -55,8 +55,7 @@ def pack(seqs: list[Sequence], token_budget: int, max_rows: Callable[[int], int]
             out[-1].append(s)
         else:
             out.append([s])
-            rows = token_budget // s.length
-            rows = min(rows, max_rows(s.length)) if max_rows is not None else rows
+            rows = min(token_budget // s.length, max_rows(s.length) if max_rows else token_budget)
     return out
 
 
