@@ -7,7 +7,8 @@ layouts with the engine's data handling (the strong static), the paper's c1, the
 baselines as its authors ran them (``sim.baselines``: megatron-paper, hetu-static-paper,
 hotspa-c1-paper, deepspeed-paper), and ``auto``; a ``paper`` block in the summary sets the
 largest speedups beside the paper's. The device model is calibrated on the authors' Megatron-LM
-logs (``sim.calibrate``; its error on every point is in ``calibration``).
+logs (``sim.calibrate``; its error on every point is in ``calibration``); the H200 preset's fit
+on the engine's own one-GPU steps is in ``calibration_h200``.
 
 Validation ("this machine" mode, ``--validate``): real training on ``--ranks`` local CPU ranks,
 as ``benchmarks/e2e.py`` runs it (same model, data and memory budget), hot-switched (``auto``)
@@ -28,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # e2e's contenders and measurement
 
+from hotswitch.backend.sim import calibrate_h200
 from hotswitch.backend.sim.calibrate import report
 from hotswitch.backend.sim.grid import paper_grid, summary
 
@@ -113,6 +115,7 @@ def main() -> None:
     rows = [] if args.skip_grid else paper_grid(device=args.device)
     out = {"device": args.device, "settings": rows, "summary": summary(rows) if rows else None}
     out["calibration"] = report()  # the device model's fit: error on every logged point it used or held out
+    out["calibration_h200"] = calibrate_h200.report()  # the H200 preset on the engine's own measured GPU steps
     out["grid_s"] = time.perf_counter() - started
     if args.validate:
         from hotswitch.backend.runtime.spawn import spawn_ranks

@@ -122,24 +122,37 @@ def checkpointing(rank: int, world: int, steps: int) -> dict:
     }
 
 
-def gpu_step(rank: int, world: int, preset: str, lengths: list[int], repeat: int) -> list[dict]:
-    """One GPU, bf16, one sequence of each length per step: tokens/s, MFU, peak memory."""
+def gpu_step(
+    rank: int, world: int, preset: str, lengths: list[int], repeat: int, layers: int | None, per_step: int
+) -> list[dict]:
+    """One GPU, bf16, ``per_step`` sequences of each length per step, in one micro-batch: step
+    seconds, tokens/s, MFU, peak memory against the memory model's prediction. ``layers`` keeps
+    a large preset's shape (its width, heads, vocabulary) with fewer layers, so that its
+    optimizer fits one GPU."""
     import torch
 
     from hotswitch.backend.data.stream import Sequence
     from hotswitch.backend.models.flops import peak_flops, train_flops
+    from hotswitch.backend.sim.calibrate_h200 import one_gpu_peak_bytes
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
     bf16, single = Precision.of("bf16"), Strategy()
-    config = get_config(preset).with_(max_seq_len=max(lengths))
+    config = get_config(preset).with_(max_seq_len=max(lengths), **({"n_layers": layers} if layers else {}))
     engine = Engine(
-        config, [single], single, OptimizerConfig(), token_budget=max(lengths), device="cuda:0", precision=bf16
+        config,
+        [single],
+        single,
+        OptimizerConfig(),
+        token_budget=per_step * max(lengths),
+        device="cuda:0",
+        precision=bf16,
     )
     peak, rows = peak_flops(torch.cuda.get_device_name()), []
     for length in lengths:
-        sequence = Sequence(0, tuple(torch.randint(0, config.vocab_size, (length + 1,)).tolist()))
-        engine.step({single: [sequence]}, [single])  # warm-up: kernels chosen, memory pools grown
+        batch = [
+            Sequence(i, tuple(torch.randint(0, config.vocab_size, (length + 1,)).tolist())) for i in range(per_step)
+        ]
+        engine.step({single: batch}, [single])  # warm-up: kernels chosen, memory pools grown
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         seconds = []
@@ -147,18 +160,19 @@ def gpu_step(rank: int, world: int, preset: str, lengths: list[int], repeat: int
             started = torch.cuda.Event(enable_timing=True)
             ended = torch.cuda.Event(enable_timing=True)
             started.record()
-            engine.step({single: [sequence]}, [single])
+            engine.step({single: batch}, [single])
             ended.record()
             torch.cuda.synchronize()
             seconds.append(started.elapsed_time(ended) / 1e3)
         step_s = sorted(seconds)[len(seconds) // 2]
-        predicted = model_state_bytes(config, single, precision=bf16) + bf16.master_bytes * config.n_params
-        predicted += activation_bytes(config, single, length, precision=bf16)
+        predicted = one_gpu_peak_bytes(config, per_step, length, bf16)
         rows.append(
             {
-                "tokens": length,
-                "tokens_per_s": length / step_s,
-                "mfu": train_flops(config, length) / step_s / peak if peak else None,
+                "tokens": per_step * length,
+                "sequences": per_step,
+                "step_s": step_s,
+                "tokens_per_s": per_step * length / step_s,
+                "mfu": per_step * train_flops(config, length) / step_s / peak if peak else None,
                 "peak_memory_bytes": torch.cuda.max_memory_allocated(),
                 "predicted_memory_bytes": predicted,
             }
@@ -166,11 +180,13 @@ def gpu_step(rank: int, world: int, preset: str, lengths: list[int], repeat: int
     return rows
 
 
-def gpu_figures(preset: str, lengths: list[int], repeat: int) -> dict:
+def gpu_figures(preset: str, lengths: list[int], repeat: int, layers: int | None = None, per_step: int = 1) -> dict:
     import torch
 
-    rows = spawn_ranks(gpu_step, 1, preset, lengths, repeat, backend="cpu:gloo,cuda:nccl", timeout=1800)[0]
-    return {"device": torch.cuda.get_device_name(), "preset": preset, "precision": "bf16", "runs": rows}
+    args = (preset, lengths, repeat, layers, per_step)
+    rows = spawn_ranks(gpu_step, 1, *args, backend="cpu:gloo,cuda:nccl", timeout=1800)[0]
+    name = torch.cuda.get_device_name()
+    return {"device": name, "preset": preset, "layers": layers, "precision": "bf16", "runs": rows}
 
 
 def main() -> None:
@@ -178,12 +194,17 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: also the single-GPU figures")
     parser.add_argument("--preset", default="1b", help="the model of the single-GPU figures")
+    parser.add_argument("--layers", type=int, help="the preset's shape with this many layers (fits one GPU)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192])
+    parser.add_argument("--per-step", type=int, default=1, help="sequences of each length per step (one micro-batch)")
+    parser.add_argument("--gpu-only", action="store_true", help="--device cuda: skip the 4-rank CPU figures")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    out = {**precision_figures(args.steps), **spawn_ranks(checkpointing, 4, args.steps, timeout=1800)[0], "mfu": None}
+    out = {"mfu": None}
+    if not args.gpu_only:
+        out.update(precision_figures(args.steps), **spawn_ranks(checkpointing, 4, args.steps, timeout=1800)[0])
     if args.device == "cuda":
-        out["gpu"] = gpu_figures(args.preset, args.lengths, repeat=5)
+        out["gpu"] = gpu_figures(args.preset, args.lengths, 5, args.layers, args.per_step)
         out["mfu"] = max((r["mfu"] for r in out["gpu"]["runs"] if r["mfu"] is not None), default=None)
     print(json.dumps(out, indent=1) if args.json else out)
 

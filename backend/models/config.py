@@ -3,6 +3,7 @@ released LLaMA-2/3 shapes with their real vocabularies (for Hugging Face checkpo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 
@@ -68,9 +69,10 @@ class ModelConfig:
         shapes["output.weight"] = (self.vocab_size, self.dim)
         return shapes
 
-    @property
+    @functools.cached_property
     def n_params(self) -> int:
-        """Distinct parameters: a tied head counts once."""
+        """Distinct parameters: a tied head counts once (computed once per configuration: the
+        simulator asks for it thousands of times)."""
         shapes = self._shapes()
         if self.tie_embeddings:
             del shapes["output.weight"]

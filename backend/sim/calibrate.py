@@ -9,6 +9,8 @@ the error on every point, fitted or held out (what ``benchmarks/paper.py --json`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.datasets import PAPER_BATCH, batch_lengths
@@ -47,19 +49,25 @@ def predict(point: MeasuredStep, spec: DeviceSpec) -> float:
     return sum(steps) / len(steps)
 
 
-def fit(points: tuple[MeasuredStep, ...] = FIT) -> dict[str, float]:
-    """The calibration minimising the squared log error of ``points`` (start: the stored one)."""
+def fit_figures(
+    predict_s: Callable[[Any, DeviceSpec], float], points: Sequence[Any], base: DeviceSpec, start: dict[str, float]
+) -> dict[str, float]:
+    """The ``FIGURES`` of ``base`` minimising the squared log error of ``predict_s(point, spec)``
+    against each point's ``step_s`` (search from ``start``)."""
     from scipy.optimize import least_squares
-
-    base = uncalibrated(DEVICE)
 
     def residuals(x):
         spec = base.calibrated(**dict(zip(FIGURES, (math.exp(v) for v in x), strict=True)))
-        return [math.log(predict(p, spec) / p.step_s) for p in points]
+        return [math.log(predict_s(p, spec) / p.step_s) for p in points]
 
-    start = [math.log(CALIBRATION[k]) for k in FIGURES]
-    found = least_squares(residuals, start, diff_step=1e-3, bounds=([-5, 5, -5, -14], [0, 25, 0, -2]))
+    first = [math.log(start[k]) for k in FIGURES]
+    found = least_squares(residuals, first, diff_step=1e-3, bounds=([-5, 5, -5, -14], [0, 25, 0, -2]))
     return dict(zip(FIGURES, (math.exp(v) for v in found.x), strict=True))
+
+
+def fit(points: tuple[MeasuredStep, ...] = FIT) -> dict[str, float]:
+    """The calibration minimising the squared log error of ``points`` (start: the stored one)."""
+    return fit_figures(predict, points, uncalibrated(DEVICE), CALIBRATION)
 
 
 def report(spec: DeviceSpec | None = None) -> dict:

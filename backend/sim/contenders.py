@@ -10,6 +10,7 @@ from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.sim.step import SimulatedStep, simulate_step
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible, with_selective
+from hotswitch.backend.train.planning.boundaries import Shared
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
 
@@ -158,7 +159,7 @@ def run_auto(
 
 def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], grow: bool) -> tuple:
     """``run_auto``'s search: (best (predicted, plan, cost, instantiation) or None, errors)."""
-    best, tried, errors = None, set(), []
+    best, tried, errors, shared = None, set(), [], Shared()  # what the searches of this batch share
     while queue:
         instantiation = queue.pop(0)
         if instantiation in tried:
@@ -167,7 +168,7 @@ def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], gro
         cost = setup.cost_model(candidates, instantiation)
         try:
             plan, predicted = auto_plan(
-                setup.lengths, cost, instantiation, setup.context, latency_aware=setup.latency_aware
+                setup.lengths, cost, instantiation, setup.context, latency_aware=setup.latency_aware, shared=shared
             )
         except ValueError as error:
             errors.append(str(error))

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from hotswitch.backend.cluster import Cluster
 
@@ -33,6 +31,9 @@ class Assignment:
 def min_max_assignment(demands: list[Demand], cluster: Cluster, objective: str) -> Assignment:
     """``objective="time"``: minimise the predicted switch time (per-device intra-node links,
     per-node NICs, each direction). ``objective="bytes"``: minimise the most bytes any rank sends."""
+    from scipy.optimize import linprog  # half a second to import: only where a switch is planned
+    from scipy.sparse import coo_matrix
+
     if objective not in ("time", "bytes"):
         raise ValueError(f"objective must be 'time' or 'bytes', got {objective!r}")
     if not demands:

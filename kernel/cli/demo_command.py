@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hotswitch.kernel.cli import demo_report, progress
+from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
 
 BODY = """\
@@ -117,6 +117,8 @@ class RunProgress:
 
 
 def run(args) -> int:
+    from hotswitch.kernel.cli import demo_report  # the training stack: loaded by this command only
+
     spec = spec_from(args)
     bars = RunProgress(quiet=args.json)
     job = follow("demo", BODY.format(spec=spec), args.nproc, bars, args.timeout)

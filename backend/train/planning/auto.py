@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import itertools
@@ -11,6 +10,7 @@ from collections.abc import Sequence
 from hotswitch.backend.layout import check_strategy
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.boundaries import BoundarySearch, Shared
 from hotswitch.backend.train.planning.context import context_candidates, one_flavour
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
@@ -113,68 +113,6 @@ def pareto(cost: CostModel, lengths: Sequence[int], max_len: int, latency_aware:
     return [b for b in names if longest[b] > 0 and not any(beats(a, b) for a in names if a != b)]  # holding none: out
 
 
-class _BoundarySearch:
-    """The cheapest bucket boundaries for chains of strategies over one batch, by dynamic
-    programming; every partial result cached for the life of one search."""
-
-    def __init__(self, lengths: Sequence[int], cost: CostModel, longest: dict[Strategy, int], picks: list[int]):
-        self.sorted_lengths = sorted(lengths)  # a bucket's sequences: a slice
-        self.cost, self.longest, self.picks = cost, longest, picks
-        self.bucket = functools.cache(self._bucket)
-        self.bucket_s = functools.cache(self._bucket_s)
-        # chains are keyed by strategy numbers: tuples of ints hash without a call per strategy
-        self.strategies = list(longest)
-        self.number = {s: i for i, s in enumerate(self.strategies)}
-        self._cheapest_by_number = functools.cache(self._cheapest)
-        self.lower_buckets = functools.cache(self._lower_buckets)
-        self._group_s = functools.cache(lambda strategy, lengths: cost.group_s(strategy, list(lengths)))
-
-    def group_s(self, strategy: Strategy, lengths: Sequence[int]) -> float:
-        """``CostModel.group_s``, cached."""
-        return self._group_s(strategy, tuple(lengths))
-
-    def _bucket(self, strategy: Strategy, above: int, upper: int) -> tuple[int, ...] | None:
-        """The sequences in (above, upper], if there are any and the strategy holds them all."""
-        found = self.sorted_lengths[
-            bisect.bisect_right(self.sorted_lengths, above) : bisect.bisect_right(self.sorted_lengths, upper)
-        ]
-        return tuple(found) if found and upper <= self.longest[strategy] else None
-
-    def _bucket_s(self, strategy: Strategy, above: int, upper: int) -> float | None:
-        """The seconds of ``bucket``'s group (None where ``bucket`` is), cached by its bounds."""
-        lengths = self.bucket(strategy, above, upper)
-        return None if lengths is None else self.group_s(strategy, lengths)
-
-    def cheapest(self, chain: Sequence[Strategy], upper: int) -> tuple[float, tuple[int, ...]] | None:
-        """The least compute for ``chain`` (longest sequences first) over lengths up to
-        ``upper``, every bucket holding sequences, and its buckets' lower bounds."""
-        return self._cheapest_by_number(tuple(self.number[s] for s in chain), upper)
-
-    def _lower_buckets(self, number: int, upper: int) -> tuple[tuple[int, float], ...]:
-        """Each pick ``above`` below ``upper`` (ascending) whose bucket (above, upper] the
-        strategy holds with sequences in it, with that bucket's seconds: what every chain
-        starting with ``strategy`` tries, computed once for all of them."""
-        out, strategy = [], self.strategies[number]
-        for above in self.picks[: bisect.bisect_left(self.picks, upper)]:  # picks are sorted
-            seconds = self.bucket_s(strategy, above, upper)
-            if seconds is not None:
-                out.append((above, seconds))
-        return tuple(out)
-
-    def _cheapest(self, chain: tuple[int, ...], upper: int) -> tuple[float, tuple[int, ...]] | None:
-        """``cheapest`` of the chain of strategy numbers ``chain``."""
-        head, tail = chain[0], chain[1:]
-        if not tail:
-            seconds = self.bucket_s(self.strategies[head], 0, upper)
-            return None if seconds is None else (seconds, (0,))
-        best = None
-        for above, seconds in self.lower_buckets(head, upper):
-            rest = self._cheapest_by_number(tail, above)
-            if rest and (best is None or seconds + rest[0] < best[0] - 1e-12):
-                best = (seconds + rest[0], (above, *rest[1]))
-        return best
-
-
 def auto_plan(
     lengths: Sequence[int],
     cost: CostModel,
@@ -183,12 +121,14 @@ def auto_plan(
     max_strategies: int = 4,
     splits: int = 12,
     latency_aware: bool = False,
+    shared: Shared | None = None,
 ) -> tuple[HotSwitchPlan, float]:
     """Search sets of up to ``max_strategies`` strategies among the Pareto-optimal ones
     (less model-state splitting for shorter sequences) and bucket boundaries among length
     quantiles and the longest sequence each strategy holds; keep plans whose every bucket
     fits in memory up to its upper bound (``max_len`` for the longest); return the fastest
-    with its predicted step time."""
+    with its predicted step time. ``shared``: what searches of the same batch under cost models
+    that differ only in memory share (``planning.boundaries``)."""
     ordered = sorted(set(lengths))
     # longer buckets to the strategies splitting more (cp splits a sequence as tp x pp split the model)
     strategies = sorted(pareto(cost, ordered, max_len, latency_aware), key=lambda s: (s.tp * s.pp * s.cp, s.tp, s.sp))
@@ -196,7 +136,7 @@ def auto_plan(
     quantiles = {ordered[int(i * (len(ordered) - 1) / splits)] for i in range(1, splits)}
     capacities = {longest[s] for s in strategies}  # a strategy taking every sequence it can hold
     picks = sorted(n for n in quantiles | capacities if ordered[0] <= n < ordered[-1])
-    search = _BoundarySearch(lengths, cost, longest, picks)
+    search = BoundarySearch(lengths, cost, longest, picks, shared)
 
     # with every bucket holding sequences, switches and syncs depend on the strategies alone:
     # the least compute per set of strategies makes the least step time. Every strategy alone

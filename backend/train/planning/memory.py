@@ -47,6 +47,12 @@ from hotswitch.backend.train.planning.selective import recomputed_bytes
 FP32_BYTES = 4
 TARGET_BYTES = 8  # cross-entropy keeps the int64 targets
 VOCAB_PARALLEL_LOSS_BYTES = 15  # runtime.vocab_parallel keeps a sum (fp32), an index (int64) and two masks
+# At the loss, beside the kept fp32 log-probabilities, their gradient and the logits' gradient live
+# in fp32: the peak's only term that grows with tokens beyond what is kept. Measured on one H200
+# in bf16 (benchmarks/precision.py --device cuda): peak minus the rest of the model grows by
+# 256,042 bytes a token for the 1b preset (8 x its vocabulary: 256,000) and 243,652 for the 7b
+# shape (8 x 30,592: 244,736).
+LOSS_PEAK_BYTES = 2 * FP32_BYTES
 
 
 def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision) -> tuple[float, float]:
@@ -82,11 +88,14 @@ def kept_activation_bytes(config: ModelConfig, strategy: Strategy, length: int, 
 
 def activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
     """Activations one sequence needs on one device at its peak: what it keeps for backward,
-    and with checkpointing one block recomputed on top; with context parallelism what travels."""
+    with checkpointing one block recomputed on top, the loss's gradients over the vocabulary
+    (``LOSS_PEAK_BYTES``); with context parallelism what travels."""
     kept = kept_activation_bytes(config, strategy, length, precision)
     if strategy.ckpt:
         kept += local_tokens(length, strategy.cp) * _per_token(config, strategy, precision)[0]
-    kept += local_tokens(length, strategy.cp) * recomputed_bytes(config, strategy, precision)  # sel: one layer's
+    tokens = local_tokens(length, strategy.cp)
+    kept += tokens * recomputed_bytes(config, strategy, precision)  # sel: one layer's
+    kept += tokens * LOSS_PEAK_BYTES * config.vocab_size / strategy.tp  # the loss's gradients, one micro-batch's
     return kept + in_flight_bytes(config, strategy, length, precision)
 
 

@@ -210,7 +210,7 @@ class Master:
             moments = {PART: parts}
         for name, param in self.params.items():
             self.optimizer.state[param] = {
-                "step": torch.tensor(state.step),
+                "step": self.optim.step_count(self.optimizer, param, state.step),
                 **{k: moments[name][k].detach().clone() for k in ADAM_MOMENTS},
             }
 
