@@ -62,9 +62,10 @@ class DeviceSpec:
 
 
 # Fitted by ``sim.calibrate.fit()`` on ``sim.measured.FIT`` (rerun it after changing the cost
-# model; ``tests/backend/sim/test_calibrate.py`` checks these figures against the measurements).
+# model; ``tests/backend/sim/test_baselines.py`` checks these figures against the measurements).
 CALIBRATION = {"max_mfu": 0.9185, "half_work": 5.662e6, "attention_mfu": 0.2045, "layer_overhead_s": 3.459e-3}
-# Fitted by ``sim.calibrate_h200.fit()`` on ``sim.measured_h200.FIT`` (the engine on one H200).
+# Fitted by ``sim.calibrate_h200.fit()`` on ``sim.measured_h200.FIT`` (the engine on one H200;
+# ``tests/backend/sim/test_calibrate_h200.py`` checks they are what the fit finds).
 CALIBRATION_H200 = {"max_mfu": 0.4699, "half_work": 1.982e6, "attention_mfu": 0.4093, "layer_overhead_s": 3.008e-3}
 
 # Links: A800 as in the paper (NVLink 400 GB/s, InfiniBand 200 GB/s per server); H800 SXM has

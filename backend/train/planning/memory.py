@@ -20,6 +20,8 @@ lean Functions of ``models.lean_ops``, which keep no fp32 copies):
   output layer's input as above, and the targets (int64; vocabulary-parallel loss keeps its
   per-token sums and masks too). With sp, the first block's input is a view of the embedding's
   whole all-reduced output on gloo (its reduce-scatter is an all-reduce and a chunk).
+- at the peak, not kept: while the loss runs backward, the gradients of the log-probabilities and
+  of the logits, fp32 over vocab / tp (``LOSS_PEAK_BYTES``, measured on a GPU).
 
 With activation checkpointing a block keeps only its inputs (the residual stream, dim, split with
 sp; without sp tensor parallelism adds the partial sum its all-reduce reads), and one block's
