@@ -83,6 +83,7 @@ class BoundarySearch:
         self.cost, self.longest, self.picks = cost, longest, picks
         self.shared = shared or Shared()
         self.bucket_s = functools.cache(self._bucket_s)
+        self.key = functools.cache(self._key)
         self.limited = {s: self._limited(s) for s in longest}
         self.number = {s: self.shared.number(self._signature(s), self, s) for s in longest}
 
@@ -97,19 +98,21 @@ class BoundarySearch:
         return self._seconds(strategy, lengths, any(at.get(n, True) for n in set(lengths)))
 
     def _signature(self, strategy: Strategy) -> tuple:
-        c, cost = self.cost.strategies[strategy], self.cost
-        memory = (c.memory.a, c.memory.b, c.memory.c, cost.budget - c.static_bytes)
         limited = self.limited[strategy][0][-1] > 0
-        figures = (c.time.a, c.time.b, c.time.c, c.overhead, c.increment, cost.token_budget)
-        return (strategy, tuple(self.picks), self.longest[strategy], *figures, memory if limited else None)
+        return (*self.key(strategy, limited), tuple(self.picks), self.longest[strategy])
+
+    def _key(self, strategy: Strategy, limited: bool) -> tuple:
+        """What a group's seconds under ``strategy`` depend on beside its lengths: time per
+        sequence, fixed cost, overlap, the token budget and, where memory limits one of its
+        micro-batches, memory per sequence and the free bytes."""
+        c, cost = self.cost.strategies[strategy], self.cost
+        memory = (c.memory.a, c.memory.b, c.memory.c, cost.budget - c.static_bytes) if limited else None
+        return (strategy, c.time.a, c.time.b, c.time.c, c.overhead, c.increment, cost.token_budget, memory)
 
     def _seconds(self, strategy: Strategy, lengths: tuple[int, ...], limited: bool) -> float:
-        c, cost = self.cost.strategies[strategy], self.cost
-        figures = (c.time.a, c.time.b, c.time.c, c.overhead, c.increment, cost.token_budget)
-        memory = (c.memory.a, c.memory.b, c.memory.c, cost.budget - c.static_bytes) if limited else None
-        key, groups = (strategy, lengths, *figures, memory), self.shared.groups
+        key, groups = (*self.key(strategy, limited), lengths), self.shared.groups
         if key not in groups:
-            groups[key] = cost.group_s(strategy, list(lengths))
+            groups[key] = self.cost.group_s(strategy, list(lengths))
         return groups[key]
 
     def _limited(self, strategy: Strategy) -> tuple[list[int], dict[int, bool]]:
