@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from hotswitch.backend.sim import calibrate_ring
 from hotswitch.backend.sim.context_grid import CONTEXTS, SETTINGS, context_grid, context_summary
 
 
@@ -56,6 +57,8 @@ def main() -> None:
     context_grid(settings, contexts=contexts, device=args.device, progress=progress, seed=args.seed)
     out = result(rows, len(rows), len(rows))
     out["grid_s"] = time.perf_counter() - started
+    ring = calibrate_ring.report()  # the ring's split cost, as measured on an H200 and fitted
+    out["ring_split"] = {k: v for k, v in ring.items() if k != "points"}
     if not args.json:
         for r in rows:
             print(

@@ -72,7 +72,7 @@ class RingAttentionFunction(torch.autograd.Function):
     def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ring: Ring) -> torch.Tensor:
         heads, chunk = k.shape[2], q.shape[1] // 2
         queries = grouped(q, heads)
-        out = torch.zeros_like(queries)
+        out = torch.zeros_like(queries, dtype=torch.float32)  # blocks merge in fp32 (``merge``)
         lse = torch.full(queries.shape[:-1], float("-inf"), device=q.device)
         kv = torch.stack([k, v]).contiguous()
         for step in range(ring.size):
@@ -83,7 +83,7 @@ class RingAttentionFunction(torch.autograd.Function):
             merge(out[..., rows, :], lse[..., rows], block_out, block_lse)
             kv = pending.wait() if pending else kv
         ctx.ring = ring
-        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.save_for_backward(q, k, v, out.to(queries.dtype), lse)  # as a block's backward reads it
         return ungrouped(out, q.dtype)
 
     @staticmethod
@@ -91,7 +91,7 @@ class RingAttentionFunction(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         ring, heads, chunk = ctx.ring, k.shape[2], q.shape[1] // 2
         queries, grad_out = grouped(q, heads), grouped(grad, heads)
-        dq = torch.zeros_like(queries)
+        dq = torch.zeros_like(queries, dtype=torch.float32)
         kv = torch.stack([k, v]).contiguous()
         grads: _Pending | None = None
         for step in range(ring.size):

@@ -27,7 +27,7 @@ from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.flops import matmul_params
 from hotswitch.backend.precision import Precision
-from hotswitch.backend.sim.context_parallel import ContextTraffic
+from hotswitch.backend.sim.context_parallel import RING_STEP, ContextTraffic
 from hotswitch.backend.sim.device import DeviceSpec
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import Quadratic, StrategyCost
@@ -160,7 +160,18 @@ class SimulatedStrategy:
             return 0.0
         forward = sum(attention_forward_flops(self.config, n) for n in lengths)
         forward_s = forward / self.spec.attention_mfu / (s.tp * s.cp) / self.spec.peak_flops
-        return self.context.seconds(sum(lengths), forward_s)
+        return self.context.seconds(sum(lengths), forward_s) + self.ring_split_s(sum(lengths))
+
+    def ring_split_s(self, tokens: int) -> float:
+        """What cutting a micro-batch's attention into ring blocks costs beyond its share
+        (``RING_STEP``; 0 for Ulysses, which attends whole sequences): every layer, forward
+        and backward (the forward's half again where it is checkpointed), as measured in bf16."""
+        s, c = self.strategy, self.config
+        if s.cp == 1 or s.ulysses:
+            return 0.0
+        passes = 1.5 if s.ckpt else 1.0
+        per_layer = RING_STEP.split_s(c.n_heads // s.tp, tokens / s.cp, c.head_dim, s.cp, self.spec.hbm_bw)
+        return c.n_layers * passes * per_layer
 
     def documents_s(self, lengths: list[int]) -> float:
         """A micro-batch of whole documents packed without padding, each attending only to

@@ -15,6 +15,11 @@ while ``cp x tp`` devices fit one, else it spans ``cp x tp / devices per server`
   the server uses at once.
 Every ring step and all-to-all also pays the device's latency (counted in the micro-batch's
 fixed cost: it does not grow with the tokens).
+
+Splitting attention into blocks is not free either, transfers apart (``RING_STEP``, measured on
+an H200 by ``benchmarks/ring_blocks.py`` and fitted by ``sim.calibrate_ring``): every ring step
+launches a block's kernels and merges its rows into the running output in fp32, so a rank's
+attention takes its share of the whole plus a fixed time and memory traffic per step.
 """
 
 from __future__ import annotations
@@ -27,6 +32,24 @@ from hotswitch.backend.precision import Precision
 from hotswitch.backend.strategy import Strategy
 
 ULYSSES_ALL_TO_ALLS = 4  # per layer and pass: q, k, v to heads; the output back to sequence
+
+
+@dataclass(frozen=True)
+class RingStep:
+    """What one ring step of one layer costs a rank beyond its share of the attention, forward
+    and backward: ``seconds`` whatever it holds (the block's kernel launches), and
+    ``bytes_per_element`` of device memory traffic per element of its local bf16 queries (heads x
+    tokens x head_dim: the merge, the casts, the shorter kernels)."""
+
+    seconds: float
+    bytes_per_element: float
+
+    def split_s(self, heads: int, local_tokens: float, head_dim: int, cp: int, hbm_bw: float) -> float:
+        """A rank's ``cp`` steps of one layer, forward and backward, for ``heads`` of its own."""
+        return cp * (self.seconds + self.bytes_per_element * heads * local_tokens * head_dim / hbm_bw)
+
+
+RING_STEP = RingStep(seconds=3.40e-4, bytes_per_element=71.4)  # the fit of sim.calibrate_ring
 
 
 def members_per_server(strategy: Strategy, cluster: Cluster) -> int:

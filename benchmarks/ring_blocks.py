@@ -1,0 +1,140 @@
+"""Ring attention's compute on one rank against one device's whole attention, measured in one
+run: how much splitting a sequence into zig-zag blocks costs before any transfer.
+
+For each length and cp degree, one rank's share of ring attention (its own two chunks
+causally, then ``cp - 1`` blocks of half its queries or half the keys, merged by log-sum-exp;
+backward block by block from the merged rows: ``runtime.attention_blocks``) is timed for the
+first and the last rank of the ring, against the same kernels run once on the whole sequence.
+``efficiency`` is the whole attention's seconds over ``cp`` divided by the slower rank's: 1.0
+means the split costs nothing; the simulator's ring model (``sim.context_parallel``) assumes 1.0.
+
+    python benchmarks/ring_blocks.py --json                                  # CPU, small
+    python benchmarks/ring_blocks.py --device cuda --dtype bf16 --heads 32 --kv-heads 32 \\
+        --head-dim 128 --lengths 16384 32768 65536 131072 --cp 2 4 8 --json   # a GPU, 7B's heads
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from hotswitch.backend.runtime.attention_blocks import block_backward, block_forward, kernel, merge
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _timed(fn, device: str, repeat: int) -> float:
+    """Median seconds of ``fn`` over ``repeat`` runs after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        _sync(device)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _blocks(rank: int, cp: int, chunk: int) -> list[tuple[slice, slice, bool]]:
+    """(query rows, key columns, causal) of every ring step of ``rank``, as ``RingAttention``."""
+    steps = [(slice(None), slice(None), True)]
+    for step in range(1, cp):
+        source = (rank - step) % cp
+        if source < rank:  # both my chunks attend to its early chunk
+            steps.append((slice(None), slice(0, chunk), False))
+        else:  # my late chunk attends to both of its chunks
+            steps.append((slice(chunk, None), slice(None), False))
+    return steps
+
+
+def attend(q, k, v, grad, steps) -> None:
+    """Forward every block and merge, then every block's backward from the merged rows."""
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full(q.shape[:-1], float("-inf"), device=q.device)
+    for rows, cols, causal in steps:
+        block_out, block_lse = block_forward(q[..., rows, :], k[..., cols, :], v[..., cols, :], causal)
+        merge(out[..., rows, :], lse[..., rows], block_out, block_lse)
+    out = out.to(q.dtype)  # as the ring saves it for backward
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dk = torch.zeros(k.shape, dtype=torch.float32, device=q.device)
+    dv = torch.zeros_like(dk)
+    for rows, cols, causal in steps:
+        keys, values = k[..., cols, :], v[..., cols, :]
+        parts = block_backward(
+            q[..., rows, :], keys, values, grad[..., rows, :], out[..., rows, :], lse[..., rows], causal
+        )
+        dq[..., rows, :] += parts[0]
+        dk[..., cols, :] += parts[1]
+        dv[..., cols, :] += parts[2]
+
+
+def _tensors(args, length: int):
+    shape = (1, args.kv_heads, args.heads // args.kv_heads, length, args.head_dim)
+    kv_shape = (1, args.kv_heads, 1, length, args.head_dim)
+    dtype = DTYPES[args.dtype]
+    return [torch.randn(s, device=args.device, dtype=dtype) for s in (shape, kv_shape, kv_shape, shape)]
+
+
+def measure(args, length: int) -> dict:
+    q, k, v, grad = _tensors(args, length)
+    whole = _timed(lambda: attend(q, k, v, grad, [(slice(None), slice(None), True)]), args.device, args.repeat)
+    row = {"length": length, "whole_s": whole, "kernel": kernel(q), "cp": {}}
+    for cp in args.cp:
+        local = length // cp  # one rank's two chunks
+        shard = [x[..., :local, :] for x in (q, k, v, grad)]  # the same shapes as a rank's chunks
+        rank_s = [
+            _timed(functools.partial(attend, *shard, _blocks(r, cp, local // 2)), args.device, args.repeat)
+            for r in (0, cp - 1)
+        ]
+        row["cp"][cp] = {"rank_s": rank_s, "efficiency": whole / cp / max(rank_s)}
+        print(
+            f"{length} tokens, cp{cp}: whole {whole:.4f} s, ranks {rank_s[0]:.4f}/{rank_s[1]:.4f} s, "
+            f"efficiency {row['cp'][cp]['efficiency']:.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return row
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--kv-heads", type=int, default=4)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048])
+    p.add_argument("--cp", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    for length in args.lengths:
+        if any(length % (2 * cp) for cp in args.cp):
+            p.error(f"a length of {length} tokens does not split into 2 x cp chunks for cp in {args.cp}")
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    result = {
+        "device": name,
+        "dtype": args.dtype,
+        "heads": args.heads,
+        "kv_heads": args.kv_heads,
+        "head_dim": args.head_dim,
+        "rows": [measure(args, n) for n in args.lengths],
+    }
+    print(json.dumps(result, indent=2 if args.json else None))
+    return result
+
+
+if __name__ == "__main__":
+    main()
