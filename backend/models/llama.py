@@ -18,6 +18,7 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
@@ -39,21 +40,28 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return RMSNormFunction.apply(x, weight, eps)
 
 
+# cuDNN's attention builds an execution plan for every new shape (hundreds of ms each, measured
+# on an H200), and variable-length micro-batches bring new shapes every step: those plans made a
+# training step 2x what its profile predicted. Flash and memory-efficient attention have none.
+ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
 @torch.fx.wrap
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim]; k and v may have fewer heads
     (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads.
     One ``scaled_dot_product_attention`` call with ``enable_gqa`` (no copies of k and v), so
-    the fused kernels (flash, memory-efficient; CPU's flash too) engage and no L x L score
-    matrix is kept for backward."""
+    the fused kernels (flash, memory-efficient; CPU's flash too: ``ATTENTION_BACKENDS``) engage
+    and no L x L score matrix is kept for backward."""
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    if q.shape[1] == k.shape[1]:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
-    if not SDPA_GQA:  # PyTorch 2.4: the copies enable_gqa avoids
+    options = {}
+    if q.shape[1] != k.shape[1] and SDPA_GQA:
+        options["enable_gqa"] = True
+    elif q.shape[1] != k.shape[1]:  # PyTorch 2.4: the copies enable_gqa avoids
         repeat = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)
+    with sdpa_kernel(ATTENTION_BACKENDS):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, **options).transpose(1, 2)
 
 
 @torch.fx.wrap

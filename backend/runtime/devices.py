@@ -4,6 +4,7 @@ reads ``ENV_DEVICE`` while a notebook waits)."""
 from __future__ import annotations
 
 import os
+import time
 
 ENV_DEVICE = "HOTSWITCH_DEVICE"  # "cpu" or "cuda", set by ``%%train --device`` and ``hotswitch train --device``
 DEVICE_KINDS = ("cpu", "cuda")
@@ -22,3 +23,19 @@ def local_device(kind: str | None = None) -> str:
     if not torch.cuda.is_available():
         raise RuntimeError("training on cuda was asked for, but this PyTorch sees no GPU: use cpu, or a CUDA build")
     return f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
+
+
+def synchronize(device) -> None:
+    """Let ``device`` finish its queued work, so that a clock read after it counts that work
+    (a GPU runs kernels after the host has queued them; a CPU runs them as they are called)."""
+    import torch  # here: importing this module must not import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_clock(device) -> float:
+    """``time.perf_counter()`` once ``device`` has finished its queued work: phases timed
+    between two readings count their own kernels, not those queued before them."""
+    synchronize(device)
+    return time.perf_counter()

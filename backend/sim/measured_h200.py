@@ -6,8 +6,10 @@ for presets cut to fewer layers where the optimizer would not fit one GPU.
 Measured on 2026-11-26 (PyTorch 2.11 with CUDA 13.0, driver 580.159) with
 ``python benchmarks/precision.py --device cuda --gpu-only --json --preset P [--layers N]
 [--per-step D] --lengths ...``: each step time the median of 5 steps after a warm-up step, each
-peak ``torch.cuda.max_memory_allocated()`` over them. The 1b points are fitted on; the 7B and
-13B shapes (other widths, heads and vocabulary) are held out. Nothing here was tuned.
+peak ``torch.cuda.max_memory_allocated()`` over them. Attention ran PyTorch's default choice
+then, cuDNN's (the engine now runs flash attention, which its profile measured about 6% slower
+per token). The 1b points are fitted on; the 7B and 13B shapes (other widths, heads and
+vocabulary) are held out. Nothing here was tuned.
 """
 
 from __future__ import annotations

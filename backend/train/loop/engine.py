@@ -16,7 +16,6 @@ micro-batches add to them and the next reduction is exact.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
+from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.strategy import Strategy
@@ -199,26 +199,26 @@ class Engine:
                 self._run_switch("params", previous or self.instantiation, strategy, times)
             if previous is not None:
                 self._release(self.states[previous])  # its parameters and gradients have moved on
-            started = time.perf_counter()
+            started = device_clock(self.device)
             local = self._run_group(state, seqs, scale)
-            times.compute += (spent := time.perf_counter() - started)
+            times.compute += (spent := device_clock(self.device) - started)
             times.per_strategy[str(strategy)] = {"tokens": sum(s.length for s in seqs), "seconds": spent}
             if strategy.coords(self.rank).tp == 0:
                 loss += local
-            started = time.perf_counter()
+            started = device_clock(self.device)
             if strategy.replicas > 1:
                 dist.all_reduce(state.grads.flat, group=self.groups[strategy.replica_group(self.rank)])
-            times.grad_sync += time.perf_counter() - started
+            times.grad_sync += device_clock(self.device) - started
             previous = strategy
         if previous != self.instantiation:
             self._run_switch("grads_final", previous, self.instantiation, times)
             self._release(self.states[previous])
-        started = time.perf_counter()
+        started = device_clock(self.device)
         dist.all_reduce(loss)
         if before_update is not None:
             before_update(self.master)
         grad_norm = self.master.clip_and_update()
-        times.update = time.perf_counter() - started
+        times.update = device_clock(self.device) - started
         return StepResult(loss.item() / total, grad_norm, times)
 
     @torch.no_grad()

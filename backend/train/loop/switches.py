@@ -11,10 +11,10 @@ land in the master layout as they are.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Literal
 
 from hotswitch.backend.layout import partial_over_replicas
+from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.executor import BoundSwitch
 from hotswitch.backend.switch.planner import plan_switch
@@ -44,9 +44,9 @@ class Switches:
         """Run one switch (collective over both strategies' ranks); its seconds."""
         first = (what, src, dst) not in self.cache
         bound = self.bound(what, src, dst)
-        started = time.perf_counter()
+        started = device_clock(self.engine.device)
         bound.run()
-        elapsed = time.perf_counter() - started
+        elapsed = device_clock(self.engine.device) - started
         if first:
             self.first_runs.append(
                 {

@@ -14,15 +14,10 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
+from hotswitch.backend.runtime.devices import synchronize
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.cost import LinkProfile
-
-
-def synchronize(device: torch.device) -> None:
-    """Let the device finish queued work, so that a clock read after it counts that work."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def slowest(value: float) -> float:
