@@ -20,18 +20,14 @@ import functools
 import json
 import statistics
 import sys
-import time
 
 import torch
 
-from hotswitch.backend.runtime.attention_blocks import block_backward, block_forward, kernel, merge
+from hotswitch.backend.runtime.attention_blocks import blockwise, kernel
+from hotswitch.backend.runtime.devices import device_clock
+from hotswitch.backend.runtime.ring_attention import ring_block
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def _timed(fn, device: str, repeat: int) -> float:
@@ -39,45 +35,15 @@ def _timed(fn, device: str, repeat: int) -> float:
     fn()
     times = []
     for _ in range(repeat):
-        _sync(device)
-        start = time.perf_counter()
+        start = device_clock(device)
         fn()
-        _sync(device)
-        times.append(time.perf_counter() - start)
+        times.append(device_clock(device) - start)
     return statistics.median(times)
 
 
 def _blocks(rank: int, cp: int, chunk: int) -> list[tuple[slice, slice, bool]]:
     """(query rows, key columns, causal) of every ring step of ``rank``, as ``RingAttention``."""
-    steps = [(slice(None), slice(None), True)]
-    for step in range(1, cp):
-        source = (rank - step) % cp
-        if source < rank:  # both my chunks attend to its early chunk
-            steps.append((slice(None), slice(0, chunk), False))
-        else:  # my late chunk attends to both of its chunks
-            steps.append((slice(chunk, None), slice(None), False))
-    return steps
-
-
-def attend(q, k, v, grad, steps) -> None:
-    """Forward every block and merge, then every block's backward from the merged rows."""
-    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    lse = torch.full(q.shape[:-1], float("-inf"), device=q.device)
-    for rows, cols, causal in steps:
-        block_out, block_lse = block_forward(q[..., rows, :], k[..., cols, :], v[..., cols, :], causal)
-        merge(out[..., rows, :], lse[..., rows], block_out, block_lse)
-    out = out.to(q.dtype)  # as the ring saves it for backward
-    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    dk = torch.zeros(k.shape, dtype=torch.float32, device=q.device)
-    dv = torch.zeros_like(dk)
-    for rows, cols, causal in steps:
-        keys, values = k[..., cols, :], v[..., cols, :]
-        parts = block_backward(
-            q[..., rows, :], keys, values, grad[..., rows, :], out[..., rows, :], lse[..., rows], causal
-        )
-        dq[..., rows, :] += parts[0]
-        dk[..., cols, :] += parts[1]
-        dv[..., cols, :] += parts[2]
+    return [ring_block(step, rank, cp, chunk) for step in range(cp)]
 
 
 def _tensors(args, length: int):
@@ -89,13 +55,13 @@ def _tensors(args, length: int):
 
 def measure(args, length: int) -> dict:
     q, k, v, grad = _tensors(args, length)
-    whole = _timed(lambda: attend(q, k, v, grad, [(slice(None), slice(None), True)]), args.device, args.repeat)
+    whole = _timed(lambda: blockwise(q, k, v, grad, [(slice(None), slice(None), True)]), args.device, args.repeat)
     row = {"length": length, "whole_s": whole, "kernel": kernel(q), "cp": {}}
     for cp in args.cp:
         local = length // cp  # one rank's two chunks
         shard = [x[..., :local, :] for x in (q, k, v, grad)]  # the same shapes as a rank's chunks
         rank_s = [
-            _timed(functools.partial(attend, *shard, _blocks(r, cp, local // 2)), args.device, args.repeat)
+            _timed(functools.partial(blockwise, *shard, _blocks(r, cp, local // 2)), args.device, args.repeat)
             for r in (0, cp - 1)
         ]
         row["cp"][cp] = {"rank_s": rank_s, "efficiency": whole / cp / max(rank_s)}

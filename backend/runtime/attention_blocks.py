@@ -122,6 +122,29 @@ def block_backward(q, k, v, grad_out, out, lse, causal: bool):
     return dq, dk, dv
 
 
+def blockwise(q, k, v, grad, blocks: list[tuple[slice, slice, bool]]):
+    """``blocks`` (query rows, key columns, causal) on one device as ring attention runs them,
+    without the transfers: every block forward, merged; the merged output cast once to ``q``'s
+    dtype; every block's backward from it. Returns the fp32 output and fp32 (dq, dk, dv): a
+    reference for tests and benchmarks."""
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full(q.shape[:-1], float("-inf"), device=q.device)
+    for rows, cols, causal in blocks:
+        merge(
+            out[..., rows, :], lse[..., rows], *block_forward(q[..., rows, :], k[..., cols, :], v[..., cols, :], causal)
+        )
+    saved = out.to(q.dtype)
+    grads = [torch.zeros(x.shape, dtype=torch.float32, device=q.device) for x in (q, k, v)]
+    for rows, cols, causal in blocks:
+        keys, values = k[..., cols, :], v[..., cols, :]
+        parts = block_backward(
+            q[..., rows, :], keys, values, grad[..., rows, :], saved[..., rows, :], lse[..., rows], causal
+        )
+        for total, where, part in zip(grads, (rows, cols, cols), parts):
+            total[..., where, :] += part
+    return out, tuple(grads)
+
+
 def grouped(x: torch.Tensor, kv_heads: int) -> torch.Tensor:
     """[batch, seq, heads, head_dim] -> [batch, kv_heads, heads // kv_heads, seq, head_dim] in
     ``block_dtype``."""

@@ -54,12 +54,13 @@ class Ring:
         return _Pending(dist.batch_isend_irecv(ops), received)
 
 
-def _block(step: int, ring: Ring, chunk: int) -> tuple[slice, slice, bool]:
-    """(query rows, key columns, causal) that attend at ``step``, from whose k/v this rank holds."""
-    source = (ring.index - step) % ring.size
+def ring_block(step: int, index: int, size: int, chunk: int) -> tuple[slice, slice, bool]:
+    """(query rows, key columns, causal) that rank ``index`` of a ring of ``size`` attends at
+    ``step``, from the k/v it then holds (``chunk``: tokens per zig-zag chunk)."""
+    source = (index - step) % size
     if step == 0:
         return slice(None), slice(None), True
-    if source < ring.index:
+    if source < index:
         return slice(None), slice(0, chunk), False
     return slice(chunk, None), slice(None), False
 
@@ -77,7 +78,7 @@ class RingAttentionFunction(torch.autograd.Function):
         kv = torch.stack([k, v]).contiguous()
         for step in range(ring.size):
             pending = ring.shift(kv, _KV) if step < ring.size - 1 else None
-            rows, cols, causal = _block(step, ring, chunk)
+            rows, cols, causal = ring_block(step, ring.index, ring.size, chunk)
             keys, values = grouped(kv[0], heads)[..., cols, :], grouped(kv[1], heads)[..., cols, :]
             block_out, block_lse = block_forward(queries[..., rows, :], keys, values, causal)
             merge(out[..., rows, :], lse[..., rows], block_out, block_lse)
@@ -96,7 +97,7 @@ class RingAttentionFunction(torch.autograd.Function):
         grads: _Pending | None = None
         for step in range(ring.size):
             pending = ring.shift(kv, _KV) if step < ring.size - 1 else None
-            rows, cols, causal = _block(step, ring, chunk)
+            rows, cols, causal = ring_block(step, ring.index, ring.size, chunk)
             keys, values = grouped(kv[0], heads), grouped(kv[1], heads)
             block = block_backward(
                 queries[..., rows, :],

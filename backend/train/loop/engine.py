@@ -201,11 +201,12 @@ class Engine:
                 self._release(self.states[previous])  # its parameters and gradients have moved on
             started = device_clock(self.device)
             local = self._run_group(state, seqs, scale)
-            times.compute += (spent := device_clock(self.device) - started)
+            computed = device_clock(self.device)
+            times.compute += (spent := computed - started)
             times.per_strategy[str(strategy)] = {"tokens": sum(s.length for s in seqs), "seconds": spent}
             if strategy.coords(self.rank).tp == 0:
                 loss += local
-            started = device_clock(self.device)
+            started = computed
             if strategy.replicas > 1:
                 dist.all_reduce(state.grads.flat, group=self.groups[strategy.replica_group(self.rank)])
             times.grad_sync += device_clock(self.device) - started

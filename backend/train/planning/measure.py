@@ -14,7 +14,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
-from hotswitch.backend.runtime.devices import synchronize
+from hotswitch.backend.runtime.devices import device_clock, synchronize
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.cost import LinkProfile
@@ -41,20 +41,17 @@ def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) 
             started = time.perf_counter()
             for request in dist.batch_isend_irecv(ops) if world > 1 else []:
                 request.wait()
-            synchronize(device)
-            times.append(time.perf_counter() - started)
+            times.append(device_clock(device) - started)
         return slowest(min(times[1:]))
 
     large = exchange(nbytes // 4)
     small = exchange(1)
     source, target = torch.ones(nbytes // 4, device=device), torch.empty(nbytes // 4, device=device)
     target.copy_(source)
-    synchronize(device)
-    started = time.perf_counter()
+    started = device_clock(device)
     for _ in range(repeats):
         target.copy_(source)
-    synchronize(device)
-    copy = slowest((time.perf_counter() - started) / repeats)
+    copy = slowest((device_clock(device) - started) / repeats)
     latency = max(small, 1e-6)
     return LinkProfile(nbytes / max(large - latency, 1e-9), latency, nbytes / max(copy, 1e-9))
 
@@ -70,8 +67,7 @@ def timed(run: Callable[[], object], device: torch.device, repeats: int = 2) -> 
         dist.barrier()
         started = time.perf_counter()
         run()
-        synchronize(device)
-        total += time.perf_counter() - started
+        total += device_clock(device) - started
     return slowest(total / repeats)
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from hotswitch.backend.runtime import attention_blocks
-from hotswitch.backend.runtime.attention_blocks import block_backward, block_forward, grouped, kernel, merge
+from hotswitch.backend.runtime.attention_blocks import blockwise, grouped, kernel
 
 CHUNKS, CHUNK, HEADS, KV_HEADS, HEAD_DIM = 3, 24, 4, 2, 16
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -38,22 +38,8 @@ def _blockwise(q, k, v, grad):
     """The same attention as chunk-by-chunk blocks: query chunk i against key chunks 0..i
     (causal on the diagonal), merged; then every block's backward from the merged rows."""
     chunks = [slice(i * CHUNK, (i + 1) * CHUNK) for i in range(CHUNKS)]
-    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
-    lse = torch.full(q.shape[:-1], float("-inf"), device=q.device)
-    for i, rows in enumerate(chunks):
-        for j, cols in enumerate(chunks[: i + 1]):
-            block_out, block_lse = block_forward(q[..., rows, :], k[..., cols, :], v[..., cols, :], i == j)
-            merge(out[..., rows, :], lse[..., rows], block_out, block_lse)
-    grads = [torch.zeros(x.shape, dtype=torch.float32, device=q.device) for x in (q, k, v)]
-    for i, rows in enumerate(chunks):
-        for j, cols in enumerate(chunks[: i + 1]):
-            keys, values = k[..., cols, :], v[..., cols, :]
-            parts = block_backward(
-                q[..., rows, :], keys, values, grad[..., rows, :], out[..., rows, :], lse[..., rows], i == j
-            )
-            for total, where, part in zip(grads, (rows, cols, cols), parts):
-                total[..., where, :] += part
-    return out, grads
+    blocks = [(rows, cols, i == j) for i, rows in enumerate(chunks) for j, cols in enumerate(chunks[: i + 1])]
+    return blockwise(q, k, v, grad, blocks)
 
 
 CASES = [
