@@ -5,6 +5,9 @@ lengths) batches of 512 documents truncated at 4K to 128K tokens (``sim.context_
 
 Goals (issue 28): at least 1.3x where the context is 64K or more, never slower at 4K-32K. The
 device model is the one ``benchmarks/paper.py`` uses, calibrated on the same measurements.
+Each cell also gives the batch's longest document trained alone on the fastest layout that
+holds it, without cp and with it (``longest_alone_s``, ``longest_alone_cp_s``): what cp can
+shorten, against what the step gains.
 Progress on stderr; ``--quick``: 7B on 8 and 32 GPUs at 32K, 64K and 128K only.
 
     python benchmarks/context.py --json [--quick] [--device A800]

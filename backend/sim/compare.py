@@ -74,6 +74,13 @@ class Comparison:
     hot: dict[str, Contender]  # "c1", "c2" (the paper's) and "plan" (the user's), where given
     auto: Contender
     paper: dict[str, Contender] = field(default_factory=dict)  # sim.baselines, by name
+    auto_cp: Contender | None = None  # ``auto`` with the cp layouts too, where asked for
+
+    @property
+    def cp_speedup(self) -> float | None:
+        """``auto`` over ``auto+cp`` (None where either has no plan or cp was not asked for)."""
+        cp = self.auto_cp
+        return self.auto.step_s / cp.step_s if cp and cp.step_s and self.auto.step_s else None
 
     @property
     def best_static(self) -> Contender | None:
@@ -81,7 +88,8 @@ class Comparison:
         return min(fitting, key=lambda c: c.step_s) if fitting else None
 
     def contenders(self) -> list[Contender]:
-        return [*self.statics, *self.hot.values(), *self.paper.values(), self.auto]
+        extra = [self.auto_cp] if self.auto_cp else []
+        return [*self.statics, *self.hot.values(), *self.paper.values(), self.auto, *extra]
 
     @property
     def megatron_paper(self) -> Contender | None:
@@ -98,9 +106,11 @@ def compare(
     plan: HotSwitchPlan | None = None,
     baselines: tuple[str, ...] = PAPER_CONTENDERS,
     progress: Callable[[str, int, int], None] | None = None,
+    context_parallel: bool = False,
 ) -> Comparison:
     """Simulate every contender of ``setup`` (the paper's c1/c2 when ``model_name`` and the GPU
-    count are one of its settings; ``plan`` when given; the named paper ``baselines``), calling
+    count are one of its settings; ``plan`` when given; the named paper ``baselines``; with
+    ``context_parallel``, ``auto+cp``: ``auto`` with the cp layouts too), calling
     ``progress(what, done, total)`` before each."""
     unknown = [n for n in baselines if n not in PAPER_CONTENDERS]
     if unknown:
@@ -110,7 +120,7 @@ def compare(
     layouts = static_strategies(setup, model_name)
     picked = {w: paper.hand_picked(model_name or setup.config.name, setup.cluster.world_size, w) for w in ("c1", "c2")}
     picked = {w: p for w, p in picked.items() if p is not None}
-    total, done = len(layouts) + len(picked) + (plan is not None) + len(baselines) + 1, 0
+    total, done = len(layouts) + len(picked) + (plan is not None) + len(baselines) + 1 + context_parallel, 0
     statics = []
     for s in layouts:
         progress(f"static {s}", done, total)
@@ -131,6 +141,11 @@ def compare(
         named.update(paper_contenders(setup, model_name, (name,)))
         done += 1
     progress("auto", done, total)
-    auto = run_auto(setup, seeds=[c for w, c in hot.items() if w in ("c1", "c2")])
+    seeds = [c for w, c in hot.items() if w in ("c1", "c2")]
+    auto = run_auto(setup, seeds=seeds)
+    auto_cp = None
+    if context_parallel:
+        progress("auto with cp", done + 1, total)
+        auto_cp = replace(run_auto(replace(setup, context_parallel=True), seeds=seeds), name="auto+cp")
     progress("done", total, total)
-    return Comparison(setup, statics, hot, auto, named)
+    return Comparison(setup, statics, hot, auto, named, auto_cp)

@@ -17,11 +17,18 @@ Per micro-batch on one dp replica (latency through all its pipeline stages):
   attention), and the ring's or Ulysses' traffic (``sim.context_parallel``).
 Each collective also pays the device's latency per ring step, and every layer a micro-batch
 passes a calibrated fixed cost (kernel launches, synchronisation): the fixed cost of a micro-batch.
+
+Two views of the same costs: ``SimulatedStrategy.cost`` is what the trainer's profile would
+measure at its lengths and fit (a quadratic per strategy: ``auto`` plans on it), and
+``SimulatedCost`` is the device itself, every micro-batch at its exact seconds (a simulated
+step is timed on it). The fit errs where efficiency grows with a micro-batch's size (wide tensor
+parallelism at long lengths), as it would on measurements; the paper's baselines
+(``sim.megatron``, ``sim.deepspeed``) are timed on the device alike.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.models.config import ModelConfig
@@ -154,13 +161,16 @@ class SimulatedStrategy:
 
     def context_s(self, lengths: list[int]) -> float:
         """Context parallelism's traffic for a micro-batch of ``lengths`` (0 without cp): ring
-        transfers overlap each block's attention, Ulysses' all-to-alls do not."""
+        transfers overlap each block's attention, Ulysses' all-to-alls do not; what splitting
+        attention costs the ring's blocks, and Ulysses' re-layout copies."""
         s = self.strategy
         if s.cp == 1:
             return 0.0
         forward = sum(attention_forward_flops(self.config, n) for n in lengths)
         forward_s = forward / self.spec.attention_mfu / (s.tp * s.cp) / self.spec.peak_flops
-        return self.context.seconds(sum(lengths), forward_s) + self.ring_split_s(sum(lengths))
+        tokens = sum(lengths)
+        copies = self.context.ulysses_copy_bytes(tokens) / self.spec.hbm_bw
+        return self.context.seconds(tokens, forward_s) + self.ring_split_s(tokens) + copies
 
     def ring_split_s(self, tokens: int) -> float:
         """What cutting a micro-batch's attention into ring blocks costs beyond its share
@@ -214,3 +224,19 @@ def update_seconds(config: ModelConfig, cluster: Cluster, spec: DeviceSpec, prec
     seconds = UPDATE_BYTES * config.n_params / (s.tp * s.pp * s.replicas) / spec.hbm_bw
     nbytes = precision.param_bytes * config.n_params / (s.tp * s.pp)
     return seconds + ring_s(nbytes, s.replicas, Links.of(s, cluster).dp_bw, spec.latency_s, passes=1)
+
+
+@dataclass
+class SimulatedCost(StrategyCost):
+    """A strategy's fitted cost whose micro-batches take what the simulated device takes: the
+    fit still deals sequences to replicas and bounds micro-batches (as the trainer's profile
+    would), the seconds are exact."""
+
+    simulated: SimulatedStrategy | None = None
+
+    @classmethod
+    def of(cls, cost: StrategyCost, simulated: SimulatedStrategy) -> SimulatedCost:
+        return cls(**{f.name: getattr(cost, f.name) for f in fields(StrategyCost)}, simulated=simulated)
+
+    def micro_batch_s(self, rows: int, length: int) -> float:
+        return self.simulated.micro_batch_s(rows, length)

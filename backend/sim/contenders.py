@@ -27,6 +27,7 @@ class Contender:
     why: str = ""
     seconds: float | None = None  # a baseline simulated outside the engine's plans (``sim.baselines``)
     detail: str = ""  # how that baseline ran (layout, MBS...)
+    predicted_s: float | None = None  # what the planner's fitted costs predicted for ``step``
 
     @property
     def step_s(self) -> float | None:
@@ -38,6 +39,7 @@ class Contender:
             "plan": str(self.plan) if self.plan else (self.detail or None),
             "instantiation": str(self.instantiation) if self.instantiation else None,
             "step_s": self.step_s,
+            "predicted_s": self.predicted_s,
             "memory_gib": {s: b / 2**30 for s, b in self.memory_bytes.items()},
             "breakdown_s": self.step.breakdown() if self.step else None,
             "why": self.why or None,
@@ -45,13 +47,16 @@ class Contender:
 
 
 def _run(setup: Setup, name: str, plan: HotSwitchPlan, cost: CostModel, instantiation: Strategy) -> Contender:
-    step = simulate_step(cost, plan, setup.lengths, instantiation, setup.cluster.world_size)
+    """``plan`` planned on ``cost`` (the fitted costs), timed on the device (``Setup.exact_model``)."""
+    world = setup.cluster.world_size
+    predicted = simulate_step(cost, plan, setup.lengths, instantiation, world).seconds
+    step = simulate_step(setup.exact_model(cost), plan, setup.lengths, instantiation, world)
     master = setup.precision.master_bytes * setup.optimizer_share(instantiation)
     memory = {
         str(s): master + cost.strategies[s].static_bytes + step.activation_bytes.get(str(s), 0.0)
         for s in plan.strategies
     }
-    return Contender(name, plan, instantiation, step, memory)
+    return Contender(name, plan, instantiation, step, memory, predicted_s=predicted)
 
 
 def run_plan(setup: Setup, plan: HotSwitchPlan, name: str | None = None) -> Contender:
@@ -151,9 +156,9 @@ def run_auto(
     if best is None:
         return Contender("auto", None, None, None, {}, errors[0] if errors else "no candidate strategy")
     found = _run(setup, "auto", best[1], best[2], best[3])
-    for seed in seeds:
-        if seed.step is not None and seed.step_s < found.step_s:
-            found = Contender("auto", seed.plan, seed.instantiation, seed.step, seed.memory_bytes, detail="seeded")
+    for seed in seeds:  # chosen as the trainer would choose: by prediction
+        if seed.step is not None and seed.predicted_s < found.predicted_s:
+            found = replace(seed, name="auto", detail="seeded")
     return found
 
 

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.sim.contenders import Contender, run_auto, sim_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.setup import LONG_CONTEXT, Setup
+from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import instantiation_strategy
 
-LONG_CONTEXT = 131072  # every cell's model takes 128K tokens, so cells share their switch bounds
 CONTEXTS = (65536, 131072, 4096, 8192, 16384, 32768)  # the goal's long contexts first
 SETTINGS = (("7b", 8), ("7b", 16), ("7b", 32), ("13b", 8), ("13b", 16), ("13b", 32))
 LONG = 65536  # from here on, the goal is a speedup
@@ -33,7 +33,7 @@ def context_setup(
     model: str, gpus: int, dataset: str, context: int, cp: bool, device: str = "A800", seed: int = 0
 ) -> Setup:
     """One cell's setup: the paper's global batch of ``dataset`` truncated at ``context``."""
-    config = get_config(model).with_(max_seq_len=LONG_CONTEXT)
+    config = get_config(model).with_(max_seq_len=LONG_CONTEXT)  # every cell's: cells share their switch bounds
     lengths = batch_lengths(dataset, context, seed=seed)
     return Setup(
         config, gpus, context, lengths, device=device, planned_switches=False, context_parallel=cp, latency_aware=True
@@ -49,14 +49,31 @@ def _auto(setup: Setup, quick: bool) -> Contender:
     return run_auto(setup, [instantiation_strategy(sim_candidates(setup))] if quick else None)
 
 
+def longest_alone(setup: Setup, instantiation: Strategy | None) -> tuple[float | None, str | None]:
+    """The batch's longest document trained alone: its seconds on the device under the fastest
+    of the arm's candidate layouts that holds it (with ``instantiation``'s master weights), and
+    that layout.
+    Where cp hardly beats this without it, no plan can gain much from cp on that document."""
+    if instantiation is None:
+        return None, None
+    candidates = sim_candidates(setup)
+    cost = setup.cost_model(candidates, instantiation)
+    exact, n = setup.exact_model(cost), max(setup.lengths)
+    seconds = {s: exact.strategies[s].micro_batch_s(1, n) for s in candidates if cost.fits(s, n)}
+    best = min(seconds, key=seconds.get, default=None)
+    return (seconds[best], str(best)) if best else (None, None)
+
+
 def context_row(
     model: str, gpus: int, dataset: str, context: int, device: str = "A800", quick: bool = False, seed: int = 0
 ) -> dict:
     """One cell: both arms' step time and plan, the speedup and whether it meets its goal.
     ``quick``: each arm searches from the trainer's instantiation only; ``seed``: the batch's."""
-    without = _auto(context_setup(model, gpus, dataset, context, False, device, seed), quick)
+    plain = context_setup(model, gpus, dataset, context, False, device, seed)
+    without = _auto(plain, quick)
     setup = context_setup(model, gpus, dataset, context, True, device, seed)
     with_cp = _auto(setup, quick)
+    alone, alone_cp = longest_alone(plain, without.instantiation), longest_alone(setup, with_cp.instantiation)
     speedup = without.step_s / with_cp.step_s if without.step_s and with_cp.step_s else None
     goal = GOAL_LONG if context >= LONG else 1.0
     return {
@@ -68,6 +85,11 @@ def context_row(
         "tokens": sum(setup.lengths),
         "longest": max(setup.lengths),
         "over_32k": sum(n > 32768 for n in setup.lengths),
+        "longest_alone_s": alone[0],
+        "longest_alone_layout": alone[1],
+        "longest_alone_cp_s": alone_cp[0],
+        "longest_alone_cp_layout": alone_cp[1],
+        "longest_alone_gain": alone[0] / alone_cp[0] if alone[0] and alone_cp[0] else None,
         "auto_s": without.step_s,
         "auto_plan": _plan(without),
         "auto_cp_s": with_cp.step_s,
@@ -100,10 +122,12 @@ def context_grid(
 
 
 def context_summary(rows: list[dict]) -> dict:
-    """Which cells meet their goal: >= 1.3x at 64K and beyond, never slower below."""
+    """Which cells meet their goal: >= 1.3x at 64K and beyond, never slower below; and, at 64K
+    and beyond, the range of what cp gains on the batch's longest document alone."""
     long = [r for r in rows if r["context"] >= LONG]
     short = [r for r in rows if r["context"] < LONG]
     speedups = [r["speedup"] for r in long if r["speedup"]]
+    gains = [r["longest_alone_gain"] for r in long if r.get("longest_alone_gain")]
     return {
         "cells": len(rows),
         "long_cells_meeting_1_3x": sum(r["meets_goal"] for r in long),
@@ -117,4 +141,5 @@ def context_summary(rows: list[dict]) -> dict:
         "short_never_slower": all(r["meets_goal"] for r in short),
         "short_slowest": min((r["speedup"] for r in short if r["speedup"]), default=None),
         "cells_using_cp": sum(r["uses_cp"] for r in rows),
+        "long_longest_alone_gain": [min(gains, default=None), max(gains, default=None)],
     }

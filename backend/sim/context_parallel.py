@@ -12,7 +12,8 @@ while ``cp x tp`` devices fit one, else it spans ``cp x tp / devices per server`
 - Ulysses (``ul{N}``): per layer forward four all-to-alls (q, k, v from sequence to heads, the
   output back) and four backward, not overlapped; each device sends ``(cp - 1) / cp`` of its
   share, the part bound for other servers through its server's network, which every device of
-  the server uses at once.
+  the server uses at once. Around every all-to-all a rank copies its parts twice (packed to send,
+  put back in order on receipt), at the device's memory bandwidth.
 Every ring step and all-to-all also pays the device's latency (counted in the micro-batch's
 fixed cost: it does not grow with the tokens).
 
@@ -32,6 +33,7 @@ from hotswitch.backend.precision import Precision
 from hotswitch.backend.strategy import Strategy
 
 ULYSSES_ALL_TO_ALLS = 4  # per layer and pass: q, k, v to heads; the output back to sequence
+ULYSSES_COPIES = 2  # per all-to-all: its parts packed before, put back in order after
 
 
 @dataclass(frozen=True)
@@ -107,15 +109,29 @@ class ContextTraffic:
         backward = max(0.0, 2 * send - 2.5 * forward_block)  # keys, values and their gradients
         return layers * (s.cp - 1) * (self.forward_passes * forward + backward)
 
-    def ulysses_s(self, tokens: int) -> float:
-        """The all-to-alls of a micro-batch of ``tokens``, forward (again when checkpointed) and
-        backward, every layer."""
+    def ulysses_bytes(self, tokens: int) -> float:
+        """What one rank's four all-to-alls of one layer and pass carry for a micro-batch of
+        ``tokens``: its share of q, k, v and the attention's output (0 without Ulysses)."""
         s = self.strategy
         if s.cp == 1 or not s.ulysses:
             return 0.0
         kv = self.config.n_kv_heads * self.config.head_dim
-        per_device = tokens / s.cp * (2 * self.config.dim + 2 * kv) / s.tp * self.precision.param_bytes
-        return self.config.n_layers * (self.forward_passes + 1) * all_to_all_s(per_device, s, self.cluster)
+        return tokens / s.cp * (2 * self.config.dim + 2 * kv) / s.tp * self.precision.param_bytes
+
+    def ulysses_s(self, tokens: int) -> float:
+        """The all-to-alls of a micro-batch of ``tokens``, forward (again when checkpointed) and
+        backward, every layer."""
+        per_device = self.ulysses_bytes(tokens)
+        passes = self.config.n_layers * (self.forward_passes + 1)
+        return passes * all_to_all_s(per_device, self.strategy, self.cluster) if per_device else 0.0
+
+    def ulysses_copy_bytes(self, tokens: int) -> float:
+        """Device memory Ulysses' re-layouts move on one rank (``runtime.ulysses``): each
+        all-to-all's parts are packed before it (a copy) and put back in order after it
+        (another), each read and written once; every layer, forward (again when checkpointed)
+        and backward. Counted, not measured: like the ring's merges, they run at the memory's
+        bandwidth."""
+        return ULYSSES_COPIES * 2 * self.ulysses_bytes(tokens) * self.config.n_layers * (self.forward_passes + 1)
 
     def seconds(self, tokens: int, attention_s: float) -> float:
         """Ring or Ulysses traffic of a micro-batch, as it adds to its time (latency apart)."""

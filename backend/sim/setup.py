@@ -3,14 +3,14 @@ and the ``CostModel`` it implies for a set of strategies and an instantiation st
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.layout import check_strategy
 from hotswitch.backend.models.config import ModelConfig, get_config
 from hotswitch.backend.precision import Precision
-from hotswitch.backend.sim.compute import UPDATE_BYTES, SimulatedStrategy, update_seconds
+from hotswitch.backend.sim.compute import UPDATE_BYTES, SimulatedCost, SimulatedStrategy, update_seconds
 from hotswitch.backend.sim.device import DeviceSpec, device_spec
 from hotswitch.backend.sim.switches import PlannedSwitches
 from hotswitch.backend.strategy import Strategy
@@ -19,14 +19,16 @@ from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Strate
 
 PAPER_MODELS = ("7b", "13b", "32b")
 PAPER_CONTEXT = 32768  # the paper trains its LLaMA-2 shapes at up to 32K tokens
+LONG_CONTEXT = 131072  # beyond the paper: its shapes at up to 128K, with context parallelism
 
 
-def sim_model(name: str | ModelConfig) -> ModelConfig:
-    """A model preset; the paper's shapes (7b, 13b, 32b) with the 32K context it trains them at
-    (or the longer one a given config already has)."""
+def sim_model(name: str | ModelConfig, context: int = 0) -> ModelConfig:
+    """A model preset; the paper's shapes (7b, 13b, 32b) with the 32K context it trains them at,
+    128K where ``context`` asks for more than 32K (or the longer one a given config already has)."""
     config = get_config(name)
     if config.name in PAPER_MODELS:
-        return config.with_(max_seq_len=max(config.max_seq_len, PAPER_CONTEXT))
+        longest = LONG_CONTEXT if context > PAPER_CONTEXT else PAPER_CONTEXT
+        return config.with_(max_seq_len=max(config.max_seq_len, longest))
     return config
 
 
@@ -101,11 +103,20 @@ class Setup:
         check_strategy(self.config, runs)
         return runs
 
+    def simulated(self, strategy: Strategy) -> SimulatedStrategy:
+        return SimulatedStrategy(self.config, self.check(strategy), self.cluster, self.spec, self.precision)
+
     def strategy_cost(self, strategy: Strategy) -> StrategyCost:
+        """What the trainer's profile would give for ``strategy``: measured and fitted."""
         if strategy not in self.costs:
-            simulated = SimulatedStrategy(self.config, self.check(strategy), self.cluster, self.spec, self.precision)
-            self.costs[strategy] = simulated.cost(profile_lengths(self.context), self.token_budget)
+            self.costs[strategy] = self.simulated(strategy).cost(profile_lengths(self.context), self.token_budget)
         return self.costs[strategy]
+
+    def exact_model(self, cost: CostModel) -> CostModel:
+        """``cost`` with every micro-batch at the simulated device's exact seconds: what a step
+        planned on ``cost`` then takes."""
+        strategies = {s: SimulatedCost.of(c, self.simulated(s)) for s, c in cost.strategies.items()}
+        return replace(cost, strategies=strategies)
 
     def optimizer_share(self, instantiation: Strategy) -> float:
         """Parameters whose master weights and moments one device of the instantiation keeps."""

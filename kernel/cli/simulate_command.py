@@ -30,12 +30,23 @@ def add_parser(sub) -> None:
         default="bound",
         help="switch times from their bound (default, seconds) or planned by the engine's planner (exact, slower)",
     )
-    p.add_argument("--context", type=int, default=32768, help="documents truncated at this many tokens")
+    p.add_argument(
+        "--context",
+        type=int,
+        default=32768,
+        help="documents truncated at this many tokens (the paper's models take up to 131072 here)",
+    )
     p.add_argument("--batch", type=int, default=512, help="sequences per global batch (default 512, the paper's)")
     p.add_argument(
         "--plan",
         default=None,
         help="your plan: a strategy ('dp2tp4pp1sp') or buckets 'tp8:16384,dp2tp4:4096,dp8:0' (longest first)",
+    )
+    p.add_argument(
+        "--context-parallel",
+        action="store_true",
+        help="also 'auto+cp': auto with context parallelism (cp ring attention, ul Ulysses) among its layouts; "
+        "both autos then weigh one sequence's time alone too, as benchmarks/context.py does",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
@@ -106,6 +117,7 @@ def report(comparison) -> dict:
         "limit_gib": (setup.spec.memory - setup.spec.reserved) / 2**30,
         "contenders": [c.summary() for c in comparison.contenders()],
         "notices": list(setup.notices),  # e.g. Ulysses asked where the heads do not split: ring runs
+        "cp_speedup": comparison.cp_speedup,  # auto over auto+cp, with --context-parallel
     }
 
 
@@ -121,6 +133,8 @@ def _print_table(out: dict) -> None:
         memory = max(c["memory_gib"].values(), default=0.0)
         detail = c["plan"] if c["step_s"] is not None else c["why"]
         print(f"{c['name']:<26}{step:>10}{memory:>10.1f}  {detail}")
+    if out["cp_speedup"]:
+        print(f"context parallelism: auto+cp is {out['cp_speedup']:.2f}x auto")
     for notice in out["notices"]:
         print(f"notice: {notice}")
 
@@ -128,15 +142,22 @@ def _print_table(out: dict) -> None:
 def run(args) -> int:
     from hotswitch.backend.sim.compare import compare
     from hotswitch.backend.sim.datasets import batch_lengths
-    from hotswitch.backend.sim.setup import Setup
+    from hotswitch.backend.sim.setup import Setup, sim_model
 
     _check(args)
     plan = parse_plan(args.plan) if args.plan else None
     lengths = batch_lengths(args.dataset, args.context, args.batch)
     setup = Setup(
-        args.model, args.gpus, args.context, lengths, args.device, planned_switches=args.switches == "planned"
+        sim_model(args.model, args.context),
+        args.gpus,
+        args.context,
+        lengths,
+        args.device,
+        planned_switches=args.switches == "planned",
+        latency_aware=args.context_parallel,
     )
-    comparison = compare(setup, args.model.lower(), plan, _contenders(args), _progress)
+    contenders = _contenders(args)
+    comparison = compare(setup, args.model.lower(), plan, contenders, _progress, args.context_parallel)
     out = report(comparison)
     if args.json:
         print(json.dumps(out, indent=2))

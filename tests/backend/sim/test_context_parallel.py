@@ -8,6 +8,7 @@ import pytest
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.compute import SimulatedStrategy, flops_parts
+from hotswitch.backend.sim.context_grid import longest_alone
 from hotswitch.backend.sim.context_parallel import ContextTraffic, all_to_all_s, ring_bandwidth
 from hotswitch.backend.sim.device import device_spec
 from hotswitch.backend.sim.setup import Setup
@@ -33,12 +34,15 @@ def test_compute_per_rank_is_the_sequence_over_cp_and_the_long_ring_hides_behind
     assert ring.micro_batch_s(1, 131072) < alone.micro_batch_s(1, 131072) / 7
 
 
-def test_ulysses_pays_its_all_to_alls_and_crosses_servers_slower():
+def test_ulysses_pays_its_all_to_alls_and_copies_and_crosses_servers_slower():
     one_server, two = simulated("dp1ul8"), simulated("dp2ul8tp2", gpus=16)
     assert one_server.context_s([65536]) > 0.0
     kv = CONFIG.n_kv_heads * CONFIG.head_dim
     per_device = 65536 / 8 * (2 * CONFIG.dim + 2 * kv) * 2
-    assert one_server.context_s([65536]) == pytest.approx(CONFIG.n_layers * 2 * per_device * 7 / 8 / SPEC.intra_bw)
+    all_to_alls = CONFIG.n_layers * 2 * per_device * 7 / 8 / SPEC.intra_bw
+    copies = CONFIG.n_layers * 2 * 2 * 2 * per_device / SPEC.hbm_bw  # fwd+bwd, two copies, read+write
+    assert one_server.context_s([65536]) == pytest.approx(all_to_alls + copies)
+    assert one_server.ring_split_s(65536) == 0.0 and simulated("dp1cp8").context.ulysses_copy_bytes(65536) == 0.0
     cluster = SPEC.cluster(16)
     assert all_to_all_s(1e9, two.strategy, cluster) > all_to_all_s(1e9, Strategy.parse("dp2ul4tp2"), cluster)
     assert ring_bandwidth(Strategy.parse("dp1cp4tp4"), cluster) < cluster.intra_bw  # a ring across servers
@@ -60,3 +64,21 @@ def test_a_step_mixing_cp_and_dp_buckets_lays_out_on_every_rank():
     assert step.breakdown(0)["sync"] > 0  # gradients reduced over dp x cp, even where dp is 1
     assert setup.optimizer_share(instantiation) == CONFIG.n_params / 8  # sharded over dp x cp x tp
     assert cost.switch_cost(instantiation, Strategy.parse("dp8")) > 0  # tp2 shards gathered; back: local
+
+
+def test_the_longest_document_alone_takes_the_fastest_layout_that_holds_it():
+    lengths = [131072, 40000] + [2000] * 30
+    plain = Setup(CONFIG, 8, 131072, lengths, planned_switches=False)
+    with_cp = Setup(CONFIG, 8, 131072, lengths, planned_switches=False, context_parallel=True)
+    instantiation = Strategy.parse("dp1tp8pp1sp")
+    seconds, layout = longest_alone(plain, instantiation)
+    others = [Strategy.parse(s) for s in ("dp1tp8pp1sp", "dp1tp8pp1spsel", "dp1tp8pp1spckpt", "dp2tp4pp1spckpt")]
+    cost = plain.cost_model([Strategy.parse(layout), *others], instantiation)
+    assert Strategy.parse(layout).cp == 1 and cost.fits(Strategy.parse(layout), 131072)
+    holding = [s for s in others if cost.fits(s, 131072)]
+    on_device = {s: plain.simulated(s).micro_batch_s(1, 131072) for s in [*holding, Strategy.parse(layout)]}
+    assert holding and all(seconds <= on_device[s] for s in holding)
+    assert seconds == on_device[Strategy.parse(layout)]
+    cp_seconds, cp_layout = longest_alone(with_cp, instantiation)
+    assert Strategy.parse(cp_layout).cp > 1 and cp_seconds < seconds  # more candidates, and one splits it better
+    assert longest_alone(plain, None) == (None, None)  # an arm that found no plan

@@ -40,6 +40,20 @@ def test_the_table_shows_the_users_plan(capsys):
     assert "plan" in text and "dp2tp4pp1sp(L>4096) | dp8tp1pp1(L>0)" in text
 
 
+def test_context_parallel_adds_auto_with_cp_beside_auto_at_128k(capsys):
+    args = ["simulate", "--model", "13b", "--gpus", "16", "--dataset", "github", "--context", "131072"]
+    assert main([*args, "--batch", "24", "--contenders", "none", "--context-parallel", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_name = {c["name"]: c for c in out["contenders"]}
+    auto, with_cp = by_name["auto"], by_name["auto+cp"]
+    assert "cp" not in auto["plan"].replace("ckpt", "") and "ul" not in auto["plan"]
+    assert out["cp_speedup"] == pytest.approx(auto["step_s"] / with_cp["step_s"])
+    assert with_cp["step_s"] <= auto["step_s"] * (1 + 1e-9)  # here; both planned on the fit, timed on the device
+    assert main([*args, "--batch", "24", "--contenders", "none", "--plan", "dp1cp4tp4spckpt:8192,dp4tp4sp:0"]) == 0
+    text = capsys.readouterr().out
+    assert "dp1cp4tp4pp1spckpt(L>8192) | dp4tp4pp1sp(L>0)" in text and "auto+cp" not in text
+
+
 def test_plans_parse_as_a_strategy_or_buckets():
     assert str(parse_plan("dp8")) == "dp8tp1pp1(L>0)"
     assert str(parse_plan("tp8sp:1024, dp8:0")) == "dp1tp8pp1sp(L>1024) | dp8tp1pp1(L>0)"
@@ -53,7 +67,7 @@ def test_plans_parse_as_a_strategy_or_buckets():
         (["--device", "TPU"], "unknown device 'TPU'"),
         (["--dataset", "wiki"], "unknown dataset 'wiki'"),
         (["--contenders", "megatron"], "unknown contender 'megatron'; choose from megatron-paper"),
-        (["--context", "65536"], "context 65536 is outside what 7b takes"),
+        (["--context", "262144"], "context 262144 is outside what 7b takes (1 to 131072"),
         (["--model", "32b", "--gpus", "2", "--context", "4096"], "32b does not fit 2 x A800-80G at 4096 tokens"),
         (["--model", "gpt5"], "unknown model 'gpt5'"),
     ],
