@@ -37,7 +37,7 @@ from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.context_parallel import RING_STEP, ContextTraffic
 from hotswitch.backend.sim.device import DeviceSpec
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.cost import Quadratic, StrategyCost
+from hotswitch.backend.train.planning.cost import Quadratic, StrategyCost, per_sequence
 from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 from hotswitch.backend.train.planning.selective import recompute_traffic_bytes
 
@@ -203,10 +203,13 @@ class SimulatedStrategy:
         return ring_s(nbytes, s.replicas, self.links.dp_bw, self.spec.latency_s)
 
     def cost(self, lengths: list[int], token_budget: int) -> StrategyCost:
-        """Fitted as ``train.profile`` fits measurements: seconds per sequence in micro-batches
-        filled to the token budget at each length, less the fixed overhead; bytes per sequence."""
+        """What ``train.profile`` would measure and fit: micro-batches filled to the token budget
+        at each length and one of a single shortest sequence, split into a fixed cost and seconds
+        per sequence as ``train.planning.measure`` splits them (``per_sequence``); bytes per
+        sequence."""
         rows = [max(1, token_budget // n) for n in lengths]
-        seconds = [(self.micro_batch_s(r, n) - self.overhead_s()) / r for r, n in zip(rows, lengths, strict=True)]
+        filled = [self.micro_batch_s(r, n) for r, n in zip(rows, lengths, strict=True)]
+        overhead, seconds = per_sequence(self.micro_batch_s(1, lengths[0]), filled, rows)
         memory = [activation_bytes(self.config, self.strategy, n, self.precision) for n in lengths]
         return StrategyCost(
             time=Quadratic.fit(lengths, seconds),
@@ -214,7 +217,7 @@ class SimulatedStrategy:
             static_bytes=model_state_bytes(self.config, self.strategy, self.precision),
             sync_s=self.sync_s(),
             increment=1.0 / self.strategy.pp,  # 1F1B over balanced stages on separate devices
-            overhead=self.overhead_s(),
+            overhead=overhead,
         )
 
 

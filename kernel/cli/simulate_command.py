@@ -127,12 +127,14 @@ def _print_table(out: dict) -> None:
         f"{out['tokens']:,} tokens, context {out['context']}"
     )
     print(f"peak GiB: per device, within the limit of {out['limit_gib']:.1f} GiB (device memory less reserved)")
-    print(f"{'contender':<26}{'step':>10}{'peak GiB':>10}  plan")
+    print("step: on the device model; predicted: what the planner's fitted costs said (the engine's plans)")
+    print(f"{'contender':<26}{'step':>10}{'predicted':>11}{'peak GiB':>10}  plan")
     for c in out["contenders"]:
         step = f"{c['step_s']:.2f}s" if c["step_s"] is not None else "no fit"
+        predicted = f"{c['predicted_s']:.2f}s" if c.get("predicted_s") is not None else ""
         memory = max(c["memory_gib"].values(), default=0.0)
         detail = c["plan"] if c["step_s"] is not None else c["why"]
-        print(f"{c['name']:<26}{step:>10}{memory:>10.1f}  {detail}")
+        print(f"{c['name']:<26}{step:>10}{predicted:>11}{memory:>10.1f}  {detail}")
     if out["cp_speedup"]:
         print(f"context parallelism: auto+cp is {out['cp_speedup']:.2f}x auto")
     for notice in out["notices"]:

@@ -66,6 +66,16 @@ class Quadratic:
         return cls(float(terms.get(2, 0.0)), float(terms.get(1, 0.0)), float(terms.get(0, 0.0)))
 
 
+def per_sequence(one: float, filled: list[float], rows: list[int]) -> tuple[float, list[float]]:
+    """A profile's fixed cost per micro-batch and seconds per sequence at each length, from
+    ``filled`` micro-batches (``rows`` sequences each, filling the token budget) and ``one``
+    micro-batch of a single sequence of the shortest length: ``one`` = overhead + t and
+    ``filled[0]`` = overhead + rows * t. The overhead never exceeds half of any micro-batch."""
+    overhead = (one - filled[0] / rows[0]) * rows[0] / (rows[0] - 1) if rows[0] > 1 else 0.0
+    overhead = min(max(overhead, 0.0), min(filled) / 2)
+    return overhead, [(f - overhead) / n for f, n in zip(filled, rows, strict=True)]
+
+
 def pipelined_s(latencies: list[float], increment: float) -> float:
     """Micro-batches through a pipeline (1F1B or GPipe), given each one's latency through
     all its stages: the longest passes whole, every other adds ``increment`` of its own

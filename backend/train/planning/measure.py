@@ -17,7 +17,7 @@ import torch.distributed as dist
 from hotswitch.backend.runtime.devices import device_clock, synchronize
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
-from hotswitch.backend.train.planning.cost import LinkProfile
+from hotswitch.backend.train.planning.cost import LinkProfile, per_sequence
 
 
 def slowest(value: float) -> float:
@@ -100,10 +100,7 @@ def measure_strategy(engine: Engine, strategy: Strategy, lengths: list[int]) -> 
     shortest = filled_batch(engine, lengths[0])[:1]
     one = timed(partial(state.graph.forward_backward, shortest, shortest, 0.0), device, repeats=5)
     state.grads.flat.zero_()
-    # one = overhead + t, filled[0] = overhead + rows * t; never more than half of any micro-batch
-    overhead = (one - filled[0] / rows[0]) * rows[0] / (rows[0] - 1) if rows[0] > 1 else 0.0
-    overhead = min(max(overhead, 0.0), min(filled) / 2)
-    seconds = [(f - overhead) / n for f, n in zip(filled, rows)]
+    overhead, seconds = per_sequence(one, filled, rows)
     return {"seconds": seconds, "overhead": overhead, "memory_bytes": peak_bytes or None}
 
 

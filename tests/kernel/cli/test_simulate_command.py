@@ -38,6 +38,8 @@ def test_the_table_shows_the_users_plan(capsys):
     text = capsys.readouterr().out
     assert "7b on 8 x A800-80G: 32 sequences" in text
     assert "plan" in text and "dp2tp4pp1sp(L>4096) | dp8tp1pp1(L>0)" in text
+    row = next(line for line in text.splitlines() if line.startswith("plan "))
+    assert len(row.split()) >= 4 and all(x.endswith("s") for x in row.split()[1:3])  # step and predicted
 
 
 def test_context_parallel_adds_auto_with_cp_beside_auto_at_128k(capsys):

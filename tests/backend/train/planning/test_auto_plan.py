@@ -11,7 +11,7 @@ from hotswitch.backend.train.planning.auto import (
     pareto,
     with_selective,
 )
-from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost, per_sequence
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 
 DP4, DP2TP2, TP4 = (Strategy.parse(s) for s in ("dp4", "dp2tp2", "tp4"))
@@ -45,6 +45,18 @@ def test_quadratic_fit_holds_short_lengths_as_well_as_long_ones():
     seconds = [n / rate for n, rate in zip(lengths, [2544, 2641, 2438, 2294, 1975, 1822])]
     fit = Quadratic.fit(lengths, seconds)
     assert all(abs(fit(n) - t) / t < 0.1 for n, t in zip(lengths, seconds))
+
+
+def test_a_profile_splits_micro_batches_into_a_fixed_cost_and_seconds_per_sequence():
+    overhead, per = 0.05, [0.01, 0.03, 0.1]  # at lengths whose budget holds 8, 4 and 1 sequences
+    rows = [8, 4, 1]
+    filled = [overhead + r * t for r, t in zip(rows, per)]
+    found, seconds = per_sequence(overhead + per[0], filled, rows)
+    assert found == pytest.approx(overhead) and seconds == pytest.approx(per)
+    # a single sequence far slower than its share: the fixed cost stops at half a micro-batch
+    capped, _ = per_sequence(10.0, filled, rows)
+    assert capped == pytest.approx(min(filled) / 2)
+    assert per_sequence(0.1, [0.1], [1]) == (0.0, [0.1])  # one sequence fills the budget: no split
 
 
 def test_auto_sends_long_sequences_to_tensor_parallelism_and_short_ones_to_data_parallelism():
