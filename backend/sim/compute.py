@@ -28,7 +28,7 @@ parallelism at long lengths), as it would on measurements; the paper's baselines
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.models.config import ModelConfig
@@ -235,7 +235,7 @@ class SimulatedCost(StrategyCost):
     fit still deals sequences to replicas and bounds micro-batches (as the trainer's profile
     would), the seconds are exact."""
 
-    simulated: SimulatedStrategy | None = None
+    simulated: SimulatedStrategy = field(kw_only=True)
 
     @classmethod
     def of(cls, cost: StrategyCost, simulated: SimulatedStrategy) -> SimulatedCost:

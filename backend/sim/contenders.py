@@ -48,9 +48,8 @@ class Contender:
 
 def _run(setup: Setup, name: str, plan: HotSwitchPlan, cost: CostModel, instantiation: Strategy) -> Contender:
     """``plan`` planned on ``cost`` (the fitted costs), timed on the device (``Setup.exact_model``)."""
-    world = setup.cluster.world_size
-    predicted = simulate_step(cost, plan, setup.lengths, instantiation, world).seconds
-    step = simulate_step(setup.exact_model(cost), plan, setup.lengths, instantiation, world)
+    predicted = cost.step_s(plan, setup.lengths, instantiation)
+    step = simulate_step(setup.exact_model(cost), plan, setup.lengths, instantiation, setup.cluster.world_size)
     master = setup.precision.master_bytes * setup.optimizer_share(instantiation)
     memory = {
         str(s): master + cost.strategies[s].static_bytes + step.activation_bytes.get(str(s), 0.0)

@@ -57,9 +57,8 @@ def longest_alone(setup: Setup, instantiation: Strategy | None) -> tuple[float |
     if instantiation is None:
         return None, None
     candidates = sim_candidates(setup)
-    cost = setup.cost_model(candidates, instantiation)
-    exact, n = setup.exact_model(cost), max(setup.lengths)
-    seconds = {s: exact.strategies[s].micro_batch_s(1, n) for s in candidates if cost.fits(s, n)}
+    cost, n = setup.cost_model(candidates, instantiation), max(setup.lengths)
+    seconds = {s: setup.simulated(s).micro_batch_s(1, n) for s in candidates if cost.fits(s, n)}
     best = min(seconds, key=seconds.get, default=None)
     return (seconds[best], str(best)) if best else (None, None)
 

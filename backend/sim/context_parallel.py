@@ -90,6 +90,11 @@ class ContextTraffic:
     def forward_passes(self) -> int:
         return 2 if self.strategy.ckpt else 1
 
+    @property
+    def layer_passes(self) -> int:
+        """Passes through every layer: forward (again when checkpointed) and backward."""
+        return self.config.n_layers * (self.forward_passes + 1)
+
     def kv_block_bytes(self, tokens: int) -> float:
         """One rank's keys and values for a micro-batch of ``tokens`` (its share: over cp and tp)."""
         s = self.strategy
@@ -121,9 +126,7 @@ class ContextTraffic:
     def ulysses_s(self, tokens: int) -> float:
         """The all-to-alls of a micro-batch of ``tokens``, forward (again when checkpointed) and
         backward, every layer."""
-        per_device = self.ulysses_bytes(tokens)
-        passes = self.config.n_layers * (self.forward_passes + 1)
-        return passes * all_to_all_s(per_device, self.strategy, self.cluster) if per_device else 0.0
+        return self.layer_passes * all_to_all_s(self.ulysses_bytes(tokens), self.strategy, self.cluster)
 
     def ulysses_copy_bytes(self, tokens: int) -> float:
         """Device memory Ulysses' re-layouts move on one rank (``runtime.ulysses``): each
@@ -131,7 +134,7 @@ class ContextTraffic:
         (another), each read and written once; every layer, forward (again when checkpointed)
         and backward. Counted, not measured: like the ring's merges, they run at the memory's
         bandwidth."""
-        return ULYSSES_COPIES * 2 * self.ulysses_bytes(tokens) * self.config.n_layers * (self.forward_passes + 1)
+        return ULYSSES_COPIES * 2 * self.ulysses_bytes(tokens) * self.layer_passes
 
     def seconds(self, tokens: int, attention_s: float) -> float:
         """Ring or Ulysses traffic of a micro-batch, as it adds to its time (latency apart)."""
@@ -144,5 +147,5 @@ class ContextTraffic:
         if s.cp == 1:
             return 0
         if s.ulysses:
-            return layers * (self.forward_passes + 1) * ULYSSES_ALL_TO_ALLS * (s.cp - 1)
+            return self.layer_passes * ULYSSES_ALL_TO_ALLS * (s.cp - 1)
         return layers * (self.forward_passes + 2) * (s.cp - 1)
