@@ -3,7 +3,13 @@
 Workers connect DEALER sockets. Every frame set is checked by a ``MessageVerifier``; valid
 bodies go to ``on_message(sender, body)`` on the channel's own thread, so the notebook's
 execution never waits on training. Control messages for a rank are queued from any thread and
-sent by the channel thread (ZMQ sockets are not thread-safe).
+sent by the channel thread (ZMQ sockets are not thread-safe), which also seals them as they go
+out, so every rank sees the kernel's sequence numbers rise.
+
+What the kernel has folded in, it confirms: an ``ack`` with the newest sequence number accepted
+from that rank, every ``ACK_EVERY`` messages and ``ACK_AFTER_S`` after the last one at most.
+A rank holds back once a window of its messages is unconfirmed (``worker_end``), so a rank
+that floods the channel is slowed to the kernel's pace instead of losing what it sent.
 
 Where control goes: to the connection whose latest *verified* message was signed as that
 rank, never to a ZMQ routing identity a peer claims. A routing identity is chosen by whoever
@@ -34,6 +40,8 @@ RECEIVE_BATCH = 1000
 # ZMQ disconnects a peer sending more than this, before Python sees it: a memory guard only.
 # Messages between max_bytes and this are received, dropped and counted as oversized.
 TRANSPORT_LIMIT_FACTOR = 4
+ACK_EVERY = 256
+ACK_AFTER_S = 0.05
 
 
 class KernelChannel:
@@ -54,7 +62,8 @@ class KernelChannel:
         # numbered from the clock: a kernel that attaches to running ranks numbers on past the last
         self._signer = MessageSigner(key, "kernel", first_seq=time.time_ns())
         self._on_message = on_message
-        self._outbox: collections.deque[tuple[str, list[bytes]]] = collections.deque()
+        self._outbox: collections.deque[tuple[str, dict]] = collections.deque()  # sealed as sent
+        self._acked: dict[str, tuple[int, float]] = {}  # sender -> (seq confirmed, when)
         self._routes: dict[str, bytes] = {}  # sender -> routing id of its latest verified message
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.ROUTER)
@@ -89,7 +98,7 @@ class KernelChannel:
     def send(self, rank: int, body: dict) -> None:
         """Queue a signed message for ``rank``; delivered once a message signed by that rank has
         verified (see the module docstring), in the order queued."""
-        self._outbox.append((f"rank-{rank}", self._signer.seal(body)))
+        self._outbox.append((f"rank-{rank}", body))
 
     def quiet_for(self) -> float:
         """Seconds since the last message (valid or not) arrived."""
@@ -111,6 +120,7 @@ class KernelChannel:
             if poller.poll(POLL_MS):
                 self._receive_all()
             self._flush_outbox()
+            self._confirm()
 
     def _receive_all(self) -> None:
         for _ in range(RECEIVE_BATCH):  # then the outbox: heartbeats go out under a flood too
@@ -125,17 +135,33 @@ class KernelChannel:
                 self._on_message(*opened)
 
     def _flush_outbox(self) -> None:
-        waiting: list[tuple[str, list[bytes]]] = []
+        waiting: list[tuple[str, dict]] = []
         held: set[str] = set()  # a rank whose earlier message waits gets nothing before it
         while self._outbox:
-            rank, frames = self._outbox.popleft()
-            route = self._routes.get(rank)
-            if rank not in held and route is not None:
-                try:
-                    self._socket.send_multipart([route, *frames], zmq.NOBLOCK)
-                    continue
-                except zmq.ZMQError:  # that connection is gone: wait for the rank's next message
-                    pass
-            held.add(rank)
-            waiting.append((rank, frames))
+            rank, body = self._outbox.popleft()
+            if rank in held or not self._deliver(rank, body):
+                held.add(rank)
+                waiting.append((rank, body))
         self._outbox.extendleft(reversed(waiting))  # ahead of any queued meanwhile: order kept
+
+    def _deliver(self, rank: str, body: dict) -> bool:
+        """Seal ``body`` and send it to ``rank``'s route now; False if it has none or it is gone
+        (then it waits for the rank's next message)."""
+        route = self._routes.get(rank)
+        if route is None:
+            return False
+        try:
+            self._socket.send_multipart([route, *self._signer.seal(body)], zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError:
+            return False
+
+    def _confirm(self) -> None:
+        """Tell each rank what has been folded in, when enough is new or enough time has passed."""
+        now = time.monotonic()
+        for sender in self._routes:
+            newest = self._verifier.last_seq(sender)
+            confirmed, at = self._acked.get(sender, (0, 0.0))
+            due = newest > confirmed and (newest - confirmed >= ACK_EVERY or now - at >= ACK_AFTER_S)
+            if due and self._deliver(sender, {"kind": "ack", "seq": newest}):
+                self._acked[sender] = (newest, now)

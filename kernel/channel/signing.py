@@ -38,6 +38,11 @@ class MessageSigner:
         self._sender = sender
         self._seq = first_seq
 
+    @property
+    def seq(self) -> int:
+        """The sequence number of the latest message sealed."""
+        return self._seq
+
     def seal(self, body: dict) -> list[bytes]:
         """The three frames of ``body``; raises TypeError if ``body`` is not JSON-able."""
         self._seq += 1
@@ -70,6 +75,10 @@ class MessageVerifier:
     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     stats: ChannelStats = field(default_factory=ChannelStats)
     _last_seq: dict = field(default_factory=dict)
+
+    def last_seq(self, sender: str) -> int:
+        """The sequence number of the newest message accepted from ``sender`` (0: none yet)."""
+        return self._last_seq.get(sender, 0)
 
     def open(self, frames: list[bytes]) -> tuple[str, dict] | None:
         """``(sender, body)`` of a valid message, or None (and a count in ``stats``) if dropped."""

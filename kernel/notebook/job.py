@@ -20,6 +20,7 @@ from hotswitch.kernel.channel.secrets import KernelSecret, leaves_loopback
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.notebook.attach import Attachment
+from hotswitch.kernel.notebook.channel_losses import channel_losses, losses_note
 from hotswitch.kernel.notebook.job_checks import checked_rank
 from hotswitch.kernel.notebook.job_controls import JobControls
 from hotswitch.kernel.notebook.job_display import JobDisplay
@@ -102,8 +103,6 @@ class Job(JobDisplay, JobControls):
     def channel_address(self) -> str:
         return self._channel.address
 
-    # ---- what the notebook reads -------------------------------------------------------------
-
     @property
     def status(self) -> str:
         return self._status
@@ -166,6 +165,10 @@ class Job(JobDisplay, JobControls):
         return self._channel.stats
 
     @property
+    def channel_losses(self) -> dict:  # what the channel lost, counted (channel_losses.py); total 0 if nothing
+        return channel_losses(self.channel_stats, self._reports.losses())
+
+    @property
     def plan(self) -> dict | None:
         """The last "plan" event, or None."""
         return self._last_event("plan")
@@ -185,13 +188,9 @@ class Job(JobDisplay, JobControls):
     def _last_event(self, kind: str) -> dict | None:
         return next((e for e in reversed(self.events) if e.get("type") == kind), None)
 
-    # ---- control -----------------------------------------------------------------------------
-
     def wait(self, timeout: float | None = None) -> str:
-        """Block until the job ends (or ``timeout`` seconds pass); return ``status``.
-
-        Waits in short slices so a kernel interrupt (KeyboardInterrupt) gets through.
-        """
+        """Block until the job ends (or ``timeout`` seconds pass); return ``status``. Waits in
+        short slices so a kernel interrupt (KeyboardInterrupt) gets through."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._done:
             while not self.done:
@@ -280,10 +279,11 @@ class Job(JobDisplay, JobControls):
         elapsed = self.ended_at - self.started_at
         if self._status not in FINAL:
             self._status, self.exit_reason, text = ending(
-                code, self.failure, self.launcher.logs(self.handle), self.channel_stats
+                code, self.failure, self.launcher.logs(self.handle), self.channel_stats, self._reports.running_ranks()
             )
             if text:
                 self._output.write(text, "stderr")
+        self._output.write(losses_note(self.channel_losses), "stderr")
         reason = f": {self.exit_reason}" if self.exit_reason else ""
         self._output.write(f"[hotswitch] job {self.name!r} {self._status} after {elapsed:.1f} s{reason}\n", "stdout")
         with self._done:

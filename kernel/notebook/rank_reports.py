@@ -19,18 +19,27 @@ KEPT_LINE_CHARS = MAX_LINE_CHARS + 64  # room for the marker a rank adds to a li
 
 class RankLines:
     """The newest output lines of one rank, within ``max_lines`` lines and ``max_chars``
-    characters; ``dropped`` counts the older lines let go."""
+    characters; ``dropped`` counts the older lines let go, ``received`` every line that came,
+    ``missing`` the lines the rank sent that never came (known once the rank says how many it
+    sent: ``sent``)."""
 
     def __init__(self, max_lines: int, max_chars: int):
         self.max_lines, self.max_chars = max_lines, max_chars
         self.dropped = 0
+        self.received = 0
+        self.sent: int | None = None
         self._lines: collections.deque[str] = collections.deque()
         self._chars = 0
 
     def __len__(self) -> int:
         return len(self._lines)
 
+    @property
+    def missing(self) -> int:
+        return max(0, self.sent - self.received) if self.sent is not None else 0
+
     def append(self, line: str) -> None:
+        self.received += 1
         self._lines.append(line)
         self._chars += len(line)
         while len(self._lines) > 1 and (len(self._lines) > self.max_lines or self._chars > self.max_chars):
@@ -40,6 +49,11 @@ class RankLines:
     def text(self, rank: int) -> str:
         lines = list(self._lines)  # one C-level copy: the channel thread may append meanwhile
         head = f"[hotswitch] {self.dropped} earlier lines of rank {rank} were dropped\n" if self.dropped else ""
+        if self.missing:
+            head += (
+                f"[hotswitch] {self.missing} lines of rank {rank} never reached the kernel; "
+                "the rank's own log file keeps every line\n"
+            )
         return head + "".join(lines)
 
 
@@ -75,6 +89,7 @@ class RankReports:
         self._heard: dict[int, float] = {}  # rank -> time.monotonic() of its latest message
         self.placement: dict[int, dict] = {}  # rank -> {"node", "host", "pid"}, from its "started"
         self._ended_ranks: set[int] = set()
+        self._unsent: dict[int, int] = {}  # rank -> messages it gave up on while the kernel was away
 
     def logs(self, rank: int) -> str:
         """What rank ``rank`` wrote to stdout and stderr, as ``[stdout:N] line`` lines: the
@@ -116,17 +131,46 @@ class RankReports:
             self._started_ranks.add(rank)
             self.placement[rank] = {k: body.get(k) for k in ("node", "host", "pid")}
             self._on_started()
-        elif kind == "finished":
+        elif kind in ("finished", "error"):
             self._ended_ranks.add(rank)
-        elif kind == "error":
-            self._ended_ranks.add(rank)
-            self._rank_failed(rank, body)
+            self._count_sent(rank, body.get("lines"))
+            if kind == "error":
+                self._rank_failed(rank, body)
+        elif kind == "unsent":
+            self._gave_up(rank, body)
 
-    def _log_line(self, rank: int, body: dict) -> None:
-        line = f"[{body.get('stream')}:{rank}] {cut_line(str(body.get('line')), KEPT_LINE_CHARS)}\n"
+    def losses(self) -> dict[int, dict[str, int]]:
+        """Per rank, what never reached the kernel: output lines (``missing_lines``) and the
+        messages the rank said it gave up on while the kernel was away (``unsent``)."""
+        ranks = set(self._unsent) | {r for r, lines in self._logs.items() if lines.missing}
+        return {
+            rank: {"missing_lines": self._lines_of(rank).missing, "unsent": self._unsent.get(rank, 0)}
+            for rank in sorted(ranks)
+        }
+
+    def _lines_of(self, rank: int) -> RankLines:
         lines = self._logs.get(rank)
         if lines is None:
             lines = self._logs[rank] = RankLines(*self._line_limits)
+        return lines
+
+    def _count_sent(self, rank: int, sent) -> None:
+        if isinstance(sent, int):
+            self._lines_of(rank).sent = sent
+
+    def _gave_up(self, rank: int, body: dict) -> None:
+        count = int(body.get("count", 0))
+        self._unsent[rank] = self._unsent.get(rank, 0) + count
+        self.log.append({"type": "unsent", "rank": rank, "count": count})
+        self._output.write(
+            f"[hotswitch] rank {rank} could not reach the kernel for a while and dropped {count} messages "
+            "(its own log file keeps every line)\n",
+            "stderr",
+        )
+
+    def _log_line(self, rank: int, body: dict) -> None:
+        line = f"[{body.get('stream')}:{rank}] {cut_line(str(body.get('line')), KEPT_LINE_CHARS)}\n"
+        lines = self._lines_of(rank)
         lines.append(line)
         self._output.write(line, "stderr" if body.get("stream") == "stderr" else "stdout")
         if lines.dropped:

@@ -21,7 +21,7 @@ from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.heartbeat import heartbeat_timeout, start_heartbeat
 from hotswitch.kernel.worker.pushed import read_pushed
-from hotswitch.kernel.worker.rank_log import Tee, open_rank_log
+from hotswitch.kernel.worker.rank_log import Tee, note_in_rank_log, open_rank_log
 from hotswitch.kernel.worker.rank_stream import RankStream
 from hotswitch.kernel.worker.watchdog import start_watchdog
 
@@ -84,8 +84,16 @@ def main(argv: list[str]) -> int:
         report_own_error(rank, error)
         return 1
     status = run_reported(argv[0], job, channel)
-    channel.close()
+    close_reported(channel, rank)
     return status
+
+
+def close_reported(channel: WorkerChannel, rank: int) -> None:
+    """Close the channel once the kernel has confirmed every message; what it never confirmed
+    is said, with the count, in the rank's own log and on the agent's output."""
+    lost = channel.close()
+    if lost:
+        note_in_rank_log(rank, f"hotswitch: {lost} messages of rank {rank} were not confirmed by the kernel")
 
 
 def connect(rank: int) -> tuple[WorkerChannel, WorkerContext]:
@@ -94,6 +102,7 @@ def connect(rank: int) -> tuple[WorkerChannel, WorkerContext]:
     secret = WorkerSecret.read(_required(ENV_SECRET_FILE))
     curve = (secret.server_public, secret.client) if secret.client else None
     channel = WorkerChannel(_required(ENV_ADDRESS), secret.key, rank, int(_required(ENV_MAX_BYTES)), curve)
+    channel.on_note = lambda text: note_in_rank_log(rank, text)
     job = WorkerContext(
         channel,
         rank=rank,
@@ -145,6 +154,7 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
     if log is not None:
         with log:
             log.write(report.get("traceback", ""))
+    report["lines"] = channel.lines_sent  # so the kernel can tell whether any line went missing
     try:
         channel.send(report)
     except Exception as error:

@@ -27,7 +27,7 @@ from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.channel.secrets import SECRET_FILE
 from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.worker.context import WorkerContext
-from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, connect, run_reported
+from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, close_reported, connect, run_reported
 from hotswitch.kernel.worker.rank_stream import LineStream
 
 MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
@@ -49,7 +49,7 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
         return run_reported(str(folder / "body.py"), job, channel, namespace)
     finally:
         if channel is not None:
-            channel.close()
+            close_reported(channel, pool.rank)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from pathlib import Path
 from typing import TextIO
 
@@ -23,6 +24,16 @@ def open_rank_log(rank: int) -> TextIO | None:
     Path(folder).mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(rank_log(Path(folder), rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     return open(fd, "a", encoding="utf-8", errors="replace", buffering=1)
+
+
+def note_in_rank_log(rank: int, text: str) -> None:
+    """One line from the worker itself (not the body) in rank ``rank``'s log, and on the
+    agent's output."""
+    print(text, file=sys.__stderr__, flush=True)
+    log = open_rank_log(rank)
+    if log is not None:
+        with log:
+            log.write(text + "\n")
 
 
 class Tee(io.TextIOBase):

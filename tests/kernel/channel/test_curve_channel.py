@@ -12,6 +12,7 @@ import zmq
 from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.secrets import CurveKeys, KernelSecret, WorkerSecret, leaves_loopback
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
+from hotswitch.kernel.channel import worker_end
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
 
@@ -42,7 +43,8 @@ def test_the_worker_secret_is_an_owner_only_file_without_the_servers_secret(tmp_
         secret.for_workers().write(path)  # never overwritten
 
 
-def test_an_encrypted_channel_hears_only_peers_with_both_keys():
+def test_an_encrypted_channel_hears_only_peers_with_both_keys(monkeypatch):
+    monkeypatch.setattr(worker_end, "FIRST_WORD_S", 0.5)  # a kernel end that never answers
     secret = KernelSecret.new(curve=True)
     received = []
     channel = KernelChannel(secret.key, lambda s, b: received.append((s, b)), "127.0.0.1", 64 * 1024, secret.server)

@@ -6,6 +6,7 @@ import zmq
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
+from hotswitch.kernel.channel import worker_end
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
 LIMIT = 64 * 1024
@@ -55,7 +56,8 @@ def test_valid_messages_arrive_and_bad_ones_are_dropped_and_counted():
         channel.close()
 
 
-def test_control_reaches_rank_zero_and_forged_control_is_ignored():
+def test_control_reaches_rank_zero_and_forged_control_is_ignored(monkeypatch):
+    monkeypatch.setattr(worker_end, "FIRST_WORD_S", 0.5)  # a kernel end that never answers
     key = new_key()
     channel = KernelChannel(key, lambda sender, body: None, max_bytes=LIMIT)
     worker = WorkerChannel(channel.address, key, rank=0, max_bytes=LIMIT)

@@ -2,6 +2,7 @@
 a 300-step soak with a hot switch every step leave bounded counts of retained lines and events."""
 
 from hotswitch.kernel.cli.headless import follow
+from hotswitch.kernel.launch.launcher import rank_log
 from hotswitch.kernel.notebook import event_log, rank_reports
 
 LIMIT_S = 900  # generous: the machine's cores are shared
@@ -27,8 +28,14 @@ def test_a_body_printing_200k_lines_leaves_a_bounded_number_of_lines_in_the_kern
     job = follow("printer", PRINTER, 1, lambda events: None, LIMIT_S)
     assert job.status == "succeeded", job.exit_reason
     lines = job.logs(0).splitlines()
+    # every line arrived: 195,000 let go from the window, the newest 5,000 kept, none missing
     assert lines[0] == "[hotswitch] 195000 earlier lines of rank 0 were dropped"
     assert len(lines) == 5001 and lines[-1] == "[stdout:0] line 199999"
+    assert lines[1:] == [f"[stdout:0] line {i}" for i in range(195_000, 200_000)]
+    assert job.channel_losses == {"refused": {}, "ranks": {}, "total": 0}
+    # and the rank's own log file keeps all of them
+    kept = rank_log(job.spec.log_dir, 0).read_text().splitlines()
+    assert kept == [f"line {i}" for i in range(200_000)]
 
 
 def test_a_300_step_soak_with_a_hot_switch_every_step_keeps_a_bounded_window_of_events(monkeypatch):

@@ -1,0 +1,68 @@
+"""Nothing a rank sends is lost when the kernel falls behind: the kernel confirms what it folded
+in, a flooding rank waits for it (bounded in flight), and closing waits for the last message."""
+
+import threading
+import time
+
+from hotswitch.kernel.channel import worker_end
+from hotswitch.kernel.channel.kernel_end import KernelChannel
+from hotswitch.kernel.channel.signing import new_key
+from hotswitch.kernel.channel.worker_end import WorkerChannel
+
+LIMIT = 64 * 1024
+
+
+def test_a_flood_into_a_slow_kernel_arrives_whole_in_order_and_never_runs_ahead_by_more_than_a_window(monkeypatch):
+    monkeypatch.setattr(worker_end, "WINDOW_MESSAGES", 64)
+    key = new_key()
+    received, ahead = [], []
+    worker = None
+
+    def slow_kernel(sender, body):  # a busy kernel: every message takes a while to fold in
+        time.sleep(0.0005)
+        if body["kind"] == "event":
+            received.append(body["n"])
+            ahead.append(worker.unconfirmed)
+
+    channel = KernelChannel(key, slow_kernel, max_bytes=LIMIT)
+    worker = WorkerChannel(channel.address, key, rank=0, max_bytes=LIMIT)
+    beats = threading.Thread(target=lambda: [worker.try_send({"kind": "heartbeat"}) for _ in range(200)])
+    try:
+        beats.start()  # heartbeats from another thread interleave without breaking the order
+        for n in range(3000):
+            worker.send({"kind": "event", "n": n})
+        beats.join()
+        assert worker.close() == 0  # every message confirmed before the socket closed
+        assert received == list(range(3000))
+        assert max(ahead) <= 64 and channel.stats.replayed == 0 and channel.stats.dropped == 0
+    finally:
+        channel.close()
+
+
+def test_a_rank_gives_up_on_a_kernel_that_is_gone_counts_what_it_dropped_and_says_so(monkeypatch):
+    monkeypatch.setattr(worker_end, "WINDOW_MESSAGES", 8)
+    monkeypatch.setattr(worker_end, "AWAY_S", 0.5)
+    key = new_key()
+    got = []
+    channel = KernelChannel(key, lambda sender, body: got.append(body), max_bytes=LIMIT)
+    worker = WorkerChannel(channel.address, key, rank=0, max_bytes=LIMIT)
+    notes = []
+    worker.on_note = notes.append
+    worker.send({"kind": "started"})
+    assert _until(lambda: worker.receive_all() == [] and worker.unconfirmed == 0)
+    channel.close()  # the kernel is gone
+    for n in range(20):
+        worker.send({"kind": "log", "line": str(n)})
+    assert worker.lines_sent == 20
+    lost = worker.close()
+    # 8 went out unconfirmed before the window filled, the other 12 were given up on
+    assert (worker.unsent, lost) == (12, 20)
+    assert len(notes) == 1 and "silent" in notes[0]
+    assert got == [{"kind": "started"}]
+
+
+def _until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
