@@ -36,6 +36,10 @@ FIRST_WORD_S = 10.0
 WINDOW_MESSAGES = 4096
 WINDOW_BYTES = 32 * 1024 * 1024
 WAIT_MS = 10  # one wait for the kernel's confirmations
+# Output lines go one message each while fewer than LINES_ALONE messages are unconfirmed; past
+# that the kernel is behind, and lines gather into one message, up to LINES_PER_MESSAGE.
+LINES_ALONE = 32
+LINES_PER_MESSAGE = 512
 
 
 class WorkerChannel:
@@ -61,7 +65,9 @@ class WorkerChannel:
         self.longest_silence = 0.0  # the longest gap between two of the kernel's messages, seconds
         self.unsent = 0  # messages given up on while the kernel was away
         self._told_unsent = 0  # of those, how many the kernel has been told of
-        self.lines_sent = 0  # output lines ("log" messages) sent or given up on
+        self.lines_sent = 0  # output lines sent or given up on
+        self._lines: list[list[str]] = []  # [stream, line] waiting to go as one message
+        self._lines_chars = 0
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
         # No IDENTITY: the kernel routes by signed sender, not by a name any peer could claim.
@@ -87,17 +93,55 @@ class WorkerChannel:
         behind by a whole window. Raises ValueError if it is over the channel's size limit."""
         with self._order:
             self._tell_unsent()
+            self._send_lines(wait=True)
             self._send_in_order(body, wait=True)
+
+    def send_line(self, stream: str, line: str) -> None:
+        """One output line of ``stream``, in order with everything sent. It goes at once while
+        the kernel keeps up; while it is behind (``LINES_ALONE``), lines gather into one "log" message (up to
+        ``LINES_PER_MESSAGE`` lines and half the size limit), so a flood costs the kernel a
+        message per batch, not per line."""
+        with self._order:
+            self.lines_sent += 1
+            if self._lines and self._lines_chars + len(line) > self.max_bytes // 2:
+                self._send_lines(wait=True)
+            self._lines.append([stream, line])
+            self._lines_chars += len(line) + 16
+            if len(self._lines) >= LINES_PER_MESSAGE or self._room_now():
+                self._send_lines(wait=True)
 
     def try_send(self, body: dict) -> bool:
         """Send ``body`` only if that needs no wait (a heartbeat: a rank that is sending or
-        waiting to is heard anyway); whether it went."""
+        waiting to is heard anyway), and the lines gathered before it; whether it went."""
         if not self._order.acquire(blocking=False):
             return False
         try:
-            return self._send_in_order(body, wait=False)
+            return self._send_lines(wait=False) and self._send_in_order(body, wait=False)
         finally:
             self._order.release()
+
+    def _room_now(self) -> bool:
+        """Whether the kernel keeps up: few messages unconfirmed (after reading its confirmations)."""
+        if len(self._in_flight) < LINES_ALONE:
+            return True
+        self.pump()
+        return len(self._in_flight) < LINES_ALONE
+
+    def _send_lines(self, wait: bool) -> bool:
+        """The gathered lines as one message (one line alone as ``{"stream", "line"}``); False
+        if they had to stay (``wait`` False and no room)."""
+        if not self._lines:
+            return True
+        lines = self._lines
+        body = (
+            {"kind": "log", "stream": lines[0][0], "line": lines[0][1]}
+            if len(lines) == 1
+            else {"kind": "log", "lines": lines}
+        )
+        if not self._send_in_order(body, wait) and not wait:
+            return False
+        self._lines, self._lines_chars = [], 0
+        return True
 
     def _send_in_order(self, body: dict, wait: bool) -> bool:
         frames = self._signer.seal(body)
@@ -107,8 +151,6 @@ class WorkerChannel:
                 f"message of {size} bytes is over the channel limit of {self.max_bytes} bytes; "
                 "send less (summaries, not tensors) or raise HOTSWITCH_MAX_MESSAGE_BYTES"
             )
-        if body.get("kind") == "log":
-            self.lines_sent += 1
         while True:
             with self._lock:
                 if self._socket.closed:
@@ -206,6 +248,7 @@ class WorkerChannel:
         socket. Returns how many messages never reached the kernel as far as this rank knows
         (given up on, or unconfirmed)."""
         with self._order:
+            self._send_lines(wait=True)
             while self._in_flight and not self.closed:
                 if self.silent_for() > (AWAY_S if self._ever_heard else FIRST_WORD_S):
                     break

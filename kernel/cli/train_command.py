@@ -154,8 +154,10 @@ def train(
 def check(spec: dict, nproc: int) -> dict:
     """Refuse a spec or a plan that cannot run before launching anything; the full spec."""
     from hotswitch.backend.layout import check_strategy
-    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+    from hotswitch.backend.train.planning.auto import auto_candidates
+    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
     from hotswitch.backend.train.run.recipe import check_spec
+    from hotswitch.backend.train.run.spec import check_budget
     from hotswitch.backend.train.run.spec_inputs import model_config
 
     spec = check_spec(spec)
@@ -164,6 +166,9 @@ def check(spec: dict, nproc: int) -> dict:
         for strategy in HotSwitchPlan.of(spec["plan"]).strategies:
             strategy.check_fits(nproc)
             check_strategy(config, strategy)
+    else:  # auto instantiates on the candidate splitting the model states most, as the trainer does
+        candidates = auto_candidates(config, nproc, spec["max_len"], spec["context_parallel"])
+        check_budget(spec, config, HotSwitchPlan.of(instantiation_strategy(candidates)))
     return spec
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict
 
-from hotswitch.kernel.notebook.exit_reason import describe_exit
+from hotswitch.kernel.notebook.exit_reason import describe_exit, describe_failure
 from hotswitch.kernel.worker.entry import WORKER_ERROR_MARK
 
 AGENT_TAIL_LINES = 20
@@ -27,12 +28,15 @@ def all_rejected(stats) -> str | None:
     )
 
 
-def ending(code: int, failure: dict | None, agent_output: str, stats) -> tuple[str, str | None, str]:
+def ending(
+    code: int, failure: dict | None, agent_output: str, stats, unreported: Collection[int] = ()
+) -> tuple[str, str | None, str]:
     """``(status, exit_reason, text for the cell's stderr)`` of a job whose processes exited with
-    ``code``, given the first rank failure and the channel's counts."""
+    ``code``, given the first rank failure, the channel's counts and the ranks that started but
+    never reported their end (a rank that stopped first without a word comes first in the reason)."""
     rejected = all_rejected(stats)
     if failure is not None:
-        return "failed", f"rank {failure['rank']} raised {failure['error']}", ""
+        return "failed", describe_failure(failure, agent_output, unreported), ""
     if rejected:
         return "failed", rejected, f"[hotswitch] {rejected}\n"
     if code == 0:

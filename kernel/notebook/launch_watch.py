@@ -13,6 +13,11 @@ from hotswitch.kernel.notebook.rank_reports import RankReports
 
 WATCH_EVERY_S = 0.1
 KILL_AFTER_S = 5.0
+# A teardown asked for by the job (a rank failed, the ranks went silent) first leaves the launch
+# this long to end by itself: torchrun, the agent of every launcher, ends a node's other ranks
+# once one fails and then reports which rank it saw end first and how; an agent signalled
+# before that dies without its report, and the job's exit reason would blame a survivor.
+AGENT_TEARDOWN_S = 3.0
 # After the processes exit, wait this long without messages before closing the channel;
 # after a clean exit, first wait (up to DRAIN_CLEAN_MAX_S) for every rank's "finished" marker,
 # so that a slow receiving thread on a busy machine loses no trailing event.
@@ -63,14 +68,15 @@ def wait_for_exit(
 ) -> int:
     """Follow the launch ``handle`` until every process of it has exited; return its exit status.
 
-    Once ``teardown`` is set or ``deadline`` (a ``time.time()``) has passed, every process gets
+    Once ``teardown`` has been set for ``AGENT_TEARDOWN_S`` (and the launch has not ended by
+    itself meanwhile) or ``deadline`` (a ``time.time()``) has passed, every process gets
     SIGTERM, and SIGKILL ``KILL_AFTER_S`` later. ``on_timeout`` is called at every poll after
     the deadline; ``on_tick`` at every poll. The launcher is asked (and told to kill) at most
     every ``status_every_s`` (a remote call for some); ``LaunchUnanswered`` once it has failed
     to answer for ``unanswered_s``.
     """
     ask = Asking(launcher, unanswered_s)
-    terminated_at, asked_at, killed_at = None, 0.0, 0.0
+    terminated_at, asked_at, killed_at, teardown_at = None, 0.0, 0.0, None
     while True:
         now = time.monotonic()
         if now - asked_at >= launcher.status_every_s:
@@ -82,7 +88,10 @@ def wait_for_exit(
         timed_out = deadline is not None and time.time() > deadline
         if timed_out:
             on_timeout()
-        if (teardown.is_set() or timed_out) and terminated_at is None and ask(launcher.cancel, handle) is not RETRY:
+        if teardown.is_set() and teardown_at is None:
+            teardown_at = now
+        due = timed_out or (teardown_at is not None and now - teardown_at >= AGENT_TEARDOWN_S)
+        if due and terminated_at is None and ask(launcher.cancel, handle) is not RETRY:
             terminated_at = now
         if (
             terminated_at is not None

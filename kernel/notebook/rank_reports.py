@@ -120,7 +120,11 @@ class RankReports:
         rank = int(sender.removeprefix("rank-")) if sender.startswith("rank-") else -1
         self._heard[rank] = time.monotonic()
         kind = body.get("kind")
-        if kind == "log":
+        if kind == "log" and isinstance(body.get("lines"), list):  # lines gathered while the kernel was behind
+            for item in body["lines"]:
+                if isinstance(item, list) and len(item) == 2:
+                    self._log_line(rank, {"stream": item[0], "line": item[1]})
+        elif kind == "log":
             self._log_line(rank, body)
         elif kind == "event" and isinstance(body.get("event"), dict):
             self.log.append(body["event"])

@@ -91,4 +91,4 @@ class RankStream(LineStream):
         self._channel = channel
 
     def send_line(self, line: str) -> None:
-        self._channel.send({"kind": "log", "stream": self._name, "line": cut_line(line)})
+        self._channel.send_line(self._name, cut_line(line))

@@ -40,6 +40,9 @@ cp as over dp.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from hotswitch.backend.cluster import GIB
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
@@ -111,3 +114,29 @@ def budget_holding(config: ModelConfig, strategy: Strategy, length: int, precisi
     """The per-device memory budget at which ``strategy`` just holds sequences of ``length``
     (benchmarks and the demo declare budgets this way on CPU)."""
     return model_state_bytes(config, strategy, precision) + activation_bytes(config, strategy, length, precision)
+
+
+def gib(size: float) -> str:
+    """``size`` bytes in GiB, with the digits that tell small sizes apart: "0.0123 GiB"."""
+    return f"{size / GIB:.3g} GiB"
+
+
+def check_budget_holds_states(
+    config: ModelConfig, longest: Mapping[Strategy, int], budget: float, precision: Precision = FP32
+) -> None:
+    """Raise ValueError, naming the strategy, the GiB its model states need and the fix, when
+    ``budget`` (bytes per device) does not exceed the model states (``model_state_bytes``) of a
+    strategy of ``longest`` (each mapped to the longest sequence it is sent): such a strategy
+    holds no sequence at all, whatever its length."""
+    states = {s: model_state_bytes(config, s, precision) for s in longest}
+    worst = max(states, key=states.get)
+    if states[worst] < budget:
+        return
+    holding = budget_holding(config, worst, longest[worst], precision)
+    raise ValueError(
+        f"a memory budget of {gib(budget)} per device is below what the model states of {worst} "
+        f"alone need: {gib(states[worst])} per device (the {precision} parameters and gradients of {config.name}, "
+        f"split over tp x pp = {worst.tp * worst.pp}); raise memory_budget above {states[worst]:.0f} bytes "
+        f"(by the model's shapes about {holding:.0f} bytes, {gib(holding)}, hold its sequences of up to "
+        f"{longest[worst]} tokens) or use a strategy that shards the model states (more tp or pp)"
+    )

@@ -34,9 +34,12 @@ last of ``steps``. ``checkpoint_every`` writes ``checkpoints/step-N`` (keeping t
 and reports their loss (``eval_batches`` global batches) as an ``eval`` event.
 
 ``check_spec(spec)`` validates every setting before anything starts (the command line calls it
-before launching, ``build`` on every rank). Relative ``data``, ``checkpoint`` and ``resume_from``
-paths resolve against $HOTSWITCH_NOTEBOOK_DIR (the notebook's folder, set by the launcher), else
-the working directory; checkpoint commands without a path write under its ``checkpoints/``.
+before launching, ``build`` on every rank); a ``memory_budget`` at or below what the model states
+of a fixed plan's strategy alone take is refused there (``check_budget``; "auto" needs the world
+size: the command line checks what it would instantiate). Relative ``data``, ``checkpoint`` and
+``resume_from`` paths resolve against $HOTSWITCH_NOTEBOOK_DIR (the notebook's folder, set by the
+launcher), else the working directory; checkpoint commands without a path write under its
+``checkpoints/``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import DTYPES, Precision, check_supported
 from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.memory import check_budget_holds_states
 from hotswitch.backend.train.run.run_config import RunConfig, load_toml, unknown_keys
 from hotswitch.backend.train.run.spec_inputs import bad_setting as _bad
 from hotswitch.backend.train.run.spec_inputs import (
@@ -127,6 +131,21 @@ def _fraction(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, Real) and 0 <= value < 1
 
 
+def check_budget(s: dict, config: ModelConfig, plan: HotSwitchPlan) -> None:
+    """A declared ``memory_budget`` of a checked spec ``s`` must exceed the model states of each
+    strategy of ``plan``, each sent sequences up to its bucket's upper bound
+    (``planning.memory.check_budget_holds_states``); None declares no budget."""
+    if s["memory_budget"] is None:
+        return
+    longest, upper = {}, s["max_len"]
+    for bucket in plan.buckets:
+        longest[bucket.strategy], upper = upper, bucket.above
+    try:
+        check_budget_holds_states(config, longest, s["memory_budget"], precision_of(s))
+    except ValueError as error:
+        raise _bad("memory_budget", s["memory_budget"], str(error)) from None
+
+
 def run_config(spec) -> RunConfig:
     """``spec`` (a dict, a RunConfig or a TOML path) checked, as a typed ``RunConfig``."""
     return RunConfig(**check_spec(spec))
@@ -199,6 +218,8 @@ def check_spec(spec: dict | RunConfig | str | os.PathLike) -> dict:
         except (ValueError, TypeError) as error:
             raise _bad("plan", s["plan"], f"{error} (or give 'auto')") from None
     _check_precision(s)
+    if s["plan"] != "auto":
+        check_budget(s, config, HotSwitchPlan.of(s["plan"]))
     _check_loop(s)
     if not isinstance(s["track"], list | tuple):
         raise _bad("track", s["track"], "give a list like ['tensorboard:runs/tb', 'mlflow:mlruns', 'wandb']")

@@ -39,6 +39,33 @@ def test_a_flood_into_a_slow_kernel_arrives_whole_in_order_and_never_runs_ahead_
         channel.close()
 
 
+def test_lines_printed_faster_than_the_kernel_reads_go_gathered_in_order_and_all_arrive():
+    key = new_key()
+    lines, messages = [], []
+
+    def slow_kernel(sender, body):
+        time.sleep(0.002)
+        messages.append(body)
+        if body["kind"] == "log":
+            lines.extend(body["lines"] if "lines" in body else [[body["stream"], body["line"]]])
+
+    channel = KernelChannel(key, slow_kernel, max_bytes=LIMIT)
+    worker = WorkerChannel(channel.address, key, rank=0, max_bytes=LIMIT)
+    try:
+        for n in range(20_000):
+            worker.send_line("stderr" if n % 7 == 0 else "stdout", f"line {n}")
+            if n == 10_000:
+                worker.send({"kind": "event", "n": n})  # an event keeps its place among the lines
+        assert worker.close() == 0 and worker.lines_sent == 20_000
+        assert lines == [["stderr" if n % 7 == 0 else "stdout", f"line {n}"] for n in range(20_000)]
+        events = [i for i, body in enumerate(messages) if body["kind"] == "event"]
+        before = sum(len(b.get("lines", [0])) for b in messages[: events[0]] if b["kind"] == "log")
+        assert before == 10_001  # lines 0..10000 went before the event, the rest after
+        assert len(messages) < 20_000 // 10  # gathered: far fewer messages than lines
+    finally:
+        channel.close()
+
+
 def test_a_rank_gives_up_on_a_kernel_that_is_gone_counts_what_it_dropped_and_says_so(monkeypatch):
     monkeypatch.setattr(worker_end, "WINDOW_MESSAGES", 8)
     monkeypatch.setattr(worker_end, "AWAY_S", 0.5)
@@ -52,7 +79,7 @@ def test_a_rank_gives_up_on_a_kernel_that_is_gone_counts_what_it_dropped_and_say
     assert _until(lambda: worker.receive_all() == [] and worker.unconfirmed == 0)
     channel.close()  # the kernel is gone
     for n in range(20):
-        worker.send({"kind": "log", "line": str(n)})
+        worker.send_line("stdout", str(n))
     assert worker.lines_sent == 20
     lost = worker.close()
     # 8 went out unconfirmed before the window filled, the other 12 were given up on

@@ -1,11 +1,18 @@
 """``hotswitch train`` end to end: torchrun ranks, progress, summary, clean exit."""
 
 import json
+import os
 import subprocess
 import sys
 
 import psutil
 import pytest
+
+from hotswitch.backend.models.config import get_config
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.auto import auto_candidates
+from hotswitch.backend.train.planning.dispatch import instantiation_strategy
+from hotswitch.backend.train.planning.memory import gib, model_state_bytes
 
 VOCAB = 320
 
@@ -52,6 +59,34 @@ def test_bad_plans_are_refused_before_anything_launches(tmp_path):
     (tmp_path / "taken").mkdir()
     out = hotswitch("train", "-n", "2", "--plan", "dp2", "--checkpoint", str(tmp_path / "taken"))
     assert out.returncode == 2 and "already exists" in out.stderr
+
+
+def _instantiated(plan: str, nproc: int, max_len: int):
+    """The strategy ``plan`` instantiates on ``nproc`` ranks (auto: as the trainer picks it)."""
+    if plan != "auto":
+        return Strategy.parse(plan)
+    return instantiation_strategy(auto_candidates(get_config("tiny"), nproc, max_len, None))
+
+
+BELOW_THE_STATES = ["--memory-budget", "1", "--max-len", "64", "--model", "tiny"]
+
+
+@pytest.mark.parametrize("plan", ["dp2", "auto"])
+def test_a_budget_below_the_model_states_is_refused_before_any_rank_starts(tmp_path, plan):
+    runs = tmp_path / "runs"  # a launch would make its run folder here first
+    out = subprocess.run(
+        [sys.executable, "-m", "hotswitch.kernel.cli", "train", "-n", "2", "--plan", plan, *BELOW_THE_STATES],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HOTSWITCH_RUNS": str(runs)},
+    )
+    assert out.returncode == 2, out.stderr[-3000:]
+    strategy = _instantiated(plan, 2, 64)
+    states = gib(model_state_bytes(get_config("tiny"), strategy))
+    assert f"model states of {strategy} alone need: {states} per device" in out.stderr, out.stderr
+    assert "raise memory_budget above" in out.stderr
+    assert not runs.exists() or not any(runs.iterdir())
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 output, a job whose every message was rejected, a body's failure."""
 
 from hotswitch.kernel.channel.signing import ChannelStats
+from hotswitch.kernel.notebook.exit_reason import RankExit, observed_exits
 from hotswitch.kernel.notebook.job_outcome import ending, worker_errors
 from hotswitch.kernel.worker.entry import WORKER_ERROR_MARK
 
@@ -38,3 +39,71 @@ def test_a_clean_job_succeeds_and_a_rank_failure_names_the_rank():
         "failed",
         "rank 1 raised ZeroDivisionError: division by zero",
     )
+
+
+# torchrun's report as a 2-rank job ended after rank 1 was SIGKILLed while rank 0 waited on it
+# in a collective: torchrun numbers failures in the order it saw them, [0] first, printed last.
+KILLED_FIRST = """\
+E1126 13:30:16.195000 10350 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) \
+local_rank: 1 (pid: 10362) of binary: python
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+worker FAILED
+------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-26_13:30:16
+  host      : node-a
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 10361)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 10361
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-26_13:30:16
+  host      : node-a
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 10362)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 10362
+======================================================
+"""
+RESET = {"rank": 0, "error": "RuntimeError: [pair.cc:537] Read error: Connection reset by peer", "traceback": ""}
+
+
+def test_the_rank_torchrun_saw_end_first_without_a_word_comes_before_the_survivors_error():
+    status, reason, _ = ending(1, RESET, KILLED_FIRST, ChannelStats(accepted=9), unreported=[1])
+    assert status == "failed"
+    assert reason == f"rank 1 killed by SIGKILL; then rank 0 raised {RESET['error']}"
+
+
+def test_without_a_failure_on_the_channel_the_ranks_are_named_in_the_order_torchrun_saw_them():
+    assert ending(1, None, KILLED_FIRST, ChannelStats(accepted=9), unreported=[0, 1])[1] == (
+        "rank 1 killed by SIGKILL; then rank 0 killed by SIGTERM"
+    )
+
+
+def test_a_rank_that_reported_its_own_end_or_ended_after_the_raising_rank_is_not_a_first_cause():
+    # rank 1 said "finished" (or its own error) on the channel: its exit is not a silent first cause
+    reason = ending(1, RESET, KILLED_FIRST, ChannelStats(accepted=9), unreported=[])[1]
+    assert reason == f"rank 0 raised {RESET['error']}"
+    # torchrun saw the raising rank end first: the rest followed it
+    raised_first = {**RESET, "rank": 1, "error": "ZeroDivisionError: division by zero"}
+    reason = ending(1, raised_first, KILLED_FIRST, ChannelStats(accepted=9), unreported=[0])[1]
+    assert reason == "rank 1 raised ZeroDivisionError: division by zero"
+
+
+def _node_report(node: int, seen: str, rank: int, code: int) -> str:
+    """One node's agent report of one failure, as a multi-node launcher gathers them."""
+    return (
+        f"[node {node}]\n[0]:\n  time      : {seen}\n  host      : n{node}\n"
+        f"  rank      : {rank} (local_rank: 0)\n  exitcode  : {code} (pid: 1)\n"
+    )
+
+
+def test_reports_of_several_nodes_are_ordered_by_the_second_each_failure_was_seen():
+    output = _node_report(0, "2026-11-26_13:30:18", 0, -15) + _node_report(1, "2026-11-26_13:30:16", 1, -11)
+    assert observed_exits(output) == [RankExit(1, -11), RankExit(0, -15)]
+    reason = ending(1, RESET, output, ChannelStats(), unreported=[1])[1]
+    assert reason == f"rank 1 killed by SIGSEGV; then rank 0 raised {RESET['error']}"

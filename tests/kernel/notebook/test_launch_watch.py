@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from hotswitch.kernel.launch.launcher import Launcher
+from hotswitch.kernel.notebook import launch_watch
 from hotswitch.kernel.notebook.launch_watch import LaunchUnanswered, wait_for_exit
 
 
@@ -42,3 +43,40 @@ def test_a_launcher_that_fails_for_a_moment_is_asked_again():
 def test_a_launcher_that_never_answers_ends_the_watch_naming_why():
     with pytest.raises(LaunchUnanswered, match=r"--launcher flaky has not answered for 0.2 s \(`scontrol show job`"):
         wait_for_exit(Flaky(failures=None), "flaky:1", threading.Event(), None, lambda: None, unanswered_s=0.2)
+
+
+class EndsItself(Launcher):
+    """A launch whose own agent ends it at the ``polls``-th status poll; records each cancel."""
+
+    name = "ends-itself"
+    status_every_s = 0.0
+
+    def __init__(self, polls: int):
+        self.polls, self.asked, self.cancels = polls, 0, []
+
+    def submit(self, spec):
+        return "ends-itself:1"
+
+    def status(self, handle):
+        self.asked += 1
+        return 1 if self.asked >= self.polls else None
+
+    def cancel(self, handle, force=False):
+        self.cancels.append(force)
+
+    def logs(self, handle, rank=None):
+        return ""
+
+
+def test_a_teardown_leaves_the_launch_its_agents_grace_to_end_by_itself(monkeypatch):
+    """Its agent then reports which rank ended first; a signalled agent would die without saying."""
+    teardown = threading.Event()
+    teardown.set()
+    monkeypatch.setattr(launch_watch, "AGENT_TEARDOWN_S", float("inf"))
+    launcher = EndsItself(polls=3)
+    assert wait_for_exit(launcher, "ends-itself:1", teardown, None, lambda: None) == 1
+    assert launcher.cancels == []
+    monkeypatch.setattr(launch_watch, "AGENT_TEARDOWN_S", 0.0)  # grace spent: SIGTERM at once
+    launcher = EndsItself(polls=3)
+    assert wait_for_exit(launcher, "ends-itself:1", teardown, None, lambda: None) == 1
+    assert launcher.cancels == [False]

@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+from hotswitch.backend.models.config import get_config
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.memory import gib, model_state_bytes
 from hotswitch.backend.train.run import recipe
 from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, check_spec
 
@@ -113,3 +116,29 @@ def test_bf16_on_a_cpu_build_without_bf16_matmul_is_refused_before_launch(notebo
         check_spec({"precision": "bf16"})
     message = str(error.value)
     assert "cannot multiply bf16 matrices on CPU" in message and "--precision fp32" in message
+
+
+def _states(plan: str) -> float:
+    """The bytes per device the memory model gives ``plan``'s model states (tiny, fp32)."""
+    return model_state_bytes(get_config("tiny"), Strategy.parse(plan))
+
+
+def test_a_budget_below_the_model_states_alone_is_refused_naming_their_gib_and_the_fix():
+    with pytest.raises(ValueError) as error:
+        check_spec({"model": "tiny", "plan": "dp2", "memory_budget": 1, "max_len": 64})
+    message = str(error.value)
+    assert message.startswith("training setting 'memory_budget' = 1 is not valid"), message
+    assert f"model states of dp2tp1pp1 alone need: {gib(_states('dp2'))} per device" in message
+    assert f"raise memory_budget above {_states('dp2'):.0f} bytes" in message
+    assert "hold its sequences of up to 64 tokens" in message and "shards the model states (more tp or pp)" in message
+
+
+def test_every_bucket_strategy_must_hold_its_model_states_and_one_that_does_passes():
+    between = (_states("tp2") + _states("dp2")) / 2  # tp2's shard fits, dp2's whole copy does not
+    plan = [["tp2", 32], ["dp2", 0]]
+    with pytest.raises(ValueError) as error:
+        check_spec({"model": "tiny", "plan": plan, "memory_budget": between, "max_len": 64})
+    assert "model states of dp2tp1pp1 alone need" in str(error.value)
+    assert "sequences of up to 32 tokens" in str(error.value)  # dp2's bucket, not max_len
+    holding = _states("dp2") + 1
+    assert check_spec({"model": "tiny", "plan": plan, "memory_budget": holding})["memory_budget"] == holding
