@@ -13,14 +13,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from hotswitch.backend.train.loop.events import read_events
-from hotswitch.widgets.dashboard_state import PHASES, DashboardState
+from hotswitch.widgets.dashboard_state import PHASES, DashboardState, throughput_text
 from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.html_table import html_table
-from hotswitch.widgets.palette import strategy_color
+from hotswitch.widgets.plan_bands import band_labels, band_shapes, x_extent
 from hotswitch.widgets.throttle import Throttle
 
 UPDATE_INTERVAL_S = 0.1  # at most 10 redraws a second
 LOG_LINES = 200
+LIVE_WIDTH_PX = 680  # fixed, so that the plan labels can be laid out for the space they get
+LIVE_MARGIN = {"t": 40, "b": 30, "l": 60, "r": 20}
 PHASE_COLORS = {"compute": "#54a24b", "switch": "#e45756", "grad_sync": "#f58518", "update": "#4c78a8"}
 AUTO = "auto"
 
@@ -118,9 +120,10 @@ class Dashboard(widgets.VBox):
         )
         held_out = go.Scatter(name="held-out loss", mode="lines+markers", marker={"size": 7, "symbol": "diamond"})
         live.add_trace(held_out, row=2, col=1)
-        live.update_layout(height=420, margin={"t": 40, "b": 30}, legend={"orientation": "h", "y": -0.12})
+        live.update_layout(height=420, width=LIVE_WIDTH_PX, margin=LIVE_MARGIN, legend={"orientation": "h", "y": -0.12})
         live.update_xaxes(title_text="step", row=2, col=1)
         self.live = live
+        self._titles = list(live.layout.annotations)  # the subplots' titles, kept beside the plan labels
         self.breakdown = go.Figure(
             data=[go.Bar(name=p, marker_color=PHASE_COLORS[p]) for p in PHASES],
             layout={"barmode": "stack", "height": 260, "title": "seconds per step", "margin": {"t": 40, "b": 30}},
@@ -191,7 +194,11 @@ class Dashboard(widgets.VBox):
             self.live.data[2].hovertext = [
                 f"step {m['step']}: {' -> '.join(m['order'])} ({m['source']})" for m in marks
             ]
-            self.live.layout.shapes = _bands(list(state.bands), state.strategies)
+            bands = list(state.bands)
+            self.live.layout.shapes = band_shapes(bands, state.strategies)
+            plot_px = LIVE_WIDTH_PX - LIVE_MARGIN["l"] - LIVE_MARGIN["r"]
+            labels = band_labels(bands, x_extent(steps, bands), plot_px)
+            self.live.layout.annotations = [*self._titles, *labels]
         with self.breakdown.batch_update():
             for trace, phase in zip(self.breakdown.data, PHASES):
                 trace.x, trace.y = steps, state.steps.column(phase)
@@ -202,20 +209,20 @@ class Dashboard(widgets.VBox):
         self.notices_html.value = "<br>".join(escape(n) for n in list(state.notices)[-8:])
         summary = state.summary()
         if summary is not None:
-            rows = [{"figure": k, "value": v} for k, v in summary.items()]
+            shown = {**summary, "tokens_per_s": throughput_text(summary["tokens_per_s"])}
+            rows = [{"figure": k, "value": v} for k, v in shown.items()]
             self.summary_html.value = html_table(rows, caption="run summary")
 
     def _render_progress(self) -> None:
         done, planned = self.state.progress
         self.progress.max = max(planned, 1)
         self.progress.value = min(done, self.progress.max)
-        eta = self.state.eta_s
-        last = self.state.last_step or {}
+        eta, rate = self.state.eta_s, self.state.tokens_per_s
         parts = [f"{done} / {planned} steps"]
         if eta is not None:
             parts.append(f"ETA {eta:.0f} s")
-        if "tokens_per_s" in last:
-            parts.append(f"{last['tokens_per_s']:,.0f} tokens/s")
+        if rate is not None:  # the run's so far: the summary's figure, written the same way
+            parts.append(f"{throughput_text(rate)} tokens/s")
         if self.state.done is not None:
             parts.append(f"<b>{escape(str(self.state.done.get('reason')))}</b>")
         self.progress_text.value = " &mdash; ".join(parts)
@@ -267,27 +274,3 @@ def _value_near(xs: list[float], ys: list[float], x: float) -> float | None:
         if px >= x:
             return py
     return ys[-1] if ys else None
-
-
-def _bands(bands: list[list], strategies: list[str]) -> list[dict]:
-    """A shaded band per plan in force, coloured by the plan's first strategy."""
-    shapes = []
-    for first, last, order in bands:
-        index = strategies.index(order[0]) if order and order[0] in strategies else 0
-        shapes.append(
-            {
-                "type": "rect",
-                "xref": "x",
-                "yref": "paper",
-                "x0": first + 0.5,
-                "x1": max(last, first + 1) + 0.5,
-                "y0": 0,
-                "y1": 1,
-                "fillcolor": strategy_color(index),
-                "opacity": 0.12,
-                "line": {"width": 0},
-                "layer": "below",
-                "label": {"text": "+".join(order), "textposition": "top left", "font": {"size": 10}},
-            }
-        )
-    return shapes

@@ -87,6 +87,8 @@ class DashboardState:
         order = list(event.get("order") or [b[0] for b in event.get("buckets", [])])
         self._offer([*order, *(b[0] for b in event.get("buckets", []))])
         at = event.get("step", 0)
+        if self.plan is not None and _same_plan(self.plan, event):
+            return  # the plan in force, announced again (a warm trainer's next job): no change
         if self.plan is not None:
             self.marks.append({"step": at, "order": order, "source": event.get("source")})
         self.plan = event
@@ -114,10 +116,20 @@ class DashboardState:
             return None
         return max(0, planned - done) * sum(self.recent_seconds) / len(self.recent_seconds)
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """The run's throughput so far, as ``summary`` (and the command line, and the reports)
+        give it: ``RunTotals``' tokens over step seconds. None before a step's seconds are known
+        (a body's own step events may carry none)."""
+        totals = self.totals.summary()
+        return totals["tokens_per_s"] if totals["seconds"] else None
+
     def summary(self) -> dict | None:
         """The final figures once a "done" event has arrived, else None: ``tokens_per_s`` is
-        ``backend.train.loop.events.summarize``'s (tokens over step seconds); ``seconds`` the wall
-        time of the whole loop (planning, control and profiling included)."""
+        ``backend.train.loop.events.summarize``'s (tokens over step seconds);
+        ``seconds_per_step`` the mean of the steps' seconds and ``total_step_seconds`` their
+        sum (so tokens / total_step_seconds is tokens_per_s); ``seconds`` the wall time of the
+        whole loop (planning, control and profiling included)."""
         if self.done is None:
             return None
         totals = self.totals.summary()
@@ -125,8 +137,9 @@ class DashboardState:
             "reason": self.done.get("reason"),
             "steps": self.done.get("step"),
             "tokens": totals["tokens"],
-            "tokens_per_s": totals["tokens_per_s"],
-            "step_seconds": totals["seconds"],
+            "tokens_per_s": self.tokens_per_s or 0.0,
+            "seconds_per_step": totals["measured_step_s"] or 0.0,
+            "total_step_seconds": totals["seconds"],
             "seconds": self.done.get("seconds") or 0.0,
             "hot_switches": totals["switches"],
             "plan_changes": len(self.marks),
@@ -149,6 +162,15 @@ class DashboardState:
             "summary": self.summary(),
             "events": self.events,
         }
+
+
+def throughput_text(tokens_per_s: float) -> str:
+    """How the dashboard writes a throughput, wherever it shows one: whole tokens, grouped."""
+    return f"{tokens_per_s:,.0f}"
+
+
+def _same_plan(plan: dict, event: dict) -> bool:
+    return all(plan.get(k) == event.get(k) for k in ("buckets", "order", "instantiation"))
 
 
 def _notice(event: dict) -> str:

@@ -19,9 +19,18 @@ from hotswitch.kernel.notebook.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.pool import Pool, PoolError
 from hotswitch.kernel.notebook.pool_registry import PoolRegistry
 from hotswitch.kernel.notebook.pool_start import attach_pool, pool_name, pool_run, start_pool
-from hotswitch.kernel.notebook.train_options import MIN_MESSAGE_BYTES, check_name, compile_body
+from hotswitch.kernel.notebook.train_options import MIN_MESSAGE_BYTES, NAME_RULE, compile_body, valid_name
 
 DEFAULT_IDLE_TIMEOUT_S = 3600.0
+
+
+def check_pool_name(name: str) -> str:
+    """``%train_pool start NAME``'s NAME, or a UsageError quoting it."""
+    if not valid_name(name):
+        quoted = len(name) > 1 and name[0] == name[-1] and name[0] in "'\""  # a line magic keeps the quotes
+        typed = name if quoted else repr(name)
+        raise UsageError(f"the pool name {typed} is not valid; {NAME_RULE} (e.g. %train_pool start warm)")
+    return name
 
 
 @magics_class
@@ -76,9 +85,7 @@ class PoolMagics(Magics):
         if not args.name:
             raise UsageError(f"%train_pool {args.action} takes a pool name, like %train_pool {args.action} warm")
         if args.action == "stop":
-            pool = self.pools[args.name]
-            print(f"[hotswitch] pool {args.name!r}: {pool.stop()}")
-            self.pools.remove(args.name)
+            print(f"[hotswitch] pool {args.name!r}: {self.pools.stop(args.name)}")
             return None
         if args.action == "attach":
             return self.attach(pool_run(args.name))
@@ -89,7 +96,7 @@ class PoolMagics(Magics):
             raise UsageError(f"-n {args.nproc} --nodes {args.nodes}: a pool needs at least 1 rank on at least 1 node")
         if args.max_message_bytes < MIN_MESSAGE_BYTES:
             raise UsageError(f"--max-message-bytes {args.max_message_bytes}: give at least {MIN_MESSAGE_BYTES}")
-        name = check_name(args.name)
+        name = check_pool_name(args.name)
         if self.pools.in_use(name):
             raise UsageError(f"a pool named {name!r} runs already ({self.pools[name].status}); pick another name")
         began = time.monotonic()

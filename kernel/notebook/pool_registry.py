@@ -58,6 +58,21 @@ class PoolRegistry:
     def remove(self, name: str) -> None:
         self._pools.pop(name, None)
 
+    def stop(self, name: str) -> str:
+        """Stop pool ``name`` (``%train_pool stop``) and forget it; its final status. UsageError
+        when this kernel has no pool of that name, naming those it has."""
+        pool = self._pools.get(name)
+        if pool is None:
+            there = ", ".join(repr(n) for n in sorted(self._pools))
+            raise UsageError(
+                f"there is no pool named {name!r} in this kernel; "
+                + (f"its pools are {there}" if there else "it has no pools")
+                + " (a detached pool of another kernel: %train_pool attach NAME, then stop it)"
+            )
+        status = pool.stop()
+        self.remove(name)
+        return status
+
     def table(self) -> str:
         rows = [f"{'name':<12}{'status':<10}{'ranks':>6}  {'launcher':<10}running"]
         for pool in self._pools.values():

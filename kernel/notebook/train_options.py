@@ -16,6 +16,7 @@ INTERNAL_ENV_PREFIX = "HOTSWITCH_"
 MIN_MESSAGE_BYTES = 1024  # a rank's traceback and a step event must fit
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+NAME_RULE = "use letters, digits, '_', '-' and '.'"
 
 
 def compile_body(cell: str):
@@ -46,11 +47,15 @@ def parse_env(pairs: list[str] | None) -> dict:
     return env
 
 
+def valid_name(name: str) -> bool:
+    """Whether ``name`` can name a job or a pool (their folders are named after it)."""
+    return bool(_JOB_NAME.fullmatch(name))
+
+
 def check_name(name: str) -> str:
-    if not _JOB_NAME.fullmatch(name):
-        raise UsageError(
-            f"--name {name!r} is not a valid job name; use letters, digits, '_', '-' and '.' (e.g. --name run1)"
-        )
+    """``--name``'s value, or a UsageError quoting it."""
+    if not valid_name(name):
+        raise UsageError(f"--name {name!r} is not a valid job name; {NAME_RULE} (e.g. --name run1)")
     return name
 
 

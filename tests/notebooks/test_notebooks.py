@@ -26,6 +26,8 @@ BUDGET_S = {
     "07-warm-ranks": 300,
 }
 CELL_TIMEOUT_S = 240
+# What each cell tagged raises-exception shows, in order: the refusal the notebook demonstrates.
+REFUSALS = {"07-warm-ranks": ["UsageError: pool 'warm' has 2 ranks and this cell asks for 4"]}
 # the trace names of a Dashboard's two figures
 LIVE_DASHBOARD = [{"tokens/s", "loss", "plan change", "held-out loss"}, set(PHASE_COLORS)]
 
@@ -66,8 +68,11 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
     client.execute()  # a failing cell (an assert among them) raises CellExecutionError with its traceback
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert all(cell.execution_count for cell in code), "every code cell ran"
-    errors = [o for cell in code for o in cell.outputs if o.output_type == "error"]
+    refusing = [cell for cell in code if "raises-exception" in cell.metadata.get("tags", [])]
+    errors = [o for cell in code if cell not in refusing for o in cell.outputs if o.output_type == "error"]
     assert errors == []
+    shown, expected = [_shown(cell) for cell in refusing], REFUSALS.get(path.stem, [])
+    assert len(shown) == len(expected) and all(e in s for e, s in zip(expected, shown)), shown
     drawn = _figures_drawn(notebook)
     # A live dashboard is redrawn from a background thread once its cell has returned, which
     # nbclient does not record (tests/widgets check dashboards drawing); every other view draws
@@ -75,6 +80,13 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
     views = [names for names in drawn if set(names) not in LIVE_DASHBOARD]
     assert [names for names in views if not any(names.values())] == [], "a view the notebook shows is blank"
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "a process outlived the kernel"
+
+
+def _shown(cell) -> str:
+    """The text a cell showed: its streams, and its error as IPython writes it."""
+    streams = [o.text for o in cell.outputs if o.output_type == "stream"]
+    errors = [f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"]
+    return "".join(streams + errors)
 
 
 def _figures_drawn(notebook) -> list[dict[str, int]]:

@@ -8,8 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from hotswitch.backend.train.loop.events import summarize
 from hotswitch.kernel.notebook.event_log import EventLog
 from hotswitch.widgets import Dashboard, show
+from hotswitch.widgets.dashboard_state import throughput_text
 from hotswitch.widgets.series import BoundedSeries
 from hotswitch.widgets.throttle import Throttle
 from tests.widgets.recorded_events import recorded_events
@@ -102,6 +104,37 @@ def test_the_strategy_control_offers_every_strategy_the_job_compiled():
     graphs = {"logical": {}, "exec": {"dp4": {}, "tp4": {}, "dp1tp2pp2": {}}}
     view = Dashboard.replay(recorded_events(steps=3, switch_at=2, graphs=graphs))
     assert list(view.strategy.options) == ["auto", "dp4", "tp4", "dp1tp2pp2", "dp2tp2"]
+
+
+def test_the_header_and_the_summary_show_the_one_throughput_written_alike():
+    events = recorded_events(steps=30, switch_at=12)
+    view = Dashboard.replay(events)
+    figure = throughput_text(summarize(events)["tokens_per_s"])
+    last_step = throughput_text(next(e for e in reversed(events) if e["type"] == "step")["tokens_per_s"])
+    assert figure != last_step  # the run's throughput, not the last step's
+    assert f"{figure} tokens/s" in view.progress_text.value and last_step not in view.progress_text.value
+    assert f"<td style='padding:2px 8px'>tokens_per_s</td><td style='padding:2px 8px'>{figure}</td>" in (
+        view.summary_html.value
+    )
+
+
+def test_the_summary_gives_seconds_per_step_and_names_their_sum_a_total():
+    events = recorded_events(steps=30, switch_at=12)
+    totals = [e["seconds"]["total"] for e in events if e["type"] == "step"]
+    summary = Dashboard.replay(events).state.summary()
+    assert "step_seconds" not in summary
+    assert summary["seconds_per_step"] == pytest.approx(sum(totals) / len(totals))
+    assert summary["total_step_seconds"] == pytest.approx(sum(totals))
+    assert summary["tokens"] / summary["total_step_seconds"] == pytest.approx(summary["tokens_per_s"])
+
+
+def test_a_plan_announced_again_is_not_a_plan_change():
+    events = recorded_events(steps=30, switch_at=12)
+    again = {**next(e for e in events if e["type"] == "plan"), "step": 5}  # the plan in force, re-announced
+    at = next(i for i, e in enumerate(events) if e["type"] == "step" and e["step"] == 6)
+    view = Dashboard.replay([*events[:at], again, *events[at:]])
+    assert view.state.summary()["plan_changes"] == 1
+    assert view.state.snapshot()["bands"] == [[0, 11, ["dp4", "tp4"]], [11, 30, ["dp2tp2"]]]
 
 
 def test_eta_uses_the_recent_pace():

@@ -7,7 +7,8 @@ what the trainer emits. Every event has ``type`` and ``time`` (seconds since the
 kernel adds ``rank`` on arrival, and a comparison run tags its events with ``run``.
 
 The figures a run is judged by (tokens/s, time split, per-strategy throughput) have one
-definition, ``summarize``: the command line's table, the dashboard and the demo report call it.
+definition, ``summarize``: the command line's table, the dashboard and the demo report call it;
+throughput itself is ``tokens_per_s`` wherever it is computed (a step, a strategy, a run).
 """
 
 from __future__ import annotations
@@ -163,6 +164,12 @@ def event(kind: str, **fields) -> dict:
     return {"type": kind, "time": time.time(), **fields}
 
 
+def tokens_per_s(tokens: float, seconds: float) -> float:
+    """Throughput: ``tokens`` over the step ``seconds`` that trained them (0.0 when no time was
+    measured). The one definition; a step event, a strategy's share and a run's summary use it."""
+    return tokens / seconds if seconds else 0.0
+
+
 def discard(_: dict) -> None:
     """A sink that keeps nothing."""
 
@@ -241,11 +248,11 @@ class _Window:
             "measured_steps": self.steps,
             "tokens": self.tokens,
             "seconds": self.seconds,
-            "tokens_per_s": self.tokens / self.seconds if self.seconds else 0.0,
+            "tokens_per_s": tokens_per_s(self.tokens, self.seconds),
             "split": dict(self.split),
             "switches": self.switches,
             "strategies": {
-                name: {"tokens": t, "tokens_per_s": t / s if s else 0.0}
+                name: {"tokens": t, "tokens_per_s": tokens_per_s(t, s)}
                 for name, (t, s) in sorted(self.per_strategy.items())
             },
             "measured_step_s": self.seconds / self.steps if self.steps else None,

@@ -1,10 +1,40 @@
-"""A trained step as its ``step`` event: the engine's result and the step's wall time."""
+"""What a trainer reports about itself, as events: the plan in force, the graphs it compiled,
+and each trained step (the engine's result and the step's wall time)."""
 
 from __future__ import annotations
 
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.train.loop.engine import StepResult
-from hotswitch.backend.train.loop.events import event
+from hotswitch.backend.graph.logical import summarize
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.loop.engine import Engine, StepResult
+from hotswitch.backend.train.loop.events import event, tokens_per_s
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+
+
+def plan_event(
+    step: int,
+    plan: HotSwitchPlan,
+    order: list[Strategy],
+    instantiation: Strategy,
+    predicted: float | None,
+    source: str,
+) -> dict:
+    """The ``plan`` event of ``plan``, run in ``order``, in force from ``step`` on."""
+    return event(
+        "plan",
+        step=step,
+        buckets=[[str(b.strategy), b.above] for b in plan.buckets],
+        order=[str(s) for s in order],
+        instantiation=str(instantiation),
+        predicted_step_s=predicted,
+        source=source,
+    )
+
+
+def graphs_event(engine: Engine) -> dict:
+    """The ``graphs`` event: the logical graph and this rank's executable graph per strategy."""
+    executable = {str(s): state.graph.summary() for s, state in engine.states.items()}
+    return event("graphs", logical=summarize(engine.logical), exec=executable)
 
 
 def step_event(
@@ -27,10 +57,9 @@ def step_event(
             "update": times.update,
             "total": total_s,
         },
-        tokens_per_s=count / total_s,
+        tokens_per_s=tokens_per_s(count, total_s),
         strategies={
-            s: {**v, "tokens_per_s": v["tokens"] / v["seconds"] if v["seconds"] else 0.0}
-            for s, v in times.per_strategy.items()
+            s: {**v, "tokens_per_s": tokens_per_s(v["tokens"], v["seconds"])} for s, v in times.per_strategy.items()
         },
         switches=times.switches,
         predicted_step_s=predicted,

@@ -22,14 +22,13 @@ from pathlib import Path
 import torch.distributed as dist
 
 from hotswitch.backend.data.stream import BatchStream, Sequence
-from hotswitch.backend.graph.logical import summarize
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.evaluation import Evaluation
 from hotswitch.backend.train.loop.events import Sink, discard, event
-from hotswitch.backend.train.loop.step_report import step_event
+from hotswitch.backend.train.loop.step_report import graphs_event, plan_event, step_event
 from hotswitch.backend.train.planning.auto import auto_candidates, auto_plan, check_feasible
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
@@ -107,7 +106,7 @@ class Trainer:
             self.step_index = meta["step"]
         self.plan = None
         self._set_plan(plan, "auto" if self.auto else "buckets")
-        self.sink(event("graphs", logical=summarize(self.engine.logical), exec=self._exec_summaries()))
+        self.sink(graphs_event(self.engine))
         self.stopping = False
 
     # -- plan --------------------------------------------------------------------------------------
@@ -130,17 +129,17 @@ class Trainer:
         self.engine.set_strategies([*plan.strategies, *self.resident])
         self.plan = plan
         self.order = execution_order(plan.strategies, self.engine.instantiation, self._switch_cost)
-        self.sink(
-            event(
-                "plan",
-                step=self.step_index,
-                buckets=[[str(b.strategy), b.above] for b in plan.buckets],
-                order=[str(s) for s in self.order],
-                instantiation=str(self.engine.instantiation),
-                predicted_step_s=predicted,
-                source=source,
-            )
+        self._reported_plan = plan_event(
+            self.step_index, plan, self.order, self.engine.instantiation, predicted, source
         )
+        self.sink(self._reported_plan)
+
+    def announce(self) -> None:
+        """Report the plan in force (from this step on) and the executable graphs again: all that
+        a new listener needs to show the run without its earlier events (a ``WarmTrainer``'s next
+        job, whose dashboard would otherwise have no plan and no strategies to offer)."""
+        self.sink({**self._reported_plan, "time": time.time(), "step": self.step_index})
+        self.sink(graphs_event(self.engine))
 
     def _switch_cost(self, a: Strategy, b: Strategy) -> float:
         if a == b:
@@ -156,9 +155,6 @@ class Trainer:
             self._set_plan(plan, "auto", predicted)
             return predicted
         return self.cost.step_s(self.plan, lengths, self.engine.instantiation) if self.cost else None
-
-    def _exec_summaries(self) -> dict:
-        return {str(s): state.graph.summary() for s, state in self.engine.states.items()}
 
     # -- control ---------------------------------------------------------------------------------
     def _commands(self) -> list[dict]:

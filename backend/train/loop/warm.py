@@ -31,11 +31,14 @@ class WarmTrainer:
 
     def train(self, steps: int, job=None) -> dict:
         """Train ``steps`` more steps; events go to ``job.emit`` and its control (stop, switch,
-        pause) is obeyed, as in a fresh ``%%train`` job. Returns the ``done`` event."""
+        pause) is obeyed, as in a fresh ``%%train`` job. The job's events begin, as a fresh
+        job's do, with the plan in force and the executable graphs. Returns the ``done`` event."""
         rank0 = dist.get_rank() == 0
         if not rank0:  # only rank 0's commands are read; the trainer broadcasts them
             self._commands.clear()
         self.trainer.sink = job.emit if job is not None and rank0 else discard
+        if rank0:  # the trainer reported them when it was built, to no job or an earlier one
+            self.trainer.announce()
         self.trainer.control = self._control(job) if rank0 else (lambda: [])
         self.trainer.stopping = False
         try:

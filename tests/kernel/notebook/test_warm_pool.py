@@ -100,6 +100,8 @@ def test_bad_inputs_are_refused_with_what_to_do(kernel):
     refused(kernel, "%train_pool start far --launcher ray", "--launcher ray needs the cluster's head: --ray-address")
     refused(kernel, "%train_pool start far --nodes 2", "--nodes 2 with --launcher local needs --rdzv-endpoint")
     refused(kernel, "%train_pool attach far", "no detached pool named 'far'", "--detach")
+    refused(kernel, "%train_pool start 'bad name'", "the pool name 'bad name' is not valid")
+    refused(kernel, "%train_pool stop nosuchpool", "there is no pool named 'nosuchpool'", "its pools are 'warm'")
     refused(kernel, "%%train --pool warm --detach\nx", "drop --detach")
     refused(kernel, "%%ranks nowhere\nx", "no pool named 'nowhere'", "%train_pool start nowhere")
     refused(kernel, "%%train --pool nowhere\nx", "no pool named 'nowhere'")

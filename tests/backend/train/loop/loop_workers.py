@@ -84,3 +84,33 @@ def auto_run(rank: int, world: int, spec: dict, folder: str):
     trainer, s = build(spec, events.append)
     trainer.train(s["steps"])
     return (events, [str(x) for x in trainer.cost.strategies]) if rank == 0 else None
+
+
+class RecordingJob:
+    """What a ``WarmTrainer`` needs of a cell's job: it keeps what is emitted, sends no control."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+
+    def emit(self, event: dict) -> None:
+        self.events.append(event)
+
+    def control(self) -> list[dict]:
+        return []
+
+
+def warm_cells(rank: int, world: int):
+    """Two cells on one ``WarmTrainer`` (a trainer kept on a warm pool): 2 steps under dp2, a
+    switch to tp2, 2 more steps; each cell's job's events (rank 0)."""
+    from hotswitch.backend.data import BatchStream, stdlib_documents
+    from hotswitch.backend.train.loop.trainer import Trainer
+    from hotswitch.backend.train.loop.warm import WarmTrainer
+    from hotswitch.backend.train.state.optim import OptimizerConfig
+
+    data = BatchStream(stdlib_documents(), 4, 64, seed=0)
+    trainer = WarmTrainer(Trainer(model_config("tiny"), data, "dp2", OptimizerConfig(), 0, 1024, instantiation="tp2"))
+    jobs = [RecordingJob(), RecordingJob()]
+    trainer.train(2, jobs[0])
+    trainer.switch("tp2")
+    trainer.train(2, jobs[1])
+    return [job.events for job in jobs] if rank == 0 else None
