@@ -14,8 +14,8 @@ def load_ipython_extension(ipython) -> None:
     import atexit
     import threading
 
-    from hotswitch.kernel.notebook.magics import TrainMagics
-    from hotswitch.kernel.notebook.pool_magics import PoolMagics
+    from hotswitch.kernel.notebook.cells.magics import TrainMagics
+    from hotswitch.kernel.notebook.pools.pool_magics import PoolMagics
 
     if getattr(ipython, "hotswitch_magics", None) is not None:
         return

@@ -28,7 +28,7 @@ AUTO = "auto"
 
 
 class Dashboard(widgets.VBox):
-    """The dashboard of ``job`` (a ``hotswitch.kernel.notebook.job.Job`` or anything with
+    """The dashboard of ``job`` (a ``hotswitch.kernel.notebook.jobs.job.Job`` or anything with
     ``on_event``, ``add_done_callback``, ``switch``, ``pause``, ``resume``, ``stop``,
     ``checkpoint`` and ``logs``).
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
-from hotswitch.kernel.notebook.cell_output import ConsoleOutput
-from hotswitch.kernel.notebook.job import Job
-from hotswitch.kernel.notebook.run_record import RunRecord, new_run_dir
+from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
+from hotswitch.kernel.notebook.jobs.job import Job
+from hotswitch.kernel.notebook.jobs.run_record import RunRecord, new_run_dir
 
 POLL_S = 0.2
 

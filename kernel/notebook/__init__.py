@@ -1,5 +1,6 @@
-"""The kernel process: the ``HotSwitchKernel``, the ``%%train`` magics, ``Job``, the ``jobs``
-registry, where a job's output goes, and the kernelspec.
+"""The kernel process, by concept: ``cells/`` (the ``%%train`` magics and what a cell becomes),
+``jobs/`` (``Job``, its watchers and the ``jobs`` registry), ``pools/`` (warm ranks that
+outlive cells); here, the ``HotSwitchKernel`` and its kernelspec.
 
 Nothing here is imported by a worker process; importing this package itself loads nothing.
 """

@@ -36,7 +36,7 @@ def test_export_html_is_standalone(tmp_path, tiny_graph):
 
 
 def test_a_job_displays_as_its_dashboard():
-    from hotswitch.kernel.notebook.job import Job
+    from hotswitch.kernel.notebook.jobs.job import Job
     from tests.widgets.test_dashboard import FakeJob
 
     job = FakeJob()

@@ -9,10 +9,10 @@ import time
 import pytest
 import zmq
 
+from hotswitch.kernel.channel import worker_end
 from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.secrets import CurveKeys, KernelSecret, WorkerSecret, leaves_loopback
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
-from hotswitch.kernel.channel import worker_end
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
 

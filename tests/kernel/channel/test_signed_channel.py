@@ -4,9 +4,9 @@ import time
 
 import zmq
 
+from hotswitch.kernel.channel import worker_end
 from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
-from hotswitch.kernel.channel import worker_end
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
 LIMIT = 64 * 1024

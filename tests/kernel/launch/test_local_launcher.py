@@ -8,8 +8,8 @@ import pytest
 
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
-from hotswitch.kernel.notebook.cell_output import ConsoleOutput
-from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
+from hotswitch.kernel.notebook.jobs.job import Job
 from tests.kernel.kernel_session import CAP_S, cpu_seconds, processes_mentioning, wait_progressing
 
 pytestmark = pytest.mark.slow

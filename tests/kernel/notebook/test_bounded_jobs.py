@@ -3,7 +3,7 @@ a 300-step soak with a hot switch every step leave bounded counts of retained li
 
 from hotswitch.kernel.cli.headless import follow
 from hotswitch.kernel.launch.launcher import rank_log
-from hotswitch.kernel.notebook import event_log, rank_reports
+from hotswitch.kernel.notebook.jobs import event_log, rank_reports
 
 LIMIT_S = 900  # generous: the machine's cores are shared
 

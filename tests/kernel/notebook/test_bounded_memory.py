@@ -4,8 +4,8 @@ them all, and says when something was cut: older events and lines dropped, an ov
 import pytest
 
 from hotswitch.kernel.channel.line_limit import MAX_LINE_CHARS, cut_line
-from hotswitch.kernel.notebook.event_log import EventLog, Window
-from hotswitch.kernel.notebook.rank_reports import KEPT_LINE_CHARS, RankReports
+from hotswitch.kernel.notebook.jobs.event_log import EventLog, Window
+from hotswitch.kernel.notebook.jobs.rank_reports import KEPT_LINE_CHARS, RankReports
 
 
 class Recorded:

@@ -2,8 +2,8 @@
 arrive, messages a rank gave up on while the kernel was away, and messages the kernel refused."""
 
 from hotswitch.kernel.channel.signing import ChannelStats
-from hotswitch.kernel.notebook.channel_losses import channel_losses, losses_note
-from hotswitch.kernel.notebook.rank_reports import RankReports
+from hotswitch.kernel.notebook.jobs.channel_losses import channel_losses, losses_note
+from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
 
 
 class Recorded:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from hotswitch.kernel.notebook.event_log import EventLog, JobEnded
+from hotswitch.kernel.notebook.jobs.event_log import EventLog, JobEnded
 
 
 def test_a_subscriber_joining_mid_stream_sees_every_event_once_in_order():

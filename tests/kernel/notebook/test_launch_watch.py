@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from hotswitch.kernel.launch.launcher import Launcher
-from hotswitch.kernel.notebook import launch_watch
-from hotswitch.kernel.notebook.launch_watch import LaunchUnanswered, wait_for_exit
+from hotswitch.kernel.notebook.jobs import launch_watch
+from hotswitch.kernel.notebook.jobs.launch_watch import LaunchUnanswered, wait_for_exit
 
 
 class Flaky(Launcher):

@@ -5,8 +5,8 @@ says so and names the pools there are, without offering to start one."""
 import pytest
 from IPython.core.error import UsageError
 
-from hotswitch.kernel.notebook.pool_magics import check_pool_name
-from hotswitch.kernel.notebook.pool_registry import PoolRegistry
+from hotswitch.kernel.notebook.pools.pool_magics import check_pool_name
+from hotswitch.kernel.notebook.pools.pool_registry import PoolRegistry
 
 
 class FakePool:

@@ -6,7 +6,7 @@ import stat
 from types import SimpleNamespace
 
 from hotswitch.backend.train.loop.events import read_events
-from hotswitch.kernel.notebook.run_record import RunRecord, new_run_dir
+from hotswitch.kernel.notebook.jobs.run_record import RunRecord, new_run_dir
 from hotswitch.widgets.dashboard import Dashboard
 from tests.widgets.recorded_events import recorded_events
 

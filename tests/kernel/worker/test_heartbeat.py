@@ -13,8 +13,8 @@ import pytest
 
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
-from hotswitch.kernel.notebook.cell_output import ConsoleOutput
-from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
+from hotswitch.kernel.notebook.jobs.job import Job
 from hotswitch.kernel.worker.heartbeat import ENV_HEARTBEAT_TIMEOUT
 from tests.kernel.kernel_session import CAP_S, cpu_seconds, processes_mentioning, wait_progressing
 
@@ -26,8 +26,8 @@ KERNEL = """
 import pathlib, sys, time
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
-from hotswitch.kernel.notebook.cell_output import ConsoleOutput
-from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
+from hotswitch.kernel.notebook.jobs.job import Job
 
 folder = pathlib.Path(sys.argv[1])
 body = folder / "body.py"

@@ -19,8 +19,8 @@ KERNEL = """
 import os, pathlib, sys, time
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
-from hotswitch.kernel.notebook.cell_output import ConsoleOutput
-from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
+from hotswitch.kernel.notebook.jobs.job import Job
 
 folder = pathlib.Path(sys.argv[1])
 body = folder / "body.py"

@@ -15,8 +15,8 @@ import time
 
 from hotswitch.backend.runtime.devices import ENV_DEVICE
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
-from hotswitch.kernel.notebook.job import Job
-from hotswitch.kernel.notebook.pool_results import RankResults, RanksFailed
+from hotswitch.kernel.notebook.jobs.job import Job
+from hotswitch.kernel.notebook.pools.pool_results import RankResults, RanksFailed
 
 WAIT_SLICE_S = 0.1
 READY_TIMEOUT_S = 600.0

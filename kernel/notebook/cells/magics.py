@@ -13,17 +13,17 @@ from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, launcher_options, make_launcher
-from hotswitch.kernel.notebook.attach import attachable, find_run, read_summary
-from hotswitch.kernel.notebook.cell_output import output_for_current_cell
-from hotswitch.kernel.notebook.detached import private_dir, reattach, record_run
-from hotswitch.kernel.notebook.job import Job
-from hotswitch.kernel.notebook.pool import PoolError
-from hotswitch.kernel.notebook.pool_registry import PoolRegistry, pool_launcher_of
-from hotswitch.kernel.notebook.pool_start import POOL_FILE, newest_of_name, pool_run
-from hotswitch.kernel.notebook.push import push_names, pushed_values, write_pushed
-from hotswitch.kernel.notebook.registry import JobRegistry
-from hotswitch.kernel.notebook.run_record import new_run_dir
-from hotswitch.kernel.notebook.train_options import check_name, check_options, compile_body, parse_env
+from hotswitch.kernel.notebook.cells.cell_output import output_for_current_cell
+from hotswitch.kernel.notebook.cells.push import push_names, pushed_values, write_pushed
+from hotswitch.kernel.notebook.cells.train_options import check_name, check_options, compile_body, parse_env
+from hotswitch.kernel.notebook.jobs.attach import attachable, find_run, read_summary
+from hotswitch.kernel.notebook.jobs.detached import private_dir, reattach, record_run
+from hotswitch.kernel.notebook.jobs.job import Job
+from hotswitch.kernel.notebook.jobs.registry import JobRegistry
+from hotswitch.kernel.notebook.jobs.run_record import new_run_dir
+from hotswitch.kernel.notebook.pools.pool import PoolError
+from hotswitch.kernel.notebook.pools.pool_registry import PoolRegistry, pool_launcher_of
+from hotswitch.kernel.notebook.pools.pool_start import POOL_FILE, newest_of_name, pool_run
 
 CHANNEL_HOST = "127.0.0.1"
 

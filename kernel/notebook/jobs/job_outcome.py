@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import asdict
 
-from hotswitch.kernel.notebook.exit_reason import describe_exit, describe_failure
+from hotswitch.kernel.notebook.jobs.exit_reason import describe_exit, describe_failure
 from hotswitch.kernel.worker.entry import WORKER_ERROR_MARK
 
 AGENT_TAIL_LINES = 20

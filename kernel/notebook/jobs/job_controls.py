@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hotswitch.kernel.notebook.job_checks import checkpoint_target
-from hotswitch.kernel.notebook.switch_request import switch_request
+from hotswitch.kernel.notebook.jobs.job_checks import checkpoint_target
+from hotswitch.kernel.notebook.jobs.switch_request import switch_request
 
 
 class JobControls:

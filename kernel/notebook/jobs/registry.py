@@ -7,7 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hotswitch.kernel.notebook.job import Job
+from hotswitch.kernel.notebook.jobs.job import Job
 
 
 class JobRegistry:

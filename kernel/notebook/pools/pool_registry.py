@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 
-from hotswitch.kernel.notebook.pool import Pool, PoolError
-from hotswitch.kernel.notebook.pool_launcher import PoolLauncher
+from hotswitch.kernel.notebook.pools.pool import Pool, PoolError
+from hotswitch.kernel.notebook.pools.pool_launcher import PoolLauncher
 
 
 def pool_launcher_of(args, pools: PoolRegistry) -> PoolLauncher:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hotswitch.backend.train.loop.events import read_events
 from hotswitch.kernel.channel.secrets import KernelSecret
-from hotswitch.kernel.notebook.run_record import KERNEL_SECRET_FILE, runs_root
+from hotswitch.kernel.notebook.jobs.run_record import KERNEL_SECRET_FILE, runs_root
 
 
 @dataclass(frozen=True)

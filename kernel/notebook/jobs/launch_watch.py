@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.launch.launcher import Launcher
-from hotswitch.kernel.notebook.rank_reports import RankReports
+from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
 
 WATCH_EVERY_S = 0.1
 KILL_AFTER_S = 5.0

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.named import make_launcher
-from hotswitch.kernel.notebook.attach import attachment
-from hotswitch.kernel.notebook.job import Job
-from hotswitch.kernel.notebook.run_record import RunRecord
+from hotswitch.kernel.notebook.jobs.attach import attachment
+from hotswitch.kernel.notebook.jobs.job import Job
+from hotswitch.kernel.notebook.jobs.run_record import RunRecord
 
 
 def record_run(job: Job, folder: Path, body: str, replay: bool = True) -> None:

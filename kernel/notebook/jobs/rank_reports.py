@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 from hotswitch.kernel.channel.line_limit import MAX_LINE_CHARS, cut_line
-from hotswitch.kernel.notebook.event_log import EventLog
+from hotswitch.kernel.notebook.jobs.event_log import EventLog
 
 LOG_LINES = 10_000  # output lines kept per rank
 LOG_CHARS = 8 * 1024 * 1024  # ... and at most this many characters of them per rank

@@ -14,7 +14,7 @@ from pathlib import Path
 from hotswitch.backend.runtime.devices import ENV_DEVICE
 from hotswitch.kernel.launch.job_files import job_files
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec, rank_log
-from hotswitch.kernel.notebook.pool import Pool
+from hotswitch.kernel.notebook.pools.pool import Pool
 from hotswitch.kernel.worker.entry import ENV_JOB_NAME, ENV_SECRET_FILE
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 

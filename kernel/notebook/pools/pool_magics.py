@@ -15,11 +15,11 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from hotswitch.backend.runtime.devices import DEVICE_KINDS
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS
-from hotswitch.kernel.notebook.cell_output import output_for_current_cell
-from hotswitch.kernel.notebook.pool import Pool, PoolError
-from hotswitch.kernel.notebook.pool_registry import PoolRegistry
-from hotswitch.kernel.notebook.pool_start import attach_pool, pool_name, pool_run, start_pool
-from hotswitch.kernel.notebook.train_options import MIN_MESSAGE_BYTES, NAME_RULE, compile_body, valid_name
+from hotswitch.kernel.notebook.cells.cell_output import output_for_current_cell
+from hotswitch.kernel.notebook.cells.train_options import MIN_MESSAGE_BYTES, NAME_RULE, compile_body, valid_name
+from hotswitch.kernel.notebook.pools.pool import Pool, PoolError
+from hotswitch.kernel.notebook.pools.pool_registry import PoolRegistry
+from hotswitch.kernel.notebook.pools.pool_start import attach_pool, pool_name, pool_run, start_pool
 
 DEFAULT_IDLE_TIMEOUT_S = 3600.0
 

@@ -21,12 +21,12 @@ from IPython.core.error import UsageError
 from hotswitch.backend.runtime.devices import ENV_DEVICE
 from hotswitch.kernel.launch.launcher import LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import launcher_options, make_launcher
-from hotswitch.kernel.notebook.attach import attachable, find_run, read_summary
-from hotswitch.kernel.notebook.detached import private_dir, reattach, record_run
-from hotswitch.kernel.notebook.job import Job
-from hotswitch.kernel.notebook.pool import Pool
-from hotswitch.kernel.notebook.run_record import new_run_dir
-from hotswitch.kernel.notebook.train_options import parse_env
+from hotswitch.kernel.notebook.cells.train_options import parse_env
+from hotswitch.kernel.notebook.jobs.attach import attachable, find_run, read_summary
+from hotswitch.kernel.notebook.jobs.detached import private_dir, reattach, record_run
+from hotswitch.kernel.notebook.jobs.job import Job
+from hotswitch.kernel.notebook.jobs.run_record import new_run_dir
+from hotswitch.kernel.notebook.pools.pool import Pool
 from hotswitch.kernel.worker.pool_serve import ENV_IDLE_TIMEOUT
 
 POOL_BODY = "from hotswitch.kernel.worker.pool_serve import serve\n\nserve(job)\n"

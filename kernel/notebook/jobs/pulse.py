@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
-from hotswitch.kernel.notebook.rank_reports import RankReports
+from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
 from hotswitch.kernel.worker.heartbeat import HEARTBEAT_S, heartbeat_timeout
 
 

@@ -19,16 +19,16 @@ from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.secrets import KernelSecret, leaves_loopback
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
-from hotswitch.kernel.notebook.attach import Attachment
-from hotswitch.kernel.notebook.channel_losses import channel_losses, losses_note
-from hotswitch.kernel.notebook.job_checks import checked_rank
-from hotswitch.kernel.notebook.job_controls import JobControls
-from hotswitch.kernel.notebook.job_display import JobDisplay
-from hotswitch.kernel.notebook.job_outcome import ending
-from hotswitch.kernel.notebook.launch_watch import WATCH_EVERY_S, LaunchUnanswered, drain, wait_for_exit
-from hotswitch.kernel.notebook.pulse import Pulse
-from hotswitch.kernel.notebook.rank_env import rank_env
-from hotswitch.kernel.notebook.rank_reports import RankReports
+from hotswitch.kernel.notebook.jobs.attach import Attachment
+from hotswitch.kernel.notebook.jobs.channel_losses import channel_losses, losses_note
+from hotswitch.kernel.notebook.jobs.job_checks import checked_rank
+from hotswitch.kernel.notebook.jobs.job_controls import JobControls
+from hotswitch.kernel.notebook.jobs.job_display import JobDisplay
+from hotswitch.kernel.notebook.jobs.job_outcome import ending
+from hotswitch.kernel.notebook.jobs.launch_watch import WATCH_EVERY_S, LaunchUnanswered, drain, wait_for_exit
+from hotswitch.kernel.notebook.jobs.pulse import Pulse
+from hotswitch.kernel.notebook.jobs.rank_env import rank_env
+from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
 
 FINAL = ("succeeded", "failed", "stopped", "timed out", "lost")
 STOP_MESSAGE_WAIT_S = 1.0

@@ -1,0 +1,83 @@
+"""``hotswitch train``'s training flags are the run configuration's settings: every setting has
+exactly one flag and one default (the field's, shown in the help), and no flag exists without a
+setting beside the launcher's and the command's own."""
+
+import argparse
+import re
+from typing import get_args
+
+import pytest
+
+from hotswitch.backend.train.config.run_config import SETTINGS, RunConfig
+from hotswitch.kernel.cli import train_command
+from hotswitch.kernel.cli.train_flags import default_text, flag, flag_options, given_settings
+
+# What ``hotswitch train`` takes beside the run's settings and the launcher's options.
+COMMAND_FLAGS = {"--nproc", "--config", "--timeout", "--json"}
+
+
+def flags_in(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long flag the parser's usage line offers."""
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", parser.format_usage()))
+
+
+def train_parser() -> argparse.ArgumentParser:
+    return train_command.add_parser(argparse.ArgumentParser().add_subparsers())
+
+
+def launcher_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    train_command.add_launcher_arguments(parser)
+    return parser
+
+
+def test_every_setting_has_one_flag_and_no_training_flag_lacks_a_setting():
+    setting_flags = {flag(s) for s in SETTINGS.values()}
+    assert len(setting_flags) == len(SETTINGS)
+    switches = {f"--no-{flag(s)[2:]}" for s in SETTINGS.values() if bool in get_args(s.hint)}
+    assert switches == {"--no-context-parallel", "--no-shard-optimizer"}
+    offered = flags_in(train_parser())
+    assert offered - flags_in(launcher_parser()) - COMMAND_FLAGS == setting_flags | switches
+
+
+def test_no_flag_holds_a_default_of_its_own_and_the_help_shows_the_fields():
+    args = train_parser().parse_args([])
+    assert not set(vars(args)) & set(SETTINGS)  # a flag not given leaves the setting alone
+    assert given_settings(args) == {}
+    for setting in SETTINGS.values():
+        text = " ".join(flag_options(setting)["help"].split())
+        shown = default_text(setting)
+        assert shown is None or text.endswith(f"(default: {shown})"), (setting.key, text)
+    assert default_text(SETTINGS["betas"]) == "0.9 0.95" and default_text(SETTINGS["lr"]) == str(
+        RunConfig().optimizer.lr
+    )
+
+
+def test_each_flag_sets_its_setting_in_the_settings_own_form():
+    argv = ["--lr", "3e-4", "--betas", "0.9", "0.99", "--no-shard-optimizer", "--track", "wandb", "--track",
+            "tensorboard:tb", "--data", "a.txt", "b.jsonl", "--plan", "tp4:64,dp4:0", "--eval-fraction", "0.1",
+            "--precision", "bf16", "--checkpoint", "out"]  # fmt: skip
+    given = given_settings(train_parser().parse_args(argv))
+    assert given == {
+        "lr": 3e-4,
+        "betas": [0.9, 0.99],
+        "shard_optimizer": False,
+        "track": ["wandb", "tensorboard:tb"],
+        "data": ["a.txt", "b.jsonl"],
+        "plan": [["tp4", 64], ["dp4", 0]],
+        "eval_fraction": 0.1,
+        "precision": "bf16",
+        "checkpoint": "out",
+    }
+    config = RunConfig.of(given)
+    assert config.precision.compute == "bf16" and config.checkpoints.final == "out"
+    assert given_settings(train_parser().parse_args(["--data", "synthetic:github"])) == {"data": "synthetic:github"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"), [(["--steps", "many"], "invalid int value"), (["--lr-schedule", "x"], "invalid choice")]
+)
+def test_a_flag_refuses_text_its_setting_cannot_take(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        train_parser().parse_args(argv)
+    assert message in capsys.readouterr().err
