@@ -1,5 +1,5 @@
 """Speedup over the best static strategy against context length, one line per setting and
-contender, from ``backend.sim.grid`` rows."""
+contender, from ``backend.sim.paper.grid`` rows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from hotswitch.widgets.figure_widget import FigureWidget
 
 CONTENDERS = {"auto": "auto_vs_static", "c1": "c1_vs_static"}
-# auto against each yardstick: the paper's own baselines and the strong static (``sim.baselines``)
+# auto against each yardstick: the paper's own baselines and the strong static (``sim.paper.baselines``)
 PAPER_YARDSTICKS = {
     "vs megatron-paper": "vs_megatron_paper",
     "vs deepspeed-paper": "vs_deepspeed_paper",

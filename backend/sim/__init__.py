@@ -1,17 +1,18 @@
 """Whole training steps on a described cluster, without the cluster: the engine's own
 dispatcher, ``auto`` planner and switch planner on a ``CostModel`` computed from FLOPs, bytes and
-the device's bandwidths ("plan offline" extended to "run offline")."""
+the device's bandwidths ("plan offline" extended to "run offline").
+
+This package is the step model the library uses; the HotSPa paper's experiment (its baselines,
+measured logs, calibrations and grids) is ``sim.paper``, which reads this package and which
+nothing else under ``backend/`` imports."""
 
 from hotswitch.backend.exports import lazy_exports
 
 _EXPORTS = {
     "Setup": "hotswitch.backend.sim.setup",
-    "compare": "hotswitch.backend.sim.compare",
     "simulate_step": "hotswitch.backend.sim.step",
     "batch_lengths": "hotswitch.backend.sim.datasets",
-    "paper_grid": "hotswitch.backend.sim.grid",
     "device_spec": "hotswitch.backend.sim.device",
-    "paper_contenders": "hotswitch.backend.sim.baselines",
 }
 __all__ = sorted(_EXPORTS)
 

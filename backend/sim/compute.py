@@ -23,7 +23,7 @@ measure at its lengths and fit (a quadratic per strategy: ``auto`` plans on it),
 ``SimulatedCost`` is the device itself, every micro-batch at its exact seconds (a simulated
 step is timed on it). The fit errs where efficiency grows with a micro-batch's size (wide tensor
 parallelism at long lengths), as it would on measurements; the paper's baselines
-(``sim.megatron``, ``sim.deepspeed``) are timed on the device alike.
+(``sim.paper.megatron``, ``sim.paper.deepspeed``) are timed on the device alike.
 """
 
 from __future__ import annotations

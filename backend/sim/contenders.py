@@ -25,7 +25,7 @@ class Contender:
     step: SimulatedStep | None
     memory_bytes: dict[str, float]  # per strategy: peak bytes per device
     why: str = ""
-    seconds: float | None = None  # a baseline simulated outside the engine's plans (``sim.baselines``)
+    seconds: float | None = None  # a baseline simulated outside the engine's plans (``sim.paper.baselines``)
     detail: str = ""  # how that baseline ran (layout, MBS...)
     predicted_s: float | None = None  # what the planner's fitted costs predicted for ``step``
 

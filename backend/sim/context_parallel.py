@@ -18,7 +18,7 @@ Every ring step and all-to-all also pays the device's latency (counted in the mi
 fixed cost: it does not grow with the tokens).
 
 Splitting attention into blocks is not free either, transfers apart (``RING_STEP``, measured on
-an H200 by ``benchmarks/ring_blocks.py`` and fitted by ``sim.calibrate_ring``): every ring step
+an H200 by ``benchmarks/ring_blocks.py`` and fitted by ``sim.paper.calibrate_ring``): every ring step
 launches a block's kernels and merges its rows into the running output in fp32, so a rank's
 attention takes its share of the whole plus a fixed time and memory traffic per step.
 """
@@ -51,7 +51,7 @@ class RingStep:
         return cp * (self.seconds + self.bytes_per_element * heads * local_tokens * head_dim / hbm_bw)
 
 
-RING_STEP = RingStep(seconds=3.40e-4, bytes_per_element=71.4)  # the fit of sim.calibrate_ring
+RING_STEP = RingStep(seconds=3.40e-4, bytes_per_element=71.4)  # the fit of sim.paper.calibrate_ring
 
 
 def members_per_server(strategy: Strategy, cluster: Cluster) -> int:

@@ -1,7 +1,7 @@
 """Global batches of sequence lengths for simulation, each document truncated at the context.
 
 - ``commoncrawl``: measured. RefinedWeb (the CommonCrawl extract the HotSPa authors trained on)
-  as the authors' own Megatron-LM runs counted it (``sim.measured.REFINEDWEB_*``, cited there);
+  as the authors' own Megatron-LM runs counted it (``REFINEDWEB_*`` below, cited beside them);
   lengths drawn log-uniformly within each measured bin. The log truncated documents at 16K, so
   its last bin also holds the longer ones: above 8K the counts are continued geometrically, each
   octave ``q`` of the one below, with ``q`` chosen so the 8K-16K bin plus everything above it
@@ -17,7 +17,18 @@ import math
 import random
 
 from hotswitch.backend.data.sources import SyntheticDocuments
-from hotswitch.backend.sim.measured import REFINEDWEB_BINS, REFINEDWEB_COUNTS, REFINEDWEB_SOURCE
+
+# Document lengths (GPT-2 BPE) counted by the HotSPa authors' Megatron-LM runs (public repository
+# ``Sakura-gh/Megatron-LM``, branch ``sync_files``, the ``real_seq_len`` of rank 5 at the end of
+# ``benchmark/logs/gpus8/7b/16k_packing_gbs512.log``; read on 2026-11-25): documents per bin
+# (upper bound in tokens, inclusive), over 51,200 documents truncated at 16K (the last bin holds
+# the truncated ones). The step times of the same runs are the paper experiment's
+# (``sim.paper.measured``).
+REFINEDWEB_BINS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+REFINEDWEB_COUNTS = (11062, 11624, 11691, 9672, 4578, 1664, 610, 299)
+REFINEDWEB_SOURCE = (
+    "github.com/Sakura-gh/Megatron-LM, branch sync_files, benchmark/logs/gpus8/7b/16k_packing_gbs512.log (real_seq_len)"
+)
 
 DATASETS = ("commoncrawl", "github")  # the paper's two, as the grid runs them
 SELECTABLE = (*DATASETS, "commoncrawl-synthetic", "github-synthetic")

@@ -2,14 +2,14 @@
 fraction of peak a training step reaches and the fixed cost every micro-batch pays.
 
 Peaks, memories and links are vendor data sheets, named beside them. The efficiency curve and the
-fixed cost are CALIBRATED (``sim.calibrate``) on the HotSPa authors' own Megatron-LM step times
-(``sim.measured.FIT``: public repository ``Sakura-gh/Megatron-LM``, branch ``sync_files``,
+fixed cost are CALIBRATED (``sim.paper.calibrate``) on the HotSPa authors' own Megatron-LM step times
+(``sim.paper.measured.FIT``: public repository ``Sakura-gh/Megatron-LM``, branch ``sync_files``,
 ``benchmark/logs/gpus8/7b/{4k,8k,16k}_packing_gbs512.log`` and ``4k_padding_gbs512.log``; 8 x
-H800) and checked on points not fitted on (``sim.measured.HELD_OUT``: 13B, two servers, padding
+H800) and checked on points not fitted on (``sim.paper.measured.HELD_OUT``: 13B, two servers, padding
 at 8K and 16K). Nothing is tuned to the HotSPa paper's speedups. The fitted curve is read as a
 fraction of peak and carried to the A800 and H100 presets (an assumption: the same software
 stack on a device of another peak). The H200 preset is fitted instead on this project's own
-one-GPU runs of the engine on an H200 (``sim.calibrate_h200``, ``sim.measured_h200``): on its
+one-GPU runs of the engine on an H200 (``sim.paper.calibrate_h200``, ``sim.paper.measured_h200``): on its
 held-out points it is far closer than the carried curve, whose attention efficiency is
 Megatron-LM's on an H800 (``benchmarks/paper.py --json``'s ``calibration_h200`` gives both errors).
 """
@@ -61,11 +61,11 @@ class DeviceSpec:
         return Cluster(nodes, per_node, self.name, self.memory, self.intra_bw, self.inter_bw)
 
 
-# Fitted by ``sim.calibrate.fit()`` on ``sim.measured.FIT`` (rerun it after changing the cost
-# model; ``tests/backend/sim/test_baselines.py`` checks these figures against the measurements).
+# Fitted by ``sim.paper.calibrate.fit()`` on ``sim.paper.measured.FIT`` (rerun it after changing the cost
+# model; ``tests/backend/sim/paper/test_baselines.py`` checks these figures against the measurements).
 CALIBRATION = {"max_mfu": 0.9185, "half_work": 5.662e6, "attention_mfu": 0.2045, "layer_overhead_s": 3.459e-3}
-# Fitted by ``sim.calibrate_h200.fit()`` on ``sim.measured_h200.FIT`` (the engine on one H200;
-# ``tests/backend/sim/test_calibrate_h200.py`` checks they are what the fit finds).
+# Fitted by ``sim.paper.calibrate_h200.fit()`` on ``sim.paper.measured_h200.FIT`` (the engine on one H200;
+# ``tests/backend/sim/paper/test_calibrate_h200.py`` checks they are what the fit finds).
 CALIBRATION_H200 = {"max_mfu": 0.4699, "half_work": 1.982e6, "attention_mfu": 0.4093, "layer_overhead_s": 3.008e-3}
 
 # Links: A800 as in the paper (NVLink 400 GB/s, InfiniBand 200 GB/s per server); H800 SXM has
@@ -84,7 +84,7 @@ PRESETS: dict[str, DeviceSpec] = {
 
 
 def uncalibrated(name: str) -> DeviceSpec:
-    """The preset's data-sheet figures alone (what ``sim.calibrate`` fits from)."""
+    """The preset's data-sheet figures alone (what ``sim.paper.calibrate`` fits from)."""
     return _UNCALIBRATED[device_spec(name).name.split("-")[0]]
 
 

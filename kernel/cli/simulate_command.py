@@ -69,9 +69,9 @@ def parse_plan(text: str):
 
 def _check(args) -> None:
     """Everything that can be wrong with the arguments, before anything is simulated."""
-    from hotswitch.backend.sim.baselines import PAPER_CONTENDERS
     from hotswitch.backend.sim.datasets import SELECTABLE
     from hotswitch.backend.sim.device import device_spec
+    from hotswitch.backend.sim.paper.baselines import PAPER_CONTENDERS
 
     device_spec(args.device)
     if args.dataset not in SELECTABLE:
@@ -84,7 +84,7 @@ def _check(args) -> None:
 
 
 def _contenders(args) -> tuple[str, ...]:
-    from hotswitch.backend.sim.baselines import PAPER_CONTENDERS
+    from hotswitch.backend.sim.paper.baselines import PAPER_CONTENDERS
 
     if args.contenders is None:
         return PAPER_CONTENDERS
@@ -142,8 +142,8 @@ def _print_table(out: dict) -> None:
 
 
 def run(args) -> int:
-    from hotswitch.backend.sim.compare import compare
     from hotswitch.backend.sim.datasets import batch_lengths
+    from hotswitch.backend.sim.paper.compare import compare
     from hotswitch.backend.sim.setup import Setup, sim_model
 
     _check(args)

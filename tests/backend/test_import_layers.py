@@ -1,5 +1,7 @@
 """The backend's layers import downwards only: runtime below switch below graph below train,
-and the engine never imports the notebook side (widgets, kernel)."""
+the engine never imports the notebook side (widgets, kernel), and the library never imports
+the paper's experiment (``sim.paper``: baselines, measured logs, calibrations, grids), which
+only the command line, benchmarks, notebooks and tests read."""
 
 import ast
 from pathlib import Path
@@ -10,12 +12,15 @@ import hotswitch.backend
 
 BACKEND = Path(hotswitch.backend.__file__).parent
 
-# importer layer -> layers it must not import (a layer is a module and everything under it)
+PAPER = "hotswitch.backend.sim.paper"
+
+# importer layer -> layers it must not import (a layer is a module and everything under it;
+# a module inside a forbidden layer may import that layer, as the experiment imports itself)
 FORBIDDEN = {
     "hotswitch.backend.runtime": ("hotswitch.backend.graph", "hotswitch.backend.switch", "hotswitch.backend.train"),
     "hotswitch.backend.switch": ("hotswitch.backend.graph", "hotswitch.backend.train"),
     "hotswitch.backend.graph": ("hotswitch.backend.train",),
-    "hotswitch.backend": ("hotswitch.kernel", "hotswitch.widgets"),
+    "hotswitch.backend": ("hotswitch.kernel", "hotswitch.widgets", PAPER),
 }
 
 
@@ -63,7 +68,7 @@ def violations(imports: dict[str, set[str]]) -> list[str]:
         for layer, forbidden in FORBIDDEN.items()
         if _within(module, layer)
         for target in targets
-        if any(_within(target, f) for f in forbidden)
+        if any(_within(target, f) and not _within(module, f) for f in forbidden)
     )
 
 
@@ -81,6 +86,15 @@ def test_backend_layers_import_downwards_only():
     assert violations(imports) == []
 
 
+def test_the_library_never_imports_the_papers_experiment():
+    imports = backend_imports()
+    experiment = {m for m in imports if _within(m, PAPER)}
+    assert f"{PAPER}.baselines" in experiment and f"{PAPER}.compare" in experiment  # the scan reaches the subpackage
+    assert "hotswitch.backend.sim.setup" in imports[f"{PAPER}.compare"]  # the experiment reads the step model
+    reaching = [line for line in violations(imports) if PAPER in line]
+    assert reaching == [], "the library must not depend on the paper's experiment; move the import into sim.paper"
+
+
 @pytest.mark.parametrize(
     ("module", "source", "offending"),
     [
@@ -92,10 +106,17 @@ def test_backend_layers_import_downwards_only():
         ("hotswitch.backend.graph.x", "from hotswitch.backend.train.planning.cost import CostModel", "planning.cost"),
         ("hotswitch.backend.layout", "import hotswitch.widgets.graph_view", "hotswitch.widgets"),
         ("hotswitch.backend.models.x", "from hotswitch.kernel import magics", "hotswitch.kernel"),
+        ("hotswitch.backend.sim.setup", "from hotswitch.backend.sim.paper.baselines import X", "sim.paper.baselines"),
+        ("hotswitch.backend.sim.step", "from .paper import compare", "sim.paper.compare"),
+        ("hotswitch.backend.sim", "from hotswitch.backend.sim.paper import paper_grid", "sim.paper.grid"),
+        ("hotswitch.backend.train.planning.x", "import hotswitch.backend.sim.paper.measured", "sim.paper.measured"),
     ],
 )
 def test_a_violation_is_reported(module, source, offending):
-    exports = {"hotswitch.backend": lazy_exports(BACKEND / "__init__.py")}
+    exports = {
+        "hotswitch.backend": lazy_exports(BACKEND / "__init__.py"),
+        PAPER: lazy_exports(BACKEND / "sim" / "paper" / "__init__.py"),
+    }
     found = violations({module: imported_modules(source, module, False, exports)})
     assert found and all(line.startswith(f"{module} imports ") for line in found)
     assert any(offending in line for line in found)
@@ -110,5 +131,7 @@ def test_allowed_directions_are_not_reported():
             "hotswitch.backend.layout",
             "hotswitch.backend.switchboard",
         },  # a name boundary,
+        f"{PAPER}.grid": {f"{PAPER}.compare", "hotswitch.backend.sim.setup"},  # the experiment reads the library
+        "hotswitch.backend.sim.setup": {"hotswitch.backend.sim.paperless"},  # a name boundary
     }
     assert violations(allowed) == []

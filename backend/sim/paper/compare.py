@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from hotswitch.backend.sim import paper
-from hotswitch.backend.sim.baselines import PAPER_CONTENDERS, paper_contenders
 from hotswitch.backend.sim.contenders import Contender, run_auto, run_plan, sim_candidates
+from hotswitch.backend.sim.paper import setups
+from hotswitch.backend.sim.paper.baselines import PAPER_CONTENDERS, paper_contenders
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.auto import candidate_strategies
@@ -54,9 +54,9 @@ def static_strategies(setup: Setup, model_name: str | None = None) -> list[Strat
     world = setup.cluster.world_size
     if world % 8:
         return [s for s in candidate_strategies(setup.config, world) if not s.ckpt]
-    picked = [paper.hand_picked(model_name or setup.config.name, world, which) for which in ("c1", "c2")]
+    picked = [setups.hand_picked(model_name or setup.config.name, world, which) for which in ("c1", "c2")]
     extra = [s for plan in picked if plan is not None for s in plan.strategies]
-    return [s for s in dict.fromkeys([*paper.baselines(world), *extra]) if _allowed(setup, s)]
+    return [s for s in dict.fromkeys([*setups.baselines(world), *extra]) if _allowed(setup, s)]
 
 
 def _allowed(setup: Setup, strategy: Strategy) -> bool:
@@ -73,7 +73,7 @@ class Comparison:
     statics: list[Contender]  # every static strategy tried, fitting or not
     hot: dict[str, Contender]  # "c1", "c2" (the paper's) and "plan" (the user's), where given
     auto: Contender
-    paper: dict[str, Contender] = field(default_factory=dict)  # sim.baselines, by name
+    paper: dict[str, Contender] = field(default_factory=dict)  # sim.paper.baselines, by name
     auto_cp: Contender | None = None  # ``auto`` with the cp layouts too, where asked for
 
     @property
@@ -118,7 +118,7 @@ def compare(
     check_fits_somewhere(setup)
     progress = progress or (lambda what, done, total: None)
     layouts = static_strategies(setup, model_name)
-    picked = {w: paper.hand_picked(model_name or setup.config.name, setup.cluster.world_size, w) for w in ("c1", "c2")}
+    picked = {w: setups.hand_picked(model_name or setup.config.name, setup.cluster.world_size, w) for w in ("c1", "c2")}
     picked = {w: p for w, p in picked.items() if p is not None}
     total, done = len(layouts) + len(picked) + (plan is not None) + len(baselines) + 1 + context_parallel, 0
     statics = []

@@ -1,5 +1,6 @@
 """Published measurements the simulator is calibrated on: step times of the Megatron-LM runs the
-HotSPa authors benchmarked, and the document lengths those runs counted.
+HotSPa authors benchmarked. The document lengths those runs counted are the dataset model's
+(``sim.datasets.REFINEDWEB_*``), which the library draws batches from.
 
 Source: the authors' Megatron-LM fork, public repository ``Sakura-gh/Megatron-LM``, branch
 ``sync_files``, folder ``benchmark/logs/`` (runs of 2024-02, 8 and 16 x H800-80G, bf16, global
@@ -56,10 +57,3 @@ HELD_OUT = (
     MeasuredStep("7b", 16, 4096, 4, 2, 2, 8, True, 3.61, "gpus16/7b/4k_packing_gbs512.log"),
     MeasuredStep("7b", 16, 16384, 1, 8, 2, 8, True, 8.86, "gpus16/7b/16k_packing_gbs512_node1.log"),
 )
-
-# Document lengths (GPT-2 BPE) the same runs counted, ``real_seq_len`` of rank 5 at the end of
-# ``gpus8/7b/16k_packing_gbs512.log``: documents per bin (upper bound in tokens, inclusive), over
-# 51,200 documents truncated at 16K (the last bin holds the truncated ones).
-REFINEDWEB_BINS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-REFINEDWEB_COUNTS = (11062, 11624, 11691, 9672, 4578, 1664, 610, 299)
-REFINEDWEB_SOURCE = LOGS + "gpus8/7b/16k_packing_gbs512.log (real_seq_len)"

@@ -1,11 +1,11 @@
 """The paper's own baselines as named contenders, each through the simulator's cost model:
 
 - ``megatron-paper`` (and ``megatron-paper+recompute``): the authors' Megatron-LM runs
-  (``sim.megatron``), the paper's layouts and the MBS sweep, the fastest kept;
+  (``sim.paper.megatron``), the paper's layouts and the MBS sweep, the fastest kept;
 - ``hetu-static-paper``: HotSPa's artifact run statically, documents in context-length rows with
-  dense in-row attention (``sim.rows``), the fastest of the paper's static layouts;
+  dense in-row attention (``sim.paper.rows``), the fastest of the paper's static layouts;
 - ``hotspa-c1-paper``: the artifact's hot switching, the paper's c1 plan on 4K/16K/32K rows;
-- ``deepspeed-paper``: ZeRO-1/2/3 with Ulysses (``sim.deepspeed``).
+- ``deepspeed-paper``: ZeRO-1/2/3 with Ulysses (``sim.paper.deepspeed``).
 
 Beside them stay the engine's packed statics (``best_static``: the strongest baseline a user can
 run, HotSPa-grade data handling, the headline yardstick) and ``auto``.
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hotswitch.backend.sim import paper
 from hotswitch.backend.sim.contenders import Contender, run_plan
-from hotswitch.backend.sim.deepspeed import deepspeed_sweep
-from hotswitch.backend.sim.megatron import megatron_sweep
-from hotswitch.backend.sim.rows import bucketed_rows, context_rows
+from hotswitch.backend.sim.paper import setups
+from hotswitch.backend.sim.paper.deepspeed import deepspeed_sweep
+from hotswitch.backend.sim.paper.megatron import megatron_sweep
+from hotswitch.backend.sim.paper.rows import bucketed_rows, context_rows
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
@@ -34,7 +34,7 @@ PAPER_CONTENDERS = (
 
 
 def _layouts(setup: Setup, model_name: str | None) -> list[Strategy]:
-    from hotswitch.backend.sim.compare import static_strategies  # compare imports this module
+    from hotswitch.backend.sim.paper.compare import static_strategies  # compare imports this module
 
     return static_strategies(setup, model_name)
 
@@ -60,7 +60,7 @@ def with_rows(setup: Setup, rows: list[int]) -> Setup:
 
 
 def hetu_static_paper(setup: Setup, model_name: str | None = None) -> Contender:
-    from hotswitch.backend.sim.compare import checkpointed_where_needed
+    from hotswitch.backend.sim.paper.compare import checkpointed_where_needed
 
     rows = with_rows(setup, context_rows(setup.lengths, setup.context))
     runs = [
@@ -75,9 +75,9 @@ def hetu_static_paper(setup: Setup, model_name: str | None = None) -> Contender:
 
 def hotspa_c1_paper(setup: Setup, model_name: str | None = None) -> Contender | None:
     """None where the paper gives no c1 for this (model, GPUs)."""
-    from hotswitch.backend.sim.compare import checkpointed_where_needed
+    from hotswitch.backend.sim.paper.compare import checkpointed_where_needed
 
-    picked = paper.hand_picked(model_name or setup.config.name, setup.cluster.world_size, "c1")
+    picked = setups.hand_picked(model_name or setup.config.name, setup.cluster.world_size, "c1")
     if picked is None:
         return None
     rows = with_rows(setup, bucketed_rows(setup.lengths, setup.context))

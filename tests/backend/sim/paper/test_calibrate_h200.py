@@ -4,8 +4,8 @@ and the memory model predicts every measured peak."""
 
 import pytest
 
-from hotswitch.backend.sim import calibrate_h200
 from hotswitch.backend.sim.device import CALIBRATION_H200, PRESETS
+from hotswitch.backend.sim.paper import calibrate_h200
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,14 @@
 """The paper's experiment against ours, over a simulated grid: ``auto``'s largest speedup over
 the paper's own baselines per dataset beside the figures the paper reports, and the goals of
-issue 26 checked on the rows ``sim.grid.row`` produced. The paper's figures only stand beside
+issue 26 checked on the rows ``sim.paper.grid.row`` produced. The paper's figures only stand beside
 ours: nothing in the simulator reads them."""
 
 from __future__ import annotations
 
 import itertools
 
-from hotswitch.backend.sim import paper
 from hotswitch.backend.sim.datasets import DATASETS
+from hotswitch.backend.sim.paper import setups
 
 # How close to the paper's figures the reproduction aims (relative), and what auto must reach
 # against the strongest static baseline.
@@ -41,8 +41,8 @@ def paper_block(rows: list[dict]) -> dict:
     for dataset in DATASETS:
         entry = {}
         for what, key, reported in (
-            ("megatron", "vs_megatron_paper", paper.HEADLINE),
-            ("deepspeed", "vs_deepspeed_paper", paper.HEADLINE_DEEPSPEED),
+            ("megatron", "vs_megatron_paper", setups.HEADLINE),
+            ("deepspeed", "vs_deepspeed_paper", setups.HEADLINE_DEEPSPEED),
         ):
             ours, theirs = _max(rows, key, dataset), reported.get(dataset)
             entry[f"max_vs_{what}"] = ours

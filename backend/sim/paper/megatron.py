@@ -11,7 +11,7 @@
 - distributed optimizer (the master weights and moments sharded over dp); no recompute (the
   ``+recompute`` variant checkpoints every layer, for when the engine's activations need it).
 
-The same step is what ``sim.calibrate`` fits the device model on, against the authors' logs.
+The same step is what ``sim.paper.calibrate`` fits the device model on, against the authors' logs.
 """
 
 from __future__ import annotations

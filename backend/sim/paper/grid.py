@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hotswitch.backend.sim import paper
-from hotswitch.backend.sim.compare import Comparison, compare
 from hotswitch.backend.sim.datasets import DATASETS, SELECTABLE, batch_lengths
-from hotswitch.backend.sim.goals import paper_block
+from hotswitch.backend.sim.paper import setups
+from hotswitch.backend.sim.paper.compare import Comparison, compare
+from hotswitch.backend.sim.paper.goals import paper_block
 from hotswitch.backend.sim.setup import Setup
 
 CONTEXTS = (4096, 8192, 16384, 32768)
@@ -82,7 +82,7 @@ def paper_grid(
     """``row`` for every (model, GPUs) of the paper's c1 settings, dataset and context."""
     return [
         row(simulate_setting(model, gpus, dataset, context, device), model, dataset)
-        for model, gpus in settings or paper.settings()
+        for model, gpus in settings or setups.settings()
         for dataset in datasets
         for context in contexts
     ]
@@ -104,7 +104,7 @@ def summary(rows: list[dict]) -> dict:
         "auto_vs_static_max": {
             d: max((r["auto_vs_static"] or 0 for r in rows if r["dataset"] == d), default=None) for d in DATASETS
         },
-        "paper_headline_vs_megatron": paper.HEADLINE,
+        "paper_headline_vs_megatron": setups.HEADLINE,
         "commoncrawl_speedup_by_context": {k: [x for _, x in sorted(v)] for k, v in growing.items()},
         "commoncrawl_gains_more_at_the_longest_context": {k: max(v)[1] > min(v)[1] for k, v in growing.items()},
         "paper": paper_block(rows),

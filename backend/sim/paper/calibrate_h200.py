@@ -1,8 +1,8 @@
 """The H200 preset fitted to this project's own one-GPU runs of the engine on an H200
-(``sim.measured_h200``): step time through ``sim.compute`` for one device, and peak memory
+(``sim.paper.measured_h200``): step time through ``sim.compute`` for one device, and peak memory
 through ``train.planning.memory``.
 
-``fit()`` finds the same four figures as ``sim.calibrate`` (efficiency curve, attention
+``fit()`` finds the same four figures as ``sim.paper.calibrate`` (efficiency curve, attention
 efficiency, fixed cost per layer) on the 1b points; ``report()`` gives every point's error,
 fitted or held out, beside the error of the calibration carried from the H800 logs, and the
 memory model's error on each measured peak.
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from hotswitch.backend.models.config import ModelConfig, get_config
 from hotswitch.backend.precision import Precision
-from hotswitch.backend.sim.calibrate import HELD_OUT_LIMIT, fit_figures
 from hotswitch.backend.sim.compute import SimulatedStrategy, update_seconds
 from hotswitch.backend.sim.device import CALIBRATION, CALIBRATION_H200, DeviceSpec, uncalibrated
-from hotswitch.backend.sim.measured_h200 import COMMAND, DEVICE, FIT, HELD_OUT, EngineStep
+from hotswitch.backend.sim.paper.calibrate import HELD_OUT_LIMIT, fit_figures
+from hotswitch.backend.sim.paper.measured_h200 import COMMAND, DEVICE, FIT, HELD_OUT, EngineStep
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 

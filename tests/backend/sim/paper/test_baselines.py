@@ -4,14 +4,14 @@ held-out points, the sweeps' refusals, the artifact's row packing."""
 import pytest
 
 from hotswitch.backend.precision import Precision
-from hotswitch.backend.sim.baselines import paper_contenders
-from hotswitch.backend.sim.calibrate import HELD_OUT_LIMIT, report
-from hotswitch.backend.sim.compare import compare
 from hotswitch.backend.sim.datasets import batch_lengths
-from hotswitch.backend.sim.deepspeed import deepspeed_step_s
 from hotswitch.backend.sim.device import PRESETS
-from hotswitch.backend.sim.megatron import megatron_step_s, megatron_sweep
-from hotswitch.backend.sim.rows import bucketed_rows, context_rows, first_fit_rows
+from hotswitch.backend.sim.paper.baselines import paper_contenders
+from hotswitch.backend.sim.paper.calibrate import HELD_OUT_LIMIT, report
+from hotswitch.backend.sim.paper.compare import compare
+from hotswitch.backend.sim.paper.deepspeed import deepspeed_step_s
+from hotswitch.backend.sim.paper.megatron import megatron_step_s, megatron_sweep
+from hotswitch.backend.sim.paper.rows import bucketed_rows, context_rows, first_fit_rows
 from hotswitch.backend.sim.setup import Setup, sim_model
 from hotswitch.backend.strategy import Strategy
 

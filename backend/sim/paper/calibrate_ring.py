@@ -1,5 +1,5 @@
 """The ring model's cost of splitting attention (``sim.context_parallel.RING_STEP``) fitted to
-this project's measured ring blocks on an H200 (``sim.measured_ring``).
+this project's measured ring blocks on an H200 (``sim.paper.measured_ring``).
 
 A rank's measured seconds beyond its share of the whole attention are fitted, least squares,
 as ``cp`` steps of a fixed time plus memory traffic per element of its local queries at the
@@ -13,7 +13,7 @@ import numpy as np
 
 from hotswitch.backend.sim.context_parallel import RING_STEP, RingStep
 from hotswitch.backend.sim.device import PRESETS
-from hotswitch.backend.sim.measured_ring import COMMAND, DEVICE, HEAD_DIM, POINTS, RingBlocks
+from hotswitch.backend.sim.paper.measured_ring import COMMAND, DEVICE, HEAD_DIM, POINTS, RingBlocks
 
 LONG = 32768  # sequences from here on are the ones context parallelism is for
 

@@ -1,5 +1,5 @@
-"""The device model fitted to published measurements: ``sim.measured``'s Megatron-LM step times,
-predicted through ``sim.megatron`` on batches drawn from the lengths the same runs counted.
+"""The device model fitted to published measurements: ``sim.paper.measured``'s Megatron-LM step times,
+predicted through ``sim.paper.megatron`` on batches drawn from the lengths the same runs counted.
 
 ``fit()`` finds the efficiency curve (``max_mfu``, ``half_work``) and the fixed cost per layer
 and micro-batch that minimise the squared log error over ``measured.FIT``; ``report()`` gives
@@ -15,8 +15,8 @@ from typing import Any
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.datasets import PAPER_BATCH, batch_lengths
 from hotswitch.backend.sim.device import CALIBRATION, DeviceSpec, uncalibrated
-from hotswitch.backend.sim.measured import FIT, HELD_OUT, LOGS, MeasuredStep
-from hotswitch.backend.sim.megatron import megatron_step_s
+from hotswitch.backend.sim.paper.measured import FIT, HELD_OUT, LOGS, MeasuredStep
+from hotswitch.backend.sim.paper.megatron import megatron_step_s
 from hotswitch.backend.sim.setup import sim_model
 from hotswitch.backend.strategy import Strategy
 

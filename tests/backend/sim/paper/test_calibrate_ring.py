@@ -6,10 +6,10 @@ import pytest
 
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.precision import Precision
-from hotswitch.backend.sim import calibrate_ring
 from hotswitch.backend.sim.compute import SimulatedStrategy
 from hotswitch.backend.sim.context_parallel import RING_STEP
 from hotswitch.backend.sim.device import PRESETS
+from hotswitch.backend.sim.paper import calibrate_ring
 
 
 def test_the_stored_ring_step_is_what_the_fit_finds():

@@ -2,26 +2,26 @@
 
 import pytest
 
-from hotswitch.backend.sim import paper
 from hotswitch.backend.sim.datasets import PAPER_BATCH, batch_lengths
-from hotswitch.backend.sim.grid import row, simulate_setting, summary
+from hotswitch.backend.sim.paper import setups
+from hotswitch.backend.sim.paper.grid import row, simulate_setting, summary
 
 
 def test_c1_sends_the_longest_sequences_to_the_instantiation_and_the_shortest_to_data_parallelism():
-    plan = paper.hand_picked("7b", 8)
+    plan = setups.hand_picked("7b", 8)
     assert [(str(b.strategy), b.above) for b in plan.buckets] == [
         ("dp1tp4pp2sp", 16384),
         ("dp2tp2pp2sp", 4096),
         ("dp8tp1pp1", 0),
     ]
-    assert paper.hand_picked("7b", 8, "c2").strategy_for(6000).tp == 2  # c2's 4K-8K bucket: dp4tp2
-    assert paper.hand_picked("13b", 32) is None
+    assert setups.hand_picked("7b", 8, "c2").strategy_for(6000).tp == 2  # c2's 4K-8K bucket: dp4tp2
+    assert setups.hand_picked("13b", 32) is None
 
 
 def test_the_baselines_scale_data_parallelism_with_the_gpus():
-    assert [str(s) for s in paper.baselines(16)][:3] == ["dp16tp1pp1", "dp8tp2pp1sp", "dp8tp1pp2"]
+    assert [str(s) for s in setups.baselines(16)][:3] == ["dp16tp1pp1", "dp8tp2pp1sp", "dp8tp1pp2"]
     with pytest.raises(ValueError, match="multiples of 8 GPUs, got 12"):
-        paper.baselines(12)
+        setups.baselines(12)
 
 
 def test_batches_are_documents_truncated_at_the_context_and_reproducible():

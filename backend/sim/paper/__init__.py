@@ -1,0 +1,15 @@
+"""The HotSPa paper's experiment through the step model: the paper's settings and baselines
+(Megatron-LM, DeepSpeed, Hetu's static layouts), the published and this project's measured
+logs, the calibrations fitted to them, and the grids of settings. It reads ``backend.sim``;
+nothing else under ``backend/`` imports it (``tests/backend/test_import_layers.py``)."""
+
+from hotswitch.backend.exports import lazy_exports
+
+_EXPORTS = {
+    "compare": "hotswitch.backend.sim.paper.compare",
+    "paper_grid": "hotswitch.backend.sim.paper.grid",
+    "paper_contenders": "hotswitch.backend.sim.paper.baselines",
+}
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
