@@ -18,11 +18,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The notebook's folder, for every rank: relative paths of a recipe resolve there (the ranks
-# themselves run in the job folder, which goes away with the kernel). Read by
-# hotswitch.backend.train.run.recipe under the same name.
-ENV_NOTEBOOK_DIR = "HOTSWITCH_NOTEBOOK_DIR"
-
 
 @dataclass(frozen=True)
 class LaunchSpec:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from hotswitch.kernel.launch.launcher import ENV_NOTEBOOK_DIR, Launcher, LaunchGone, LaunchSpec, rank_log
+from hotswitch.backend.train.config.paths import ENV_NOTEBOOK_DIR
+from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec, rank_log
 from hotswitch.kernel.launch.loopback_agent import ENV_AGENT_EXIT, LOOPBACK, TORCHRUN
 
 LOOPBACK_AGENT = "hotswitch.kernel.launch.loopback_agent"

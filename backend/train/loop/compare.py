@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from hotswitch.backend.train.loop.events import event
-from hotswitch.backend.train.run.recipe import batches, build, model_config
+from hotswitch.backend.train.run.recipe import batches, build
 
 HOT = "hot switching"
 
@@ -34,12 +34,12 @@ def compare(spec: dict, job: RankContext) -> None:
     """``spec`` is a recipe spec (``hotswitch.backend.train.run.recipe``) with a ``memory_budget``;
     its ``plan`` is ignored. ``job`` is the rank's context: only ``job.rank``, ``job.emit`` and
     ``job.control`` are used (see ``RankContext``)."""
-    hot, settings = build({**spec, "plan": "auto"}, _tagged(job, HOT), job.control)
-    hot.train(settings["steps"])
-    cost, longest = hot.cost, settings["max_len"]
+    hot, run = build({**spec, "plan": "auto"}, _tagged(job, HOT), job.control)
+    hot.train(run.steps)
+    cost, longest = hot.cost, run.data.max_len
     del hot
-    stream = batches(settings, model_config(settings["model"]))
-    steps = [[s.length for s in stream.next_batch()] for _ in range(settings["steps"])]
+    stream = batches(run, run.model.architecture())
+    steps = [[s.length for s in stream.next_batch()] for _ in range(run.steps)]
     predicted = {
         s: sum(cost.static_step_s(s, lengths) for lengths in steps) / len(steps)
         for s in cost.strategies
@@ -53,7 +53,7 @@ def compare(spec: dict, job: RankContext) -> None:
     # fits() was checked with the same cost model: no second profile; micro-batches packed by it
     static, _ = build({**spec, "plan": str(chosen), "memory_budget": None}, _tagged(job, str(chosen)), job.control)
     static.use_cost(cost)
-    static.train(settings["steps"])
+    static.train(run.steps)
 
 
 def _tagged(job: RankContext, run: str):

@@ -36,6 +36,7 @@ from hotswitch.backend.train.planning.profile import profile, profile_lengths
 from hotswitch.backend.train.state import checkpoint
 from hotswitch.backend.train.state.master import InitialValue
 from hotswitch.backend.train.state.optim import OptimizerConfig
+from hotswitch.backend.train.state.resume import ResumePoint
 from hotswitch.backend.train.state.run_checkpoints import CheckpointPolicy, remove, unwritable
 
 Control = Callable[[], list[dict]]
@@ -50,7 +51,8 @@ class Trainer:
     ``shard_optimizer`` (None: wherever the instantiation has data parallelism) shards the
     master weights and AdamW's moments over it; True where it has none is a no-op, with a notice.
     ``context_parallel``: whether ``auto`` also profiles and weighs cp layouts (None: where the
-    sequences are long enough for it, ``planning.auto.auto_candidates``)."""
+    sequences are long enough for it, ``planning.auto.auto_candidates``). ``resume_from``: a
+    checkpoint folder, or a ``ResumePoint`` whose metadata the run configuration's check read."""
 
     def __init__(
         self,
@@ -62,7 +64,7 @@ class Trainer:
         token_budget: int = 4096,
         sink: Sink = discard,
         control: Control | None = None,
-        resume_from: str | Path | None = None,
+        resume_from: str | Path | ResumePoint | None = None,
         instantiation: str | Strategy | None = None,
         memory_budget: float | None = None,
         checkpoint_dir: str | Path = "checkpoints",
@@ -81,7 +83,7 @@ class Trainer:
         self.rank = dist.get_rank()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
-        meta = checkpoint.read_meta(resume_from, config) if resume_from else None  # fail before any work
+        resume = ResumePoint.of(resume_from, config)  # a path is read here: fail before any work
         self.auto = plan == "auto"
         if isinstance(plan, str) and not self.auto:
             plan = HotSwitchPlan.of(plan)
@@ -100,10 +102,10 @@ class Trainer:
         self._cost: CostModel | None = None
         plan = self._first_plan(plan, strategies, memory_budget)
         self.step_index = 0
-        if meta:
-            checkpoint.load(self.engine, resume_from)
-            self.data.load_state_dict(meta["data"])
-            self.step_index = meta["step"]
+        if resume:
+            checkpoint.load(self.engine, resume.path)
+            self.data.load_state_dict(resume.data)
+            self.step_index = resume.step
         self.plan = None
         self._set_plan(plan, "auto" if self.auto else "buckets")
         self.sink(graphs_event(self.engine))

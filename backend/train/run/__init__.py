@@ -1,2 +1,3 @@
-"""The run description: one typed run configuration (TOML, flags, dict), every setting checked
-before launch (spec), and the recipe that builds a trainer from it on every rank."""
+"""The run: its edge (``spec``: a flat dict, a ``RunConfig`` or a TOML file, checked before
+launch against ``backend.train.config``) and the recipe that builds a trainer from the checked
+configuration on every rank."""

@@ -1,6 +1,7 @@
-"""A whole training run described by one plain dict (the spec, ``backend.train.run.spec``), for the
-command line and notebooks: ``run(spec, sink, control)`` on every rank (inside torchrun or a
-``%%train`` body) checks it, builds the trainer and trains.
+"""A whole training run, for the command line and notebooks: ``run(spec, sink, control)`` on every
+rank (inside torchrun or a ``%%train`` body) checks the run configuration (``backend.train.config``;
+``spec`` a flat dict, a ``RunConfig`` or a TOML path: ``run.spec``), builds the trainer and trains.
+The helpers below take the configuration whole (a flat dict is converted at the edge).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from hotswitch.backend.models.hf import hf_initializer, save_pretrained
 from hotswitch.backend.models.llama import Transformer
 from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
+from hotswitch.backend.train.config.inputs import HF, model_config  # noqa: F401  (the recipe's API)
+from hotswitch.backend.train.config.paths import ENV_NOTEBOOK_DIR, notebook_dir, resolve  # noqa: F401
+from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.evaluation import Evaluation
 from hotswitch.backend.train.loop.events import Sink, discard
 from hotswitch.backend.train.loop.trainer import Control, Trainer
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
-from hotswitch.backend.train.run.spec import DEFAULTS, check_spec, precision_of  # noqa: F401  (the recipe's API)
-from hotswitch.backend.train.run.spec_inputs import ENV_NOTEBOOK_DIR, HF, model_config, notebook_dir, resolve  # noqa: F401
+from hotswitch.backend.train.run.spec import DEFAULTS, Spec, check_run, check_spec, precision_of  # noqa: F401
 from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.tracking.fanout import TrackedSink
 from hotswitch.backend.train.tracking.trackers import open_tracker
@@ -43,81 +45,79 @@ def documents(data, text_field: str = "text") -> DocumentSource:
     return FileDocuments(paths, text_field)
 
 
-def sources(s: dict, config: ModelConfig) -> tuple[DocumentSource, DocumentSource | None]:
-    """(training documents, held-out documents or None) of a full spec ``s``, tokenised as it
+def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, DocumentSource | None]:
+    """(training documents, held-out documents or None) of a checked ``run``, tokenised as it
     says: with ``eval_every`` set, ``eval_fraction`` of the documents never train."""
-    source = documents(s["data"], s["text_field"]).use_tokenizer(s["tokenizer"])
-    if source.tokenizer.vocab_size > config.vocab_size:
+    run = RunConfig.of(run)
+    data = run.data
+    source = documents(data.source, data.text_field).use_tokenizer(data.tokenizer)
+    if source.tokenizer.vocab_size > model.vocab_size:
         raise ValueError(
-            f"the {s['tokenizer']} tokenizer has {source.tokenizer.vocab_size} tokens, more than {config.name}'s "
-            f"vocabulary of {config.vocab_size}; choose a smaller one"
+            f"the {data.tokenizer} tokenizer has {source.tokenizer.vocab_size} tokens, more than {model.name}'s "
+            f"vocabulary of {model.vocab_size}; choose a smaller one"
         )
-    if s["eval_every"] is None:
+    if run.evaluation.eval_every is None:
         return source, None
-    return holdout(source, s["eval_fraction"], s["seed"])
+    return holdout(source, run.evaluation.eval_fraction, run.seed)
 
 
-def batches(s: dict, config: ModelConfig) -> BatchStream:
-    """The global batches a full spec ``s`` trains on."""
-    return BatchStream(sources(s, config)[0], s["batch_size"], s["max_len"], seed=s["seed"])
+def batches(run: RunConfig | dict, model: ModelConfig) -> BatchStream:
+    """The global batches a checked ``run`` trains on."""
+    run = RunConfig.of(run)
+    return BatchStream(sources(run, model)[0], run.data.batch_size, run.data.max_len, seed=run.seed)
 
 
-def evaluation(s: dict, config: ModelConfig) -> Evaluation | None:
-    """The held-out evaluation a full spec ``s`` asks for, or None."""
-    held_out = sources(s, config)[1]
+def evaluation(run: RunConfig | dict, model: ModelConfig) -> Evaluation | None:
+    """The held-out evaluation a checked ``run`` asks for, or None."""
+    run = RunConfig.of(run)
+    held_out = sources(run, model)[1]
     if held_out is None:
         return None
-    stream = BatchStream(held_out, s["batch_size"], s["max_len"], seed=s["seed"] + 1)
-    return Evaluation(stream, s["eval_every"], s["eval_batches"])
+    stream = BatchStream(held_out, run.data.batch_size, run.data.max_len, seed=run.seed + 1)
+    return Evaluation(stream, run.evaluation.eval_every, run.evaluation.eval_batches)
 
 
-def optimizer(s: dict) -> OptimizerConfig:
-    """AdamW and the learning-rate schedule of a full spec ``s``."""
-    cosine = s["lr_schedule"] == "cosine"
-    return OptimizerConfig(
-        lr=s["lr"],
-        betas=tuple(s["betas"]),
-        weight_decay=s["weight_decay"],
-        max_grad_norm=s["max_grad_norm"],
-        warmup_steps=s["warmup_steps"],
-        decay_steps=max(1, s["steps"] - s["warmup_steps"]) if cosine else None,
-        min_lr=s["min_lr"],
-    )
+def optimizer(run: RunConfig | dict) -> OptimizerConfig:
+    """AdamW and the learning-rate schedule of a checked ``run``."""
+    run = RunConfig.of(run)
+    return run.optimizer.adamw(run.steps)
 
 
-def build(spec: dict, sink: Sink = discard, control: Control | None = None) -> tuple[Trainer, dict]:
-    s = check_spec(spec)
-    config = model_config(s["model"])
-    stream = batches(s, config)
-    device = local_device(s["device"])
+def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> tuple[Trainer, RunConfig]:
+    """The trainer ``spec`` describes (checked first, before any distributed work) and the
+    checked run configuration (``run["steps"]`` reads it by key too)."""
+    checked = check_run(spec)
+    run, model = checked.config, checked.model
+    stream = batches(run, model)
+    device = local_device(run.parallelism.device)
     init_from_env(device)
-    if s["track"] and dist.get_rank() == 0:
+    if run.tracking.track and dist.get_rank() == 0:
         run_name = os.environ.get("HOTSWITCH_JOB_NAME", "hotswitch")
-        trackers = [open_tracker(t, run_name, s, notebook_dir()) for t in s["track"]]
+        trackers = [open_tracker(t, run_name, run.as_spec(), notebook_dir()) for t in run.tracking.track]
         sink = TrackedSink(sink, trackers)
-    plan = s["plan"] if s["plan"] == "auto" else HotSwitchPlan.of(s["plan"])
+    name, checkpoints, parallelism = run.model.name, run.checkpoints, run.parallelism
     trainer = Trainer(
-        config,
+        model,
         stream,
-        plan,
-        optimizer(s),
-        seed=s["seed"],
-        token_budget=s["token_budget"],
+        parallelism.hot_switch_plan(),
+        optimizer(run),
+        seed=run.seed,
+        token_budget=run.precision.token_budget,
         sink=sink,
         control=control,
-        resume_from=s["resume_from"],
-        memory_budget=s["memory_budget"],
+        resume_from=checked.resume,
+        memory_budget=run.precision.memory_budget,
         checkpoint_dir=notebook_dir() / "checkpoints",
         device=device,
-        precision=precision_of(s),
-        checkpoint_every=s["checkpoint_every"],
-        keep_checkpoints=s["keep_checkpoints"],
-        evaluation=evaluation(s, config),
-        initial=hf_initializer(s["model"][len(HF) :]) if s["model"].startswith(HF) else None,
-        shard_optimizer=s["shard_optimizer"],
-        context_parallel=s["context_parallel"],
+        precision=run.precision.precision(),
+        checkpoint_every=checkpoints.checkpoint_every,
+        keep_checkpoints=checkpoints.keep_checkpoints,
+        evaluation=evaluation(run, model),
+        initial=hf_initializer(name[len(HF) :]) if name.startswith(HF) else None,
+        shard_optimizer=parallelism.shard_optimizer,
+        context_parallel=parallelism.context_parallel,
     )
-    return trainer, s
+    return trainer, run
 
 
 def export_hf(trainer: Trainer, path: str) -> None:
@@ -132,12 +132,12 @@ def export_hf(trainer: Trainer, path: str) -> None:
     dist.barrier()
 
 
-def run(spec: dict, sink: Sink = discard, control: Control | None = None) -> dict:
-    """Train as ``spec`` says; returns the ``done`` event."""
-    trainer, s = build(spec, sink, control)
-    done = trainer.train(s["steps"])
-    if s["checkpoint"]:
-        trainer.save(s["checkpoint"])
-    if s["export_hf"]:
-        export_hf(trainer, s["export_hf"])
+def run(spec: Spec, sink: Sink = discard, control: Control | None = None) -> dict:
+    """Train as ``spec`` says (a flat dict, a ``RunConfig`` or a TOML path); returns the ``done`` event."""
+    trainer, config = build(spec, sink, control)
+    done = trainer.train(config.steps)
+    if config.checkpoints.final:
+        trainer.save(config.checkpoints.final)
+    if config.checkpoints.export_hf:
+        export_hf(trainer, config.checkpoints.export_hf)
     return done

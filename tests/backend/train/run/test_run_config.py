@@ -1,11 +1,22 @@
-"""One typed run configuration: the recipe's dict, a ``RunConfig`` and a TOML file describe the
-same run, with the same defaults and the same checks."""
+"""One typed run configuration: the recipe's flat dict, a ``RunConfig`` tree and a TOML file
+describe the same run, with the same defaults and the same checks; each section checks itself;
+the resume checkpoint's metadata is read once."""
+
+import json
+from dataclasses import asdict, fields
+from pathlib import Path
 
 import pytest
 
+import hotswitch.backend
+from hotswitch.backend.models.config import get_config
+from hotswitch.backend.train.config.optimizer import OptimizerSettings
+from hotswitch.backend.train.config.parallelism import ParallelismSettings
+from hotswitch.backend.train.config.run_config import KNOWN, SECTIONS, SETTINGS, RunConfig, load_toml
 from hotswitch.backend.train.run.recipe import DEFAULTS, ENV_NOTEBOOK_DIR, check_spec
-from hotswitch.backend.train.run.run_config import KNOWN, RunConfig, load_toml
-from hotswitch.backend.train.run.spec import run_config
+from hotswitch.backend.train.run.spec import check_run, run_config
+from hotswitch.backend.train.state import checkpoint
+from hotswitch.backend.train.state.resume import ResumePoint
 
 TOML = """
 model = "tiny"
@@ -25,6 +36,33 @@ eval_every = 10
 
 def test_the_spec_defaults_are_the_typed_configs():
     assert RunConfig().as_spec() == DEFAULTS and tuple(DEFAULTS) == KNOWN
+    assert RunConfig.of({}) == RunConfig() and RunConfig.of(DEFAULTS) == RunConfig()
+
+
+def test_every_setting_lives_in_one_section_under_one_key():
+    declared = [f for section in SECTIONS.values() for f in fields(section)]
+    root = [f for f in fields(RunConfig) if f.name not in SECTIONS]
+    assert len(KNOWN) == len(set(KNOWN)) == len(declared) + len(root)
+    assert {s.section for s in SETTINGS.values()} == {None, *SECTIONS}
+    assert all(s.help for s in SETTINGS.values())  # the flag's help comes from the field
+
+
+def test_a_flat_dict_builds_the_same_tree_as_the_sections():
+    flat = RunConfig.of({"lr": 3e-4, "plan": "dp4", "steps": 7, "precision": "bf16"})
+    typed = RunConfig(steps=7, optimizer=OptimizerSettings(lr=3e-4), parallelism=ParallelismSettings(plan="dp4"))
+    assert flat.precision.compute == "bf16" and flat == RunConfig.of({**typed.as_spec(), "precision": "bf16"})
+    assert flat["lr"] == flat.optimizer.lr == 3e-4 and flat["plan"] == "dp4"
+    assert RunConfig.of(flat.as_spec()) == flat
+    with pytest.raises(KeyError, match="unknown training setting 'learning_rate'"):
+        flat["learning_rate"]
+
+
+def test_a_section_checks_itself_naming_the_setting_and_the_fix():
+    with pytest.raises(ValueError, match=r"'min_lr' = 0.5 is not valid: give a number at least 0 and below 0.001"):
+        OptimizerSettings(min_lr=0.5).check()
+    with pytest.raises(ValueError, match=r"'plan' = 'dp3x' is not valid: cannot parse strategy"):
+        ParallelismSettings(plan="dp3x").check()
+    assert OptimizerSettings().check().adamw(steps=10).decay_steps is None  # constant: no decay
 
 
 def test_a_toml_file_a_dict_and_a_run_config_give_the_same_run(tmp_path, monkeypatch):
@@ -33,10 +71,11 @@ def test_a_toml_file_a_dict_and_a_run_config_give_the_same_run(tmp_path, monkeyp
     settings = load_toml(tmp_path / "run.toml")
     assert settings["betas"] == (0.9, 0.99) and settings["eval_every"] == 10
     from_file = check_spec("run.toml")  # relative to the notebook's folder
-    assert from_file == check_spec(settings) == check_spec(RunConfig(**settings))
+    assert from_file == check_spec(settings) == check_spec(RunConfig.of(settings))
     typed = run_config("run.toml")
-    assert isinstance(typed, RunConfig) and typed.steps == 40 and typed.lr_schedule == "cosine"
-    assert typed.plan == [["tp4", 128], ["dp4", 0]] and typed.checkpoint_every is None
+    assert isinstance(typed, RunConfig) and typed.steps == 40 and typed.optimizer.lr_schedule == "cosine"
+    assert typed.parallelism.plan == [["tp4", 128], ["dp4", 0]] and typed.checkpoints.checkpoint_every is None
+    assert typed.optimizer.adamw(typed.steps).decay_steps == 36  # cosine over the steps after warmup
 
 
 def test_a_typo_in_toml_names_the_key_and_lists_the_known_ones(tmp_path):
@@ -55,3 +94,31 @@ def test_three_way_switches_are_settings_checked_by_type(tmp_path, key):
     for bad in (1, "yes"):
         with pytest.raises(ValueError, match=rf"'{key}' = .* give true, false or leave it out"):
             check_spec({key: bad})
+
+
+def test_the_token_budget_default_holds_one_whole_sequence():
+    assert check_spec({"max_len": 64})["token_budget"] == check_spec({})["token_budget"]
+    assert check_spec({"max_len": 1024})["token_budget"] == 1024
+    assert RunConfig().precision.token_budget is None  # filled in by the check, from max_len
+
+
+def test_the_resume_checkpoint_is_read_once_and_handed_on(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(tmp_path))
+    (tmp_path / "ckpt").mkdir()
+    meta = {"config": asdict(get_config("tiny")), "step": 3, "data": {"position": 5}}
+    (tmp_path / "ckpt" / "hotswitch.json").write_text(json.dumps(meta))
+    reads = []
+    real = checkpoint.read_meta
+    monkeypatch.setattr(checkpoint, "read_meta", lambda *args: reads.append(args) or real(*args))
+    checked = check_run({"resume_from": "ckpt"})
+    assert len(reads) == 1 and checked.resume.step == 3 and checked.resume.data == {"position": 5}
+    assert checked.resume.path == tmp_path / "ckpt" and checked.config.checkpoints.resume_from == str(tmp_path / "ckpt")
+    assert ResumePoint.of(checked.resume, checked.model) is checked.resume and len(reads) == 1  # taken as read
+    assert check_run({}).resume is None
+
+
+def test_the_notebook_folder_variable_is_defined_once():
+    package = Path(hotswitch.backend.__file__).parent.parent  # the hotswitch package's folder
+    sources = [p for layer in ("backend", "kernel", "widgets") for p in (package / layer).rglob("*.py")]
+    defining = [p.relative_to(package).as_posix() for p in sources if f'= "{ENV_NOTEBOOK_DIR}"' in p.read_text()]
+    assert defining == ["backend/train/config/paths.py"]

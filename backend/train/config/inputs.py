@@ -1,5 +1,5 @@
-"""What a spec trains, checked before anything starts: the model (a preset or a Hugging Face
-checkpoint), the tokenizer and the data; and where relative paths resolve."""
+"""What a run trains, checked before anything starts: the model (a preset or a Hugging Face
+checkpoint), the tokenizer and the data."""
 
 from __future__ import annotations
 
@@ -10,24 +10,10 @@ from pathlib import Path
 from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, parse_tokenizer
 from hotswitch.backend.models.config import ModelConfig, get_config
+from hotswitch.backend.train.config.paths import resolve
+from hotswitch.backend.train.config.setting import bad_setting
 
-# The notebook's folder; set by hotswitch.kernel's launcher (the ranks run in a job folder).
-ENV_NOTEBOOK_DIR = "HOTSWITCH_NOTEBOOK_DIR"
 HF = "hf:"  # a model or tokenizer from a Hugging Face folder
-
-
-def notebook_dir() -> Path:
-    """Where relative paths of a spec resolve: $HOTSWITCH_NOTEBOOK_DIR, else the working directory."""
-    return Path(os.environ.get(ENV_NOTEBOOK_DIR) or os.getcwd())
-
-
-def resolve(path: str | os.PathLike) -> Path:
-    """``path`` made absolute against ``notebook_dir()``."""
-    return (notebook_dir() / Path(path).expanduser()).resolve()
-
-
-def bad_setting(key: str, value, fix: str) -> ValueError:
-    return ValueError(f"training setting {key!r} = {value!r} is not valid: {fix}")
 
 
 def model_config(model: str) -> ModelConfig:

@@ -1,0 +1,63 @@
+"""What trains and on what: the model section and the data section of a run configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.train.config.inputs import check_data, check_model, check_tokenizer, model_config
+from hotswitch.backend.train.config.setting import bad_setting, setting, whole
+
+
+def data_from_words(words: list[str]) -> str | list[str]:
+    """The ``data`` setting a flag's words give: one named source ('stdlib', 'synthetic:...') or files."""
+    one = len(words) == 1 and (words[0] == "stdlib" or ":" in words[0])
+    return words[0] if one else list(words)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The architecture that trains: a preset's, or a Hugging Face LLaMA checkpoint's (weights too)."""
+
+    name: str = setting("tiny", "tiny, 125m, 1b, 7b, ..., or hf:DIR (a Hugging Face LLaMA checkpoint)", key="model")
+
+    def check(self) -> ModelSettings:
+        """This section checked; an ``hf:`` folder made absolute."""
+        return ModelSettings(check_model(self.name))
+
+    def architecture(self) -> ModelConfig:
+        """The ``ModelConfig`` of a checked section (an ``hf:`` checkpoint's trains untied)."""
+        return model_config(self.name)
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """The documents, how they are tokenised, and the global batches they are cut into."""
+
+    source: str | list[str] = setting(  # noqa: RUF009  (a field with metadata; its default, a str, is immutable)
+        "stdlib",
+        "'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files",
+        key="data",
+        many="+",
+        parse=data_from_words,
+    )
+    text_field: str = setting("text", "the field or column holding each document's text")
+    tokenizer: str = setting(
+        "byte", "'byte', 'bpe:N' (a byte-level BPE of N tokens trained on the data, cached) or hf:DIR"
+    )
+    batch_size: int = setting(16, "sequences per global batch")
+    max_len: int = setting(256, "tokens per sequence at most")
+
+    def check(self, model: ModelConfig) -> DataSettings:
+        """This section checked against ``model`` (its sequence length and vocabulary); files
+        must exist and hold ``text_field``; paths made absolute."""
+        whole("batch_size", self.batch_size, 1)
+        whole("max_len", self.max_len, 2)
+        if self.max_len > model.max_seq_len:
+            why = f"{model.name} holds at most {model.max_seq_len} tokens per sequence"
+            raise bad_setting("max_len", self.max_len, why)
+        tokenizer = check_tokenizer(self.tokenizer, model)
+        if not isinstance(self.text_field, str) or not self.text_field:
+            why = "give the name of the field that holds each document's text"
+            raise bad_setting("text_field", self.text_field, why)
+        return replace(self, source=check_data(self.source, self.text_field), tokenizer=tokenizer)

@@ -1,0 +1,69 @@
+"""The parallelism and plan section of a run configuration: the hot-switch plan, what ``auto``
+weighs, the distributed optimizer, and the device kind every rank computes on."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
+from hotswitch.backend.train.config.setting import bad_setting, choice, setting, three_way
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+
+
+def plan_from_text(text: str) -> str | list[list]:
+    """The ``plan`` a flag's text gives: 'auto', one strategy ('dp4'), or buckets written
+    'tp4:128,dp4:0' (each strategy with the lower bound of the sequence lengths it takes)."""
+    if text == "auto" or ":" not in text:
+        return text
+    buckets = []
+    for part in text.split(","):
+        strategy, _, bound = part.partition(":")
+        if not bound.strip().isdigit():
+            raise ValueError(f"--plan {text!r}: bucket {part!r} needs a whole-number lower bound, like 'tp4:128,dp4:0'")
+        buckets.append([strategy.strip(), int(bound)])
+    return buckets
+
+
+@dataclass(frozen=True)
+class ParallelismSettings:
+    """``plan``: ``"auto"`` (each batch gets the buckets the cost model predicts fastest), one
+    strategy (static training), or buckets ``[[strategy, lower bound], ...]`` ending at 0."""
+
+    plan: str | list = setting(  # noqa: RUF009  (a field with metadata; its default, a str, is immutable)
+        "auto",
+        "'auto', one strategy ('dp4'), or buckets 'tp4:128,dp2tp2:48,dp4:0' (TOML: [['tp4', 128], ['dp4', 0]])",
+        parse=plan_from_text,
+    )
+    context_parallel: bool | None = setting(
+        None, "--plan auto: weigh context-parallel layouts (cp, ul) too; default: where --max-len reaches 4096"
+    )
+    shard_optimizer: bool | None = setting(
+        None,
+        "shard master weights and AdamW's moments over data parallelism (a distributed optimizer); "
+        "default: where dp > 1",
+    )
+    device: str | None = setting(
+        None,
+        f"cpu (gloo) or cuda (one GPU per rank, NCCL); default: ${ENV_DEVICE}, else cpu",
+        choices=DEVICE_KINDS,
+    )
+
+    def check(self) -> ParallelismSettings:
+        choice("device", self.device, DEVICE_KINDS, none=True)
+        if self.plan != "auto":
+            try:
+                HotSwitchPlan.of(self.plan)
+            except (ValueError, TypeError) as error:
+                raise bad_setting("plan", self.plan, f"{error} (or give 'auto')") from None
+        three_way("shard_optimizer", self.shard_optimizer, "shard where dp > 1")
+        three_way("context_parallel", self.context_parallel, "auto weighs cp from 4,096 tokens")
+        return self
+
+    def hot_switch_plan(self) -> HotSwitchPlan | str:
+        """A checked section's plan: ``"auto"`` or the ``HotSwitchPlan`` it names."""
+        return self.plan if self.plan == "auto" else HotSwitchPlan.of(self.plan)
+
+    def device_kind(self) -> str:
+        """The device kind the ranks compute on: ``device``, else $HOTSWITCH_DEVICE, else cpu."""
+        return self.device or os.environ.get(ENV_DEVICE) or "cpu"

@@ -1,0 +1,71 @@
+"""The precision and memory section of a run configuration: the dtypes the ranks compute and
+accumulate gradients in, the bytes each device may hold, and the tokens per micro-batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.precision import DTYPES, Precision, check_supported
+from hotswitch.backend.train.config.setting import bad_setting, choice, positive, setting, whole
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.memory import check_budget_holds_states
+
+TOKEN_BUDGET = 1024  # tokens per micro-batch where max_len is shorter
+EXAMPLE_BUDGET = 8e6  # bytes, only quoted in the message for a bad memory_budget
+
+
+@dataclass(frozen=True)
+class PrecisionSettings:
+    """``compute`` "bf16" computes with bf16 copies of fp32 master weights (``backend.precision``);
+    ``grad_dtype`` (bf16 only) is what gradients accumulate and switch in."""
+
+    compute: str = setting(
+        "fp32", "fp32, or bf16: bf16 compute with fp32 master weights", key="precision", choices=tuple(DTYPES)
+    )
+    grad_dtype: str | None = setting(
+        None, "bf16 only: what gradients accumulate and switch in; default: fp32", choices=tuple(DTYPES)
+    )
+    memory_budget: float | None = setting(
+        None,
+        "bytes per device the plan must fit in; default: none for a fixed plan, for auto what the device "
+        "has free (on cuda: its memory less what the instantiation strategy always holds)",
+    )
+    token_budget: int | None = setting(
+        None, f"tokens per micro-batch, padding included; default: {TOKEN_BUDGET}, or --max-len where longer"
+    )
+
+    def check(self, max_len: int, device: str) -> PrecisionSettings:
+        """This section checked for sequences of up to ``max_len`` tokens on ``device`` (a kind);
+        ``token_budget`` filled in."""
+        token_budget = max(TOKEN_BUDGET, max_len) if self.token_budget is None else self.token_budget
+        whole("token_budget", token_budget, max_len, " (max_len): a micro-batch holds at least one whole sequence")
+        positive("memory_budget", self.memory_budget, EXAMPLE_BUDGET, optional=True)
+        choice("precision", self.compute, tuple(DTYPES))
+        choice("grad_dtype", self.grad_dtype, tuple(DTYPES), none=True)
+        if self.grad_dtype not in (None, "fp32") and self.compute == "fp32":
+            why = "gradients accumulate in fp32 under precision 'fp32'; drop it"
+            raise bad_setting("grad_dtype", self.grad_dtype, why)
+        try:
+            check_supported(self.precision(), device)
+        except ValueError as error:
+            raise bad_setting("precision", self.compute, str(error)) from None
+        return replace(self, token_budget=token_budget)
+
+    def precision(self) -> Precision:
+        """The ``Precision`` a checked section trains in."""
+        return Precision.of(self.compute, self.grad_dtype)
+
+    def check_budget(self, model: ModelConfig, plan: HotSwitchPlan, max_len: int) -> None:
+        """A declared ``memory_budget`` must exceed the model states of each strategy of ``plan``,
+        each sent sequences up to its bucket's upper bound (``planning.memory.check_budget_holds_states``);
+        None declares no budget."""
+        if self.memory_budget is None:
+            return
+        longest, upper = {}, max_len
+        for bucket in plan.buckets:
+            longest[bucket.strategy], upper = upper, bucket.above
+        try:
+            check_budget_holds_states(model, longest, self.memory_budget, self.precision())
+        except ValueError as error:
+            raise bad_setting("memory_budget", self.memory_budget, str(error)) from None

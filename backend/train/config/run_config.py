@@ -1,0 +1,180 @@
+"""One typed run configuration: ``RunConfig``, the tree of sections (model, data, optimizer and
+schedule, parallelism and plan, precision and memory, checkpoints, evaluation, tracking) plus the
+run-wide ``steps`` and ``seed``. Each setting is declared once, as a section's field; its key
+(``lr``, ``max_len``) names it in a flat spec dict, in TOML and as a ``hotswitch train`` flag.
+
+``RunConfig.of`` builds the tree from a flat dict, a TOML file or a tree; ``check`` returns it
+checked (defaults filled in, paths absolute), raising ValueError naming the setting, its value and
+the fix; ``as_spec`` gives the flat dict back.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, get_type_hints
+
+from hotswitch.backend.train.config.checkpoints import CheckpointSettings
+from hotswitch.backend.train.config.model_data import DataSettings, ModelSettings
+from hotswitch.backend.train.config.optimizer import OptimizerSettings
+from hotswitch.backend.train.config.parallelism import ParallelismSettings
+from hotswitch.backend.train.config.paths import resolve
+from hotswitch.backend.train.config.precision import PrecisionSettings
+from hotswitch.backend.train.config.reporting import EvaluationSettings, TrackingSettings
+from hotswitch.backend.train.config.setting import key_of, setting, whole
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run: one section per component, each checking itself (``check``), plus the
+    run-wide ``steps`` and ``seed``. Build one from a flat dict or TOML with ``RunConfig.of``."""
+
+    model: ModelSettings = field(default_factory=ModelSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    steps: int = setting(20, "steps in all (a resumed run counts the checkpoint's)")
+    seed: int = setting(0, "seeds the initial weights and the order of the batches")
+    optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
+    parallelism: ParallelismSettings = field(default_factory=ParallelismSettings)
+    precision: PrecisionSettings = field(default_factory=PrecisionSettings)
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    evaluation: EvaluationSettings = field(default_factory=EvaluationSettings)
+    tracking: TrackingSettings = field(default_factory=TrackingSettings)
+
+    @classmethod
+    def of(cls, spec: RunConfig | Mapping | str | os.PathLike) -> RunConfig:
+        """``spec`` as a tree, unchecked: a ``RunConfig`` as it is, a flat dict of keys (those of
+        ``KNOWN``), or the path of a ``.toml`` run configuration (relative: to the notebook's folder)."""
+        if isinstance(spec, RunConfig):
+            return spec
+        if isinstance(spec, str | os.PathLike) and str(spec).endswith(".toml"):
+            spec = load_toml(resolve(spec))
+        if not isinstance(spec, Mapping):
+            raise ValueError(
+                "a training spec is a dict like {'model': 'tiny', 'steps': 20}, a RunConfig or a .toml file; "
+                f"got {spec!r}"
+            )
+        unknown = set(spec) - set(KNOWN)
+        if unknown:
+            raise unknown_keys(unknown, "the spec")
+        sections: dict[str | None, dict] = {}
+        for key, value in spec.items():
+            where = SETTINGS[key]
+            sections.setdefault(where.section, {})[where.name] = value
+        root = sections.pop(None, {})
+        return cls(**root, **{name: SECTIONS[name](**values) for name, values in sections.items()})
+
+    def check(self) -> RunConfig:
+        """This configuration checked, defaults filled in and paths made absolute; ValueError
+        naming the setting, its value and the fix. Reads the inputs' files, never a checkpoint's
+        metadata (``CheckpointSettings.resume_point``) and nothing that needs the ranks."""
+        model = self.model.check()
+        architecture = model.architecture()
+        whole("steps", self.steps, 1)
+        whole("seed", self.seed, 0)
+        data = self.data.check(architecture)
+        parallelism = self.parallelism.check()
+        precision = self.precision.check(data.max_len, parallelism.device_kind())
+        if parallelism.plan != "auto":
+            precision.check_budget(architecture, parallelism.hot_switch_plan(), data.max_len)
+        return replace(
+            self,
+            model=model,
+            data=data,
+            optimizer=self.optimizer.check(),
+            parallelism=parallelism,
+            precision=precision,
+            checkpoints=self.checkpoints.check(),
+            evaluation=self.evaluation.check(),
+            tracking=self.tracking.check(),
+        )
+
+    def as_spec(self) -> dict:
+        """The flat dict of every setting, by key."""
+        return {key: self[key] for key in KNOWN}
+
+    def __getitem__(self, key: str) -> Any:
+        """The setting ``key`` names (``run["max_len"]`` is ``run.data.max_len``): the flat
+        spec's view, for callers that read a checked spec by key."""
+        if key not in SETTINGS:
+            raise KeyError(f"unknown training setting {key!r}; known: {', '.join(KNOWN)}")
+        where = SETTINGS[key]
+        holder = self if where.section is None else getattr(self, where.section)
+        return getattr(holder, where.name)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting as the flags and the flat dict see it: ``key`` is ``section.name``'s outside name."""
+
+    key: str
+    section: str | None
+    name: str
+    default: Any
+    hint: Any
+    help: str
+    choices: tuple | None
+    many: str | int | None
+    parse: Any
+
+
+def _settings() -> dict[str, Setting]:
+    """Every setting of the tree by key, in declaration order; a key declared twice is refused."""
+    out = {}
+    for top in fields(RunConfig):
+        holder = top.default_factory if top.default_factory is not MISSING else None
+        owner, section = (holder, top.name) if is_dataclass(holder) else (RunConfig, None)
+        hints = get_type_hints(owner)
+        for f in fields(owner) if section else [top]:
+            key = key_of(f)
+            if key in out:
+                raise TypeError(f"two settings are called {key!r}: give one of them another key")
+            meta = f.metadata
+            described = (meta["help"], meta["choices"], meta["many"], meta["parse"])
+            out[key] = Setting(key, section, f.name, f.default, hints[f.name], *described)
+    return out
+
+
+SETTINGS: Mapping[str, Setting] = MappingProxyType(_settings())
+KNOWN = tuple(SETTINGS)
+SECTIONS = MappingProxyType({f.name: f.default_factory for f in fields(RunConfig) if f.default_factory is not MISSING})
+
+
+def unknown_keys(keys, where: str) -> ValueError:
+    return ValueError(f"unknown training settings {sorted(keys)} in {where}; known: {', '.join(KNOWN)}")
+
+
+def load_toml(path: str | os.PathLike) -> dict:
+    """The settings a TOML run configuration gives, by key: tables are headings for reading
+    (``[optimizer]`` with ``lr = 3e-4``), their keys the settings' own. A setting left out takes
+    its default; ``None`` is written by leaving it out. ValueError naming a key that is not a
+    setting (with the known ones), one given twice, or where the file cannot be parsed."""
+    path = Path(path)
+    try:
+        document = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise ValueError(f"cannot read the run configuration {path}: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid TOML: {error}") from None
+    settings: dict = {}
+    for key, value in document.items():
+        table = value if isinstance(value, dict) else {key: value}
+        for name, given in table.items():
+            if name in settings:
+                raise ValueError(f"{path}: training setting {name!r} is given twice")
+            settings[name] = given
+    unknown = set(settings) - set(KNOWN)
+    if unknown:
+        raise unknown_keys(unknown, str(path))
+    for key, value in settings.items():  # TOML has arrays only: a tuple setting's becomes one
+        if isinstance(SETTINGS[key].default, tuple) and isinstance(value, list):
+            settings[key] = tuple(value)
+    return settings

@@ -1,0 +1,41 @@
+"""A checkpoint to resume from, its metadata read once: the run configuration's check reads it
+(before any rank does work) and the trainer takes it as read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.train.state import checkpoint
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """``path``: the checkpoint folder; ``meta``: its metadata, checked to hold the model."""
+
+    path: Path
+    meta: dict
+
+    @classmethod
+    def read(cls, path: str | Path, model: ModelConfig) -> ResumePoint:
+        """Read ``path``'s metadata; CheckpointError naming the fix where it is not a checkpoint
+        of ``model`` (no metadata, damaged, another architecture)."""
+        return cls(Path(path), checkpoint.read_meta(path, model))
+
+    @classmethod
+    def of(cls, where: str | Path | ResumePoint | None, model: ModelConfig) -> ResumePoint | None:
+        """``where`` as a resume point: one already read as it is, a path read now, None none."""
+        if where is None or isinstance(where, ResumePoint):
+            return where
+        return cls.read(where, model)
+
+    @property
+    def step(self) -> int:
+        """The steps the checkpointed run had taken."""
+        return self.meta["step"]
+
+    @property
+    def data(self) -> dict:
+        """The batch stream's state when it was written."""
+        return self.meta["data"]
