@@ -1,0 +1,181 @@
+"""The sides that ``benchmarks/peers.py`` times on the same batches: the engine's one-device
+step and Hugging Face transformers' ``LlamaForCausalLM`` (eager or under ``torch.compile``),
+and the measurement they share. Not a script: the leading underscore keeps it out of the smoke
+test.
+
+One step on either side is forward, backward, gradient clipping and AdamW (fused on CUDA) over
+one batch of sequences, cut into the same micro-batches (``planning.batching.pack``: longest
+first, rows padded to the longest within a token budget), the loss of each scaled by the
+batch's token count, so that both sides take the same step on the same tokens.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.hf_config import config_to_dict, hf_name
+from hotswitch.backend.models.llama import init_param
+from hotswitch.backend.precision import Precision
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.planning.batching import MicroBatching, collate, pack
+from hotswitch.backend.train.state.optim import OptimizerConfig
+
+# what a side's step_s holds where it has no figure
+OOM, SKIPPED, ERROR = "oom", "skipped", "error"
+SEED = 0
+OUT_OF_MEMORY = re.compile(r"out of memory|ALLOC_FAILED", re.IGNORECASE)
+# SDPA's operators as a profile names them, each by the kernel family it runs
+ATTENTION_OPS = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)",
+    "aten::_scaled_dot_product_flash_attention": "flash",
+    "aten::_scaled_dot_product_cudnn_attention": "cudnn",
+    "aten::_scaled_dot_product_efficient_attention": "efficient",
+    "aten::_scaled_dot_product_attention_math": "math",
+    "aten::_scaled_dot_product_fused_attention_overrideable": "fused (overrideable)",
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One side on one row: ``step_s`` is the mean over the row's batches of each batch's median
+    step (or ``OOM``, ``SKIPPED``, ``ERROR``); ``first_step_s`` and ``first_loss`` are the first
+    warm-up step's (its excess over a step is compilation and kernel plans); ``peak_bytes`` is
+    CUDA's peak allocation over the row (None on CPU); ``attention`` the SDPA kernels a
+    profiled step ran; ``note`` says why a figure is missing."""
+
+    step_s: float | str
+    first_step_s: float | None = None
+    first_loss: float | None = None
+    peak_bytes: int | None = None
+    attention: str | None = None
+    note: str | None = None
+
+
+def attention_kernels(run: Callable[[], object]) -> str:
+    """The SDPA kernel families that ``run()`` calls, read from a profile of it."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        run()
+    seen = {event.key for event in profile.key_averages()}
+    return "+".join(kind for op, kind in ATTENTION_OPS.items() if op in seen) or "no SDPA operator seen"
+
+
+def measure(
+    step: Callable[[list[Sequence]], float], batches: list[list[Sequence]], warmups: int, timed: int, cuda: bool
+) -> Measured:
+    """``warmups`` steps (at least one per batch), one profiled step, then ``timed`` passes over
+    ``batches``, each step timed between device synchronisations; ``OOM`` if the device ran out."""
+
+    def timed_step(batch: list[Sequence]) -> tuple[float, float]:
+        if cuda:
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        loss = step(batch)
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() - started, loss
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        first_s, first_loss = timed_step(batches[0])
+        for i in range(1, max(warmups, len(batches))):
+            timed_step(batches[i % len(batches)])
+        attention = attention_kernels(lambda: step(batches[0]))
+        seconds = [[] for _ in batches]
+        for _ in range(timed):
+            for i, batch in enumerate(batches):
+                seconds[i].append(timed_step(batch)[0])
+    except RuntimeError as error:  # cuBLAS and cuDNN report a failed allocation as a plain RuntimeError
+        if not isinstance(error, torch.cuda.OutOfMemoryError) and not OUT_OF_MEMORY.search(str(error)):
+            raise
+        return Measured(OOM, note=f"out of memory: {str(error).splitlines()[0]}")
+    step_s = statistics.fmean(statistics.median(s) for s in seconds)
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    return Measured(step_s, first_s, first_loss, peak, attention)
+
+
+def release_memory() -> None:
+    """Return what a finished (or failed) side held to the device, so the next starts clean."""
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+class EngineSide:
+    """The engine on one device: ``Engine`` with the single strategy (dp1) as its own
+    instantiation strategy, in ``precision`` (bf16: fp32 master weights, bf16 compute)."""
+
+    def __init__(self, config: ModelConfig, device: torch.device, precision: Precision):
+        self.single = Strategy()
+        self.engine = Engine(
+            config, [self.single], self.single, OptimizerConfig(), SEED, device=device, precision=precision
+        )
+
+    def use_budget(self, token_budget: int) -> None:
+        self.engine.use_batching(MicroBatching(token_budget))
+
+    def step(self, batch: list[Sequence]) -> float:
+        return self.engine.step({self.single: batch}, [self.single]).loss
+
+
+def _llama(config: ModelConfig, device: torch.device, same_weights: bool):
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        raise ImportError("the transformers peer needs transformers: pip install 'hotswitch[hf]'") from None
+    with torch.device(device):
+        model = LlamaForCausalLM(LlamaConfig(**config_to_dict(config), attn_implementation="sdpa"))
+    if same_weights:  # the engine's initial values, so that the first losses agree
+        hf_params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, shape in config.param_shapes().items():
+                hf_params[hf_name(name)].copy_(init_param(name, shape, SEED))
+    return model
+
+
+class TransformersSide:
+    """transformers' ``LlamaForCausalLM`` with SDPA attention and fp32 weights, trained as its
+    single-GPU users do: under bf16 autocast when ``mixed``, padded rows with no attention
+    mask (causal attention never lets a real token see the right padding), gradient
+    accumulation over micro-batches, the loss divided by the batch's token count
+    (``num_items_in_batch``), clipping and AdamW with the engine's settings. ``compiled``:
+    the model under ``torch.compile`` (default options). ``same_weights``: the engine's initial
+    weights rather than transformers' own."""
+
+    def __init__(self, config: ModelConfig, device: torch.device, mixed: bool, compiled: bool, same_weights: bool):
+        model = _llama(config, device, same_weights)
+        self.device, self.mixed, self.optim = device, mixed, OptimizerConfig()
+        self.params = list(model.parameters())
+        self.optimizer = self.optim.adamw(self.params)
+        self.model = torch.compile(model) if compiled else model
+        self.token_budget = config.max_seq_len
+
+    def use_budget(self, token_budget: int) -> None:
+        self.token_budget = token_budget
+        self.optimizer.zero_grad(set_to_none=True)  # what a step cut short (out of memory) left
+
+    def step(self, batch: list[Sequence]) -> float:
+        count = torch.tensor(sum(s.length for s in batch), device=self.device)
+        loss = torch.zeros((), device=self.device)
+        for group in pack(batch, self.token_budget):
+            micro = collate(group)
+            tokens, targets = micro.tokens.to(self.device), micro.targets.to(self.device)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.mixed):
+                # targets are already shifted: shift_labels hands them to the loss as they are
+                part = self.model(input_ids=tokens, labels=targets, shift_labels=targets, num_items_in_batch=count).loss
+            part.backward()
+            loss += part.detach()
+        torch.nn.utils.clip_grad_norm_(self.params, self.optim.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss.item()

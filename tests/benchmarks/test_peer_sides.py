@@ -1,0 +1,75 @@
+"""``benchmarks/peers.py`` compares like with like: its transformers peer, started from the
+engine's initial weights, trains the engine's model, so that on the same batch, cut into the
+same padded micro-batches, its loss equals the engine's step after step (the same loss
+scaling over micro-batches, the same clipping, the same AdamW update). And a side that runs
+out of device memory is recorded as such rather than ending the whole run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # appended: shadows nothing
+from _peer_sides import OOM, EngineSide, TransformersSide, measure
+
+from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.config import get_config
+from hotswitch.backend.precision import Precision
+from hotswitch.backend.runtime.spawn import spawn_ranks
+
+LENGTHS = (40, 31, 17, 9, 3)  # at BUDGET: three micro-batches ([40], [31, 17], [9, 3]), two padded
+BUDGET = 64
+STEPS = 3
+
+
+def losses_of_both_sides(rank: int, world: int) -> list[list[float]]:
+    """The engine's and the transformers peer's losses, ``STEPS`` steps on one batch each."""
+    config = get_config("tiny").with_(max_seq_len=BUDGET)
+    generator = torch.Generator().manual_seed(1)
+    batch = [
+        Sequence(doc, tuple(torch.randint(0, config.vocab_size, (n + 1,), generator=generator).tolist()))
+        for doc, n in enumerate(LENGTHS)
+    ]
+    cpu = torch.device("cpu")
+    engine = EngineSide(config, cpu, Precision.of("fp32"))
+    peer = TransformersSide(config, cpu, mixed=False, compiled=False, same_weights=True)
+    out = []
+    for side in (engine, peer):
+        side.use_budget(BUDGET)
+        out.append([side.step(batch) for _ in range(STEPS)])
+    return out
+
+
+def test_the_transformers_peer_takes_the_engines_steps():
+    engine, peer = spawn_ranks(losses_of_both_sides, 1)[0]
+    assert engine[-1] < engine[0], f"training one batch {STEPS} times did not lower its loss: {engine}"
+    for step, (ours, theirs) in enumerate(zip(engine, peer, strict=True), 1):
+        assert abs(ours - theirs) <= 1e-5 * ours, f"step {step}: the engine's loss {ours}, transformers' {theirs}"
+
+
+def failing_step(error: Exception):
+    def step(batch):
+        raise error
+
+    return step
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),  # how cuDNN reports a failed allocation
+    ],
+)
+def test_a_side_out_of_memory_is_recorded_with_the_message(error):
+    done = measure(failing_step(error), [[]], warmups=1, timed=1, cuda=False)
+    assert done.step_s == OOM
+    assert str(error) in done.note
+
+
+def test_any_other_failure_is_raised():
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        measure(failing_step(RuntimeError("shapes cannot be multiplied")), [[]], warmups=1, timed=1, cuda=False)
