@@ -7,6 +7,11 @@
   graph for three strategies of 32 virtual devices and compile every (strategy, rank)
   executable graph. No process is launched.
 
+Beside them: ``eager_step_s``, ``exec_step_s``, and the compile's parts (``trace_7b_s``,
+``logical_7b_s``, ``exec_graphs_7b_s``, ``exec_graphs``, ``exec_nodes``, ``logical_nodes``).
+``--smoke``: the tiny model's step, and 7B's shape cut to 2 layers compiled for 4 devices (the
+output's ``smoke`` says what ran).
+
     python benchmarks/compile.py --json
 """
 
@@ -18,6 +23,7 @@ import statistics
 import time
 
 import torch
+from _promised import check_promised
 
 from hotswitch.backend import Strategy, get_config, param_layout
 from hotswitch.backend.graph.compile import compile_graph
@@ -27,6 +33,20 @@ from hotswitch.backend.models import build_model
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 
 STRATEGIES_32 = ["dp32", "dp4tp8", "dp2tp16"]
+SMOKE = dict(model="tiny", layers=1, batch=1, seq=16, repeat=1)
+SMOKE_COMPILE = dict(layers=2, gpus=4, strategies=["dp4", "dp2tp2", "tp4"])
+OUTPUT_KEYS = (
+    "exec_vs_eager",
+    "eager_step_s",
+    "exec_step_s",
+    "compile_7b_32_s",
+    "trace_7b_s",
+    "logical_7b_s",
+    "exec_graphs_7b_s",
+    "exec_graphs",
+    "exec_nodes",
+    "logical_nodes",
+)
 
 
 def step_ratio(model_name: str, layers: int, batch: int, seq: int, repeat: int) -> dict:
@@ -68,12 +88,13 @@ def step_ratio(model_name: str, layers: int, batch: int, seq: int, repeat: int) 
     }
 
 
-def compile_7b(gpus: int = 32) -> dict:
-    config = get_config("7b")
+def compile_7b(gpus: int = 32, strategies: list[str] = STRATEGIES_32, layers: int | None = None) -> dict:
+    """``layers``: 7B's shape with that many layers (the default: all 32)."""
+    config = get_config("7b").with_(**({"n_layers": layers} if layers else {}))
     started = time.perf_counter()
     module = trace_config(config)
     traced = time.perf_counter()
-    graph = LogicalGraph(config, STRATEGIES_32, module)
+    graph = LogicalGraph(config, strategies, module)
     built = time.perf_counter()
     nodes = 0
     for strategy in graph.strategies:
@@ -101,13 +122,20 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}, {SMOKE_COMPILE}")
     args = parser.parse_args()
-    out = {**step_ratio(args.model, args.layers, args.batch, args.seq, args.repeat), **compile_7b()}
+    if args.smoke:
+        vars(args).update(SMOKE)
+    compiled = compile_7b(**SMOKE_COMPILE) if args.smoke else compile_7b()
+    out = {**step_ratio(args.model, args.layers, args.batch, args.seq, args.repeat), **compiled}
+    if args.smoke:
+        out["smoke"] = {**SMOKE, "compile": SMOKE_COMPILE}
     if not args.json:
         print(
             f"exec/eager step: {out['exec_vs_eager']:.3f}  7B on 32 devices compiled in {out['compile_7b_32_s']:.2f} s"
         )
     print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

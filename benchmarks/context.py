@@ -8,7 +8,11 @@ device model is the one ``benchmarks/paper.py`` uses, calibrated on the same mea
 Each cell also gives the batch's longest document trained alone on the fastest layout that
 holds it, without cp and with it (``longest_alone_s``, ``longest_alone_cp_s``): what cp can
 shorten, against what the step gains.
-Progress on stderr; ``--quick``: 7B on 8 and 32 GPUs at 32K, 64K and 128K only.
+The output: the ``cells`` (each with both arms' ``auto_s`` and ``auto_cp_s``, the ``speedup`` and
+``meets_goal``), the ``summary`` (``long_cells_meeting_1_3x``, ``short_never_slower``), the ring's
+fitted split cost (``ring_split``) and the grid's seconds (``grid_s``).
+Progress on stderr; ``--quick``: 7B on 8 and 32 GPUs at 32K, 64K and 128K only; ``--smoke``: one
+cell (7B on 8 GPUs, CommonCrawl, 4K), what the output's ``smoke`` says.
 
     python benchmarks/context.py --json [--quick] [--device A800]
 """
@@ -21,8 +25,25 @@ import sys
 import time
 from pathlib import Path
 
-from hotswitch.backend.sim import calibrate_ring
-from hotswitch.backend.sim.context_grid import CONTEXTS, SETTINGS, context_grid, context_summary
+from _promised import check_promised
+
+from hotswitch.backend.sim.paper import calibrate_ring
+from hotswitch.backend.sim.paper.context_grid import CONTEXTS, SETTINGS, context_grid, context_summary
+
+SMOKE = dict(settings=[("7b", 8)], contexts=[4096], datasets=["commoncrawl"])
+OUTPUT_KEYS = (
+    "device",
+    "cells[].auto_s",
+    "cells[].auto_cp_s",
+    "cells[].speedup",
+    "cells[].meets_goal",
+    "cells[].longest_alone_s",
+    "cells[].longest_alone_cp_s",
+    "summary.long_cells_meeting_1_3x",
+    "summary.short_never_slower",
+    "ring_split",
+    "grid_s",
+)
 
 
 def main() -> None:
@@ -33,10 +54,12 @@ def main() -> None:
     parser.add_argument("--contexts", help="comma-separated contexts in tokens (default: 64K, 128K, then 4K-32K)")
     parser.add_argument("--seed", type=int, default=0, help="the batches' seed")
     parser.add_argument("--out", help="also write the JSON here after every cell (a long run's partial result)")
+    parser.add_argument("--smoke", action="store_true", help=f"one cell, in seconds: {SMOKE}")
     args = parser.parse_args()
     settings = (("7b", 8), ("7b", 32)) if args.quick else SETTINGS
     contexts = CONTEXTS[:2] + CONTEXTS[-1:] if args.quick else CONTEXTS
     contexts = [int(c) for c in args.contexts.split(",")] if args.contexts else contexts
+    grid = SMOKE if args.smoke else {"settings": settings, "contexts": contexts}
     rows: list[dict] = []
     started = time.perf_counter()
 
@@ -57,8 +80,10 @@ def main() -> None:
         summary = context_summary(rows)
         return {"device": args.device, "done": f"{done}/{total}", "summary": summary, "cells": rows}
 
-    context_grid(settings, contexts=contexts, device=args.device, progress=progress, seed=args.seed)
+    context_grid(**grid, device=args.device, progress=progress, seed=args.seed)
     out = result(rows, len(rows), len(rows))
+    if args.smoke:
+        out["smoke"] = SMOKE
     out["grid_s"] = time.perf_counter() - started
     ring = calibrate_ring.report()  # the ring's split cost, as measured on an H200 and fitted
     out["ring_split"] = {k: v for k, v in ring.items() if k != "points"}
@@ -69,6 +94,7 @@ def main() -> None:
                 f"  with cp {r['auto_cp_s'] or 0:7.2f}s  {r['speedup'] or 0:5.2f}x  {r['auto_cp_plan']}"
             )
     print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,13 @@ each after profiling its candidates on these ranks (the profile's seconds are re
 counted in the steps). Every run is checked against one device (the loss of every step, fp32),
 and its step times measured (median of the timed steps, slowest rank, after one warm-up step).
 
+The output: per run (``runs``: hot, static_cp4, auto, auto_without_cp) its ``median_step_s``,
+``max_loss_error`` and ``plans``; whether every run matched one device (``exact``),
+``speedup_hot_over_static_cp4`` (and ``speedup_auto_over_auto_without_cp`` with ``--auto``), the
+``memory_budget_bytes`` and the ``activation_bytes`` it was set from. ``--smoke``: a narrower,
+one-layer model, 4 short documents and one of 128 tokens, one timed step, ``auto`` weighing
+dp4, cp4 and tp4 only (the output's ``smoke``).
+
     python benchmarks/context_parallel.py --json     # about 5 minutes on 2 cores
 """
 
@@ -28,8 +35,9 @@ import time
 
 import torch
 import torch.distributed as dist
+from _promised import check_promised
 
-from hotswitch.backend import get_config
+from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.loop.engine import Engine
@@ -44,6 +52,23 @@ from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MODEL = dict(name="bench-cp", vocab_size=512, dim=128, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=344)
 SEED = 0
+SMOKE = dict(
+    model=dict(MODEL, dim=32, n_layers=1, ffn_dim=96),
+    short=4,
+    short_max=48,
+    long=128,
+    steps=1,
+    candidates="dp4,cp4,tp4",
+)
+OUTPUT_KEYS = (
+    "runs.*.median_step_s",
+    "runs.*.max_loss_error",
+    "runs.*.plans",
+    "exact",
+    "speedup_hot_over_static_cp4",
+    "memory_budget_bytes",
+    "activation_bytes",
+)
 
 
 def batches(args) -> list[list[Sequence]]:
@@ -52,13 +77,13 @@ def batches(args) -> list[list[Sequence]]:
     out = []
     for step in range(args.steps + 1):
         lengths = [rng.randint(32, args.short_max) for _ in range(args.short)] + [args.long]
-        docs = [tuple(rng.randrange(MODEL["vocab_size"]) for _ in range(n + 1)) for n in lengths]
+        docs = [tuple(rng.randrange(args.model["vocab_size"]) for _ in range(n + 1)) for n in lengths]
         out.append([Sequence(step * 1000 + i, tokens) for i, tokens in enumerate(docs)])
     return out
 
 
 def config(args):
-    return get_config("tiny").with_(**MODEL, max_seq_len=args.long)
+    return get_config("tiny").with_(**args.model, max_seq_len=args.long)
 
 
 def train(engine: Engine, plan_for, data: list[list[Sequence]], switch_cost=lambda a, b: 0.0) -> dict:
@@ -84,6 +109,8 @@ def train_auto(model, data, args, budget: float, context_parallel: bool) -> dict
     without the cp layouts), each batch planned by the cost model within ``budget`` activation
     bytes per device (the cost model's budget also counts the model states)."""
     strategies = auto_candidates(model, 4, args.long, context_parallel)
+    if args.candidates:  # only these of auto's candidates (a shorter profile)
+        strategies = [s for s in strategies if s in {Strategy.parse(c) for c in args.candidates.split(",")}]
     instantiation = instantiation_strategy(strategies)
     engine = Engine(model, strategies, instantiation, OptimizerConfig(), SEED, args.long)
     started = time.perf_counter()
@@ -148,7 +175,7 @@ def report(result: dict, reference: list[float], args) -> dict:
         )
     return {
         "ranks": 4,
-        "model": MODEL,
+        "model": args.model,
         "batch": {"short_documents": args.short, "short_max": args.short_max, "long_document": args.long},
         "longest_short_document": result["longest_short"],
         "memory_budget_bytes": budget,
@@ -176,13 +203,21 @@ def main() -> None:
         help="also the trainer's auto with and without cp layouts (profiles them first; default on)",
     )
     parser.add_argument("--budget-factor", type=float, default=1.5, help="budget = this x cp4's bytes for the long one")
+    parser.add_argument("--candidates", help="auto weighs only these of its candidates (comma-separated)")
+    parser.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}")
     args = parser.parse_args()
+    args.model = MODEL
+    if args.smoke:
+        vars(args).update(SMOKE)
     result = spawn_ranks(bench_rank, 4, args, timeout=3000)[0]
     out = report(result, reference_losses(args), args)
+    if args.smoke:
+        out["smoke"] = SMOKE
     if not args.json:
         for name, run in out["runs"].items():
             print(f"{name}: {run['median_step_s'] * 1e3:.0f} ms per step, loss within {run['max_loss_error']:.1e}")
     print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

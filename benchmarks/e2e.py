@@ -13,13 +13,17 @@ from the same initial weights:
 
 Throughput is tokens over the measured steps' wall time, in ``--repeats`` rounds that each run
 every contender once on the same batches (``speedup_vs_best_static`` is the median round's, with
-every round's and the minimum beside it), after ``--warmup`` steps for every contender alike: a
-strategy's first micro-batches allocate and warm up, and hot switching meets its strategies
-over its first two steps (one warm-up step left about 0.6 s of the second step's first runs in
-the measurement).
+every round's and the minimum, ``speedup_vs_best_static_min``, beside it), after ``--warmup``
+steps for every contender alike: a strategy's first micro-batches allocate and warm up, and hot
+switching meets its strategies over its first two steps (one warm-up step left about 0.6 s of the
+second step's first runs in the measurement).
 ``predicted_step_s`` is the cost model's mean prediction for hot switching's measured steps;
 ``predicted_static_step_s`` its prediction for each feasible static strategy on the same
 batches, so ``predicted_speedup_vs_best_static`` is the gain the measured profiles allow here.
+Also in the output: ``hotswitch_tokens_per_s``, each feasible ``static`` strategy's tokens/s,
+``torch_tp_tokens_per_s``, ``measured_step_s``, ``prediction_error``, the ``hotswitch_plans`` and
+``infeasible_static``. ``--smoke``: 2 ranks, a narrower 2-layer model, byte tokens, 4 documents of
+up to 64 tokens, one round of one step (the output's ``smoke``).
 
     python benchmarks/e2e.py --json
 """
@@ -34,6 +38,7 @@ from functools import partial
 
 import torch
 import torch.distributed as dist
+from _promised import check_promised
 
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
@@ -47,6 +52,31 @@ from hotswitch.backend.train.planning.memory import budget_holding
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MODEL = dict(name="bench", dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688)
+SMOKE = dict(
+    model=dict(MODEL, dim=32, n_layers=2, ffn_dim=96),
+    ranks=2,
+    steps=1,
+    warmup=1,
+    repeats=1,
+    batch_size=4,
+    max_len=64,
+    tokenizer="byte",
+    token_budget=256,
+)
+OUTPUT_KEYS = (
+    "hotswitch_tokens_per_s",
+    "static",
+    "torch_tp_tokens_per_s",
+    "speedup_vs_best_static",
+    "speedup_vs_best_static_min",
+    "measured_step_s",
+    "predicted_step_s",
+    "predicted_static_step_s",
+    "predicted_speedup_vs_best_static",
+    "prediction_error",
+    "hotswitch_plans",
+    "infeasible_static",
+)
 
 
 def measure(steps: int, warmup: int, step) -> tuple[float, int, list]:
@@ -139,8 +169,8 @@ def torch_tp_contender(config, source: DocumentSource, args, max_rows):
 
 def bench_rank(rank: int, world: int, args) -> dict:
     source = stdlib_documents().use_tokenizer(args.tokenizer)
-    vocab = source.tokenizer.vocab_size
-    config = get_config("tiny").with_(**MODEL, vocab_size=vocab, max_seq_len=max(args.max_len, 1024))
+    vocab = -(-source.tokenizer.vocab_size // world) * world  # padded as Megatron pads: tp splits it
+    config = get_config("tiny").with_(**args.model, vocab_size=vocab, max_seq_len=max(args.max_len, 1024))
     candidates = candidate_strategies(config, world)
     # only tensor parallelism holds the longest sequences: pure dp fits up to a third of them
     budget = budget_holding(config, Strategy(dp=world), args.max_len // 3)
@@ -203,8 +233,14 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=1024)
     parser.add_argument("--tokenizer", default="bpe:4096", help="'byte' or 'bpe:N' (trained on the corpus)")
     parser.add_argument("--token-budget", type=int, default=4096)
+    parser.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}")
     args = parser.parse_args()
+    args.model = MODEL
+    if args.smoke:
+        vars(args).update(SMOKE)
     out = spawn_ranks(bench_rank, args.ranks, args, timeout=3600)[0]
+    if args.smoke:
+        out["smoke"] = SMOKE
     if not args.json:
         print(
             f"hot switching {out['hotswitch_tokens_per_s']:,.0f} tok/s; static {out['static']}; "
@@ -212,6 +248,7 @@ def main() -> None:
             f"(median of {args.repeats}; min {out['speedup_vs_best_static_min']:.2f}x)"
         )
     print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

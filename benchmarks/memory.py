@@ -1,23 +1,28 @@
 """Memory per device against Megatron's, measured on 4 CPU ranks (gloo).
 
 - ``activation_bytes_per_token_layer``: per strategy, the bytes autograd keeps for backward per
-  token and transformer layer, in bf16, counted with ``saved_tensors_hooks`` (the same count
-  the memory model is checked against) on a model of ``--layers`` and of twice as many layers,
-  so the head cancels; beside Megatron's 34 x dim / tp (sequence parallelism and flash
-  attention, Korthikanti et al. 2022, with the attention-score term gone) and the ratio.
+  token and transformer layer (``measured``), in bf16, counted with ``saved_tensors_hooks`` (the
+  same count the memory model is checked against) on a model of ``--layers`` and of twice as
+  many layers, so the head cancels; beside Megatron's 34 x dim / tp (``megatron_formula``:
+  sequence parallelism and flash attention, Korthikanti et al. 2022, with the attention-score
+  term gone) and the ``ratio``; and the analytic model's total for each measured strategy
+  (``planning.memory``) over the count at ``--layers`` (``model_vs_measured_total``).
   Strategies without sequence parallelism are shown for reference: Megatron's figure assumes it.
 - ``optimizer_bytes_per_device``: per instantiation strategy, the bytes this rank's master
-  weights and AdamW moments take after one update (bf16 compute, fp32 masters), beside
-  12 x params / (tp x pp) (unsharded) and 12 x params / (tp x pp x dp) (sharded over dp).
-- ``model``: the analytic model's figure for each measured strategy (``planning.memory``).
+  weights and AdamW moments take after one update (``measured``; bf16 compute, fp32 masters),
+  beside 12 x params / (tp x pp) (``unsharded``) and 12 x params / (tp x pp x dp)
+  (``sharded_goal``, sharded over dp).
 - ``selective_recompute``: per strategy with sequence parallelism, its ``sel`` variant's
   activation bytes per token and layer (counted as above) over the plain one's, and the time of
   a micro-batch's forward and backward at ``--length`` (what recompute changes; a step's update
   and gradient sync are the same for both) over the plain one's, wall-clock (``step_s_ratio``)
   and the ranks' CPU time (``cpu_s_ratio``, steady where other processes share the cores):
   ratios of the medians of ``--repeats`` rounds, the two strategies alternating on the same
-  ranks in the same run. The top-level ratios are the worse of the strategies' (goal: <= 0.6
-  of the activations for <= 1.1 of the step time).
+  ranks in the same run. The top-level ratios are the worse of the strategies'
+  (``activation_ratio``; ``goal_met``: <= 0.6 of the activations for <= 1.1 of the step time).
+
+``--smoke``: 2 ranks, width 32, one layer, 32 tokens, one timed round, one strategy of each kind
+(the output's ``smoke``).
 
     python benchmarks/memory.py --json
 """
@@ -30,6 +35,7 @@ import statistics
 import time
 
 import torch
+from _promised import check_promised
 
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.precision import Precision
@@ -45,6 +51,30 @@ ACTIVATION_STRATEGIES = ["dp2tp2sp", "tp4sp", "dp2tp2", "tp4", "dp4"]
 OPTIMIZER_STRATEGIES = ["dp4", "dp2tp2", "tp4"]
 SELECTIVE_STRATEGIES = ["dp2tp2sp", "tp4sp"]
 BF16 = Precision.of("bf16")
+SMOKE = dict(
+    dim=32,
+    ffn=96,
+    layers=1,
+    length=32,
+    repeats=1,
+    ranks=2,
+    activation_strategies=["tp2sp"],
+    optimizer_strategies=["dp2"],
+    selective_strategies=["tp2sp"],
+)
+OUTPUT_KEYS = (
+    "activation_bytes_per_token_layer.*.measured",
+    "activation_bytes_per_token_layer.*.megatron_formula",
+    "activation_bytes_per_token_layer.*.ratio",
+    "activation_bytes_per_token_layer.*.model_vs_measured_total",
+    "optimizer_bytes_per_device.*.measured",
+    "optimizer_bytes_per_device.*.unsharded",
+    "optimizer_bytes_per_device.*.sharded_goal",
+    "selective_recompute.activation_ratio",
+    "selective_recompute.step_s_ratio",
+    "selective_recompute.cpu_s_ratio",
+    "selective_recompute.goal_met",
+)
 
 
 def _config(args, layers: int):
@@ -65,7 +95,7 @@ def _per_token_layer(args, s: Strategy) -> tuple[float, int]:
 
 def activations(args) -> dict:
     out = {}
-    for name in ACTIVATION_STRATEGIES:
+    for name in args.activation_strategies:
         s = Strategy.parse(name)
         per_token_layer, total = _per_token_layer(args, s)
         megatron = 34 * args.dim / s.tp
@@ -82,7 +112,7 @@ def activations(args) -> dict:
 
 def optimizer_bytes(args) -> dict:
     out = {}
-    for name in OPTIMIZER_STRATEGIES:
+    for name in args.optimizer_strategies:
         s = Strategy.parse(name)
         config = _config(args, args.layers)
         engine = _engine(config, s)
@@ -129,7 +159,7 @@ def _paired_ratios(args, plain: Strategy, sel: Strategy) -> dict:
 
 def selective(args) -> dict:
     rows = {}
-    for name in SELECTIVE_STRATEGIES:
+    for name in args.selective_strategies:
         plain, sel = Strategy.parse(name), Strategy.parse(name + "sel")
         kept, kept_sel = _per_token_layer(args, plain)[0], _per_token_layer(args, sel)[0]
         rows[str(sel)] = {
@@ -164,8 +194,19 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=15, help="timed runs per strategy for selective recompute")
+    parser.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}")
+    parser.set_defaults(
+        ranks=4,
+        activation_strategies=ACTIVATION_STRATEGIES,
+        optimizer_strategies=OPTIMIZER_STRATEGIES,
+        selective_strategies=SELECTIVE_STRATEGIES,
+    )
     args = parser.parse_args()
-    out = spawn_ranks(bench_rank, 4, args, timeout=3600)[0]
+    if args.smoke:
+        vars(args).update(SMOKE)
+    out = spawn_ranks(bench_rank, args.ranks, args, timeout=3600)[0]
+    if args.smoke:
+        out["smoke"] = SMOKE
     if not args.json:
         for name, row in out["activation_bytes_per_token_layer"].items():
             print(f"{name}: {row['measured']:.0f} B per token and layer, {row['ratio']:.2f}x Megatron's")
@@ -174,6 +215,7 @@ def main() -> None:
             f"selective recompute: {sel['activation_ratio']:.2f}x the activations, {sel['step_s_ratio']:.2f}x the time"
         )
     print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """How responsive ``%%train`` keeps a real Jupyter kernel, measured in this run, per launcher.
 
-    python benchmarks/notebook.py [--json] [--steps 40] [--launchers local,ray,slurm,kubeflow]
+    python benchmarks/notebook.py [--json] [--steps 40] [--launchers local,ray,slurm,kubeflow] [--smoke]
 
 For each launcher, starts the stock python3 kernel with ``%load_ext hotswitch.kernel`` and runs a
 2-rank gloo job (tiny nn.Linear, all_reduce of gradients) that emits one event per step with the
@@ -12,8 +12,11 @@ per launcher:
   train_return_s         time for the ``%%train`` cell to return (client-side, reply received)
   first_cell_after_load_s  the same for a cell run the instant the extension loaded
   first_step_s           launch to the first step event arriving in the kernel
-  event_latency_ms_p50/99  kernel arrival time minus the worker's send time, over all step events
-  busy_cell_ms           median execution time of a trivial cell while the job trains
+  event_latency_ms_p50     kernel arrival time minus the worker's send time, over all step events
+  event_latency_ms_p99     the same, 99th percentile
+  busy_cell_ms           median execution time of a trivial cell while the job trains (null
+                         when the job ended before one ran)
+  meets_goals            whether the figures in GOALS are met (per launcher and under warm)
 and, per launcher, on a warm pool of the same ranks (``%train_pool start`` with the launcher's
 options, then ``%%train --pool`` cells), against the new job's (cold) first step:
   warm.pool_start_s        ``%train_pool start`` until every rank is ready (once per session)
@@ -23,6 +26,8 @@ options, then ``%%train --pool`` cells), against the new job's (cold) first step
   warm.ranks_round_trip_ms   median over rounds: a ``%%ranks`` cell returning every rank's value,
                              client-side (sent to reply received); also _min
   cold_vs_warm_first_step_s  [first_step_s of a new job, warm.first_step_s]
+``--smoke``: the local launcher only, 3 steps, one warm round and two ``%%ranks`` round trips
+(the output's ``smoke``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from pathlib import Path
 
 # The driver shared with the tests; run from a checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _promised import check_promised
+
 from tests.kernel.kernel_session import KernelSession, train_body, wait_until, warm_body
 
 
@@ -57,6 +64,21 @@ WARM_GOALS = {
     "kubeflow": {},  # no goal set; measured all the same
 }
 WARM_ROUNDS, RANKS_ROUNDS = 5, 20
+SMOKE = dict(launchers="local", steps=3, warm_rounds=1, ranks_rounds=2)
+OUTPUT_KEYS = (
+    "launchers.*.train_return_s",
+    "launchers.*.first_cell_after_load_s",
+    "launchers.*.first_step_s",
+    "launchers.*.event_latency_ms_p50",
+    "launchers.*.event_latency_ms_p99",
+    "launchers.*.busy_cell_ms",
+    "launchers.*.meets_goals",
+    "launchers.*.warm.pool_start_s",
+    "launchers.*.warm.cell_to_first_step_s",
+    "launchers.*.warm.first_step_s",
+    "launchers.*.warm.ranks_round_trip_ms",
+    "launchers.*.cold_vs_warm_first_step_s",
+)
 
 
 def ok(session: KernelSession, code: str) -> None:
@@ -65,9 +87,11 @@ def ok(session: KernelSession, code: str) -> None:
         raise RuntimeError(f"cell failed: {session.text(msg_id)[-2000:]}")
 
 
-def measure_warm(steps: int, options: str = "-n 2") -> dict:
-    """A warm pool of 2 ranks (``options``: the launcher's): its start, then rounds of
-    ``%%train --pool`` and ``%%ranks``."""
+def measure_warm(
+    steps: int, options: str = "-n 2", rounds: int = WARM_ROUNDS, ranks_rounds: int = RANKS_ROUNDS
+) -> dict:
+    """A warm pool of 2 ranks (``options``: the launcher's): its start, then ``rounds`` of
+    ``%%train --pool`` and ``ranks_rounds`` of ``%%ranks``."""
     session = KernelSession("python3")
     try:
         ok(session, "%load_ext hotswitch.kernel")
@@ -75,7 +99,7 @@ def measure_warm(steps: int, options: str = "-n 2") -> dict:
         ok(session, f"%train_pool start bench {options}")
         pool_start_s = time.monotonic() - began
         to_step, first_step = [], []
-        for n in range(WARM_ROUNDS):
+        for n in range(rounds):
             sent = time.time()
             ok(session, f"%%train --pool bench --name warm{n}\n" + warm_body(steps=steps, pause=0))
             if session.value(f"jobs['warm{n}'].wait(300)") != "succeeded":
@@ -84,7 +108,7 @@ def measure_warm(steps: int, options: str = "-n 2") -> dict:
             to_step.append(arrived - sent)
             first_step.append(arrived - started)
         trips = []
-        for _ in range(RANKS_ROUNDS):
+        for _ in range(ranks_rounds):
             began = time.monotonic()
             msg_id = session.client.execute("%%ranks bench\nrank")
             reply = session.client.get_shell_msg(timeout=60)  # the execute reply: the cell is done
@@ -179,8 +203,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--steps", type=int, default=40, help="training steps (default 40, 0.05 s apart)")
     parser.add_argument("--launchers", default="local,ray,slurm,kubeflow", help="comma-separated (default all four)")
+    parser.add_argument("--smoke", action="store_true", help=f"a short run: {SMOKE}")
+    parser.set_defaults(warm_rounds=WARM_ROUNDS, ranks_rounds=RANKS_ROUNDS)
     args = parser.parse_args()
-    result = {"goals": GOALS, "warm_goals": WARM_GOALS, "launchers": {}}
+    if args.smoke:
+        vars(args).update(SMOKE)
+    result = {"goals": GOALS, "warm_goals": WARM_GOALS, "launchers": {}, **({"smoke": SMOKE} if args.smoke else {})}
     for name in args.launchers.split(","):
         with (
             tempfile.TemporaryDirectory(prefix=f"hotswitch-bench-{name}-") as folder,
@@ -189,7 +217,7 @@ def main() -> int:
             figures = measure(args.steps, options)
             figures["meets_goals"] = all(figures[key] <= goal for key, goal in GOALS.items())
             if name in WARM_GOALS:
-                warm = measure_warm(args.steps, options)
+                warm = measure_warm(args.steps, options, args.warm_rounds, args.ranks_rounds)
                 warm["meets_goals"] = all(warm[key] <= goal for key, goal in WARM_GOALS[name].items())
                 figures["warm"] = warm
                 figures["cold_vs_warm_first_step_s"] = [figures["first_step_s"], warm["first_step_s"]]
@@ -201,6 +229,7 @@ def main() -> int:
             print(name)
             for key, value in figures.items():
                 print(f"  {key:<24}{value}")
+    check_promised(result, OUTPUT_KEYS)
     return 0
 
 

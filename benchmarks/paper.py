@@ -16,6 +16,14 @@ and static; the simulator's step (``sim.simulate_step`` on the trainer's measure
 against the measured mean step time, and predicted against measured speedups (hot over static),
 which a loaded machine leaves nearly unchanged. A few minutes on 2 cores.
 
+The output: ``settings`` (per row ``best_static_s``, ``hot_c1_s``, ``auto_s`` and ``auto``
+against the paper's baselines: ``vs_megatron_paper``, ``vs_deepspeed_paper``,
+``vs_strong_static``), the ``summary`` (``auto_vs_static_mean``, the ``paper`` block),
+``calibration``, ``calibration_h200``, ``grid_s`` and ``validation`` (null without
+``--validate``; else its ``cases``, ``worst_rel_err`` and ``speedups``). ``--smoke``: one grid
+cell (7B on 8 GPUs, CommonCrawl, 4K) and the validation on 2 ranks with ``e2e.py``'s smoke
+model, one step of 4 documents of up to 64 byte tokens (the output's ``smoke``).
+
     python benchmarks/paper.py --json [--validate]
 """
 
@@ -29,9 +37,40 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # e2e's contenders and measurement
 
-from hotswitch.backend.sim import calibrate_h200
-from hotswitch.backend.sim.calibrate import report
-from hotswitch.backend.sim.grid import paper_grid, summary
+from _promised import check_promised
+
+from hotswitch.backend.sim.paper import calibrate_h200
+from hotswitch.backend.sim.paper.calibrate import report
+from hotswitch.backend.sim.paper.grid import paper_grid, summary
+
+SMOKE = dict(
+    grid=dict(settings=[("7b", 8)], datasets=["commoncrawl"], contexts=[4096]),
+    validate=True,
+    ranks=2,
+    steps=1,
+    warmup=1,
+    batch_size=4,
+    max_len=64,
+    tokenizer="byte",
+    token_budget=256,
+    static=["tp2"],
+    hot="tp2:16,dp2:0",
+)
+OUTPUT_KEYS = (
+    "device",
+    "settings[].best_static_s",
+    "settings[].hot_c1_s",
+    "settings[].auto_s",
+    "settings[].vs_megatron_paper",
+    "settings[].vs_deepspeed_paper",
+    "settings[].vs_strong_static",
+    "summary.auto_vs_static_mean",
+    "summary.paper",
+    "calibration",
+    "calibration_h200",
+    "grid_s",
+    "validation",
+)
 
 
 def validate_rank(rank: int, world: int, args) -> dict:
@@ -44,7 +83,9 @@ def validate_rank(rank: int, world: int, args) -> dict:
     from hotswitch.backend.train.planning.memory import budget_holding
 
     source = stdlib_documents().use_tokenizer(args.tokenizer)
-    config = get_config("tiny").with_(**e2e.MODEL, vocab_size=source.tokenizer.vocab_size, max_seq_len=1024)
+    vocab = -(-source.tokenizer.vocab_size // world) * world  # padded as e2e pads it
+    model = e2e.SMOKE["model"] if args.smoke else e2e.MODEL
+    config = get_config("tiny").with_(**model, vocab_size=vocab, max_seq_len=1024)
     budget = budget_holding(config, Strategy(dp=world), args.max_len // 3)  # as e2e: only TP holds the longest
     cases = []
     hot = HotSwitchPlan.of([(s, int(b)) for s, b in (part.split(":") for part in args.hot.split(","))])
@@ -110,9 +151,13 @@ def main() -> None:
     parser.add_argument("--static", nargs="*", default=["dp1tp4pp1", "dp1tp4pp1sp"], help="static cases to validate")
     parser.add_argument("--hot", default="dp1tp4pp1:256,dp4:0", help="a fixed hot-switched case to validate")
     parser.add_argument("--skip-grid", action="store_true", help="the validation only")
+    parser.add_argument("--smoke", action="store_true", help=f"a tiny run: {SMOKE}")
+    parser.set_defaults(grid={})
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     started = time.perf_counter()
-    rows = [] if args.skip_grid else paper_grid(device=args.device)
+    rows = [] if args.skip_grid else paper_grid(**args.grid, device=args.device)
     out = {"device": args.device, "settings": rows, "summary": summary(rows) if rows else None}
     out["calibration"] = report()  # the device model's fit: error on every logged point it used or held out
     out["calibration_h200"] = calibrate_h200.report()  # the H200 preset on the engine's own measured GPU steps
@@ -125,6 +170,8 @@ def main() -> None:
         out["validation"]["seconds"] = time.perf_counter() - started
     else:
         out["validation"] = None
+    if args.smoke:
+        out["smoke"] = SMOKE
     if not args.json:
         for r in rows:
             print(
@@ -133,6 +180,7 @@ def main() -> None:
                 f"  c1 {r['hot_c1_s'] or 0:7.2f}s  auto {r['auto_s'] or 0:7.2f}s  {r['auto_plan']}"
             )
     print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ of the run's wall time (slowest rank) it did not spend computing passes; the fig
 the mean over stages, next to ``(pp - 1) / (M + pp - 1)``. With fewer cores than ranks
 the stages also compete for the CPU, which shows as extra busy time, not as bubble.
 
+The output's ``runs``, one per schedule and ``M``: ``schedule``, ``stages``, ``micro_batches``,
+the best run's ``wall_s``, ``measured_bubble`` and ``theoretical_bubble``. ``--smoke``: 2 ranks,
+a narrower 2-layer model, M of 1 and 2, one repeat (the output's ``smoke``).
+
     python benchmarks/pipeline.py --json
 """
 
@@ -17,6 +21,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from _promised import check_promised
 
 from hotswitch.backend import Strategy, get_config, param_layout
 from hotswitch.backend.graph.compile import compile_graph
@@ -27,11 +32,20 @@ from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_ran
 from hotswitch.backend.runtime.spawn import spawn_ranks
 
 MODEL = dict(name="bench-pipeline", vocab_size=512, dim=256, n_layers=8, n_heads=8, n_kv_heads=4, ffn_dim=688)
+SMOKE = dict(model=dict(MODEL, dim=32, n_layers=2, ffn_dim=96), ranks=2, micro_batches=[1, 2], length=16, repeats=1)
+OUTPUT_KEYS = (
+    "runs[].schedule",
+    "runs[].stages",
+    "runs[].micro_batches",
+    "runs[].wall_s",
+    "runs[].measured_bubble",
+    "runs[].theoretical_bubble",
+)
 
 
 def bench_rank(rank: int, world: int, args) -> list[dict]:
     torch.set_num_threads(1)
-    config = get_config("tiny").with_(**MODEL)
+    config = get_config("tiny").with_(**args.model)
     strategy = Strategy(dp=1, tp=1, pp=world)
     graph = compile_graph(LogicalGraph.build(config, [strategy]), strategy, rank)
     layout = param_layout(config, strategy)
@@ -79,7 +93,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}")
+    parser.set_defaults(model=MODEL)
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     rows = spawn_ranks(bench_rank, args.ranks, args, timeout=1800)[0]
     if not args.json:
         for r in rows:
@@ -87,7 +105,9 @@ def main() -> None:
                 f"{r['schedule']:>5} pp={r['stages']} M={r['micro_batches']:>2}: bubble {r['measured_bubble']:.2f} "
                 f"measured, {r['theoretical_bubble']:.2f} in theory ({r['wall_s'] * 1e3:.0f} ms)"
             )
-    print(json.dumps({"runs": rows}, indent=1))
+    out = {"runs": rows, **({"smoke": SMOKE} if args.smoke else {})}
+    print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

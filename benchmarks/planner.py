@@ -6,6 +6,14 @@ naive, HotSPa greedy and balanced (default) planners and compare each with the
 linear-programming lower bounds: on the busiest sender's bytes and on the
 predicted switch time.
 
+The output's ``cases``, one per ordered pair: ``bytes_moved``, each planner's busiest sender
+(``naive_max_send``, ``greedy_max_send``, ``best_max_send``) and predicted time (``naive_time_s``,
+``greedy_time_s``, ``best_time_s``) beside the bounds (``bound_max_send``, ``bound_time_s``), and
+the planning seconds (``plan_s``, ``greedy_plan_s``); the ``summary`` gives the worst ratios to
+the bounds (``max_greedy_over_bound_max_send``, ``max_best_over_bound_max_send``,
+``max_greedy_over_bound_time``, ``max_best_over_bound_time``) and ``max_plan_s_32b``. ``--smoke``: 7B on 8 GPUs
+(c1) and the 32B setup only (the output's ``smoke``).
+
     python benchmarks/planner.py --json
 """
 
@@ -15,6 +23,8 @@ import argparse
 import itertools
 import json
 import time
+
+from _promised import check_promised
 
 from hotswitch.backend import Cluster, Strategy
 from hotswitch.backend.switch import model_layouts, plan_switch, switch_bounds
@@ -29,6 +39,25 @@ SETUPS = [
     ("7b", 8, "c2", [(1, 4, 2), (8, 1, 1), (4, 2, 1), (2, 2, 2)]),
 ]
 BF16 = 2
+SMOKE = dict(setups=[SETUPS[0], SETUPS[4]])  # the 32B one: the summary's planning time
+OUTPUT_KEYS = (
+    "cases[].bytes_moved",
+    "cases[].naive_max_send",
+    "cases[].greedy_max_send",
+    "cases[].best_max_send",
+    "cases[].bound_max_send",
+    "cases[].naive_time_s",
+    "cases[].greedy_time_s",
+    "cases[].best_time_s",
+    "cases[].bound_time_s",
+    "cases[].plan_s",
+    "cases[].greedy_plan_s",
+    "summary.max_greedy_over_bound_max_send",
+    "summary.max_best_over_bound_max_send",
+    "summary.max_greedy_over_bound_time",
+    "summary.max_best_over_bound_time",
+    "summary.max_plan_s_32b",
+)
 
 
 def measure_case(model: str, gpus: int, config: str, src: Strategy, dst: Strategy) -> dict:
@@ -68,9 +97,13 @@ def ratio(a: float, b: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument("--smoke", action="store_true", help="two setups only, in seconds")
+    parser.set_defaults(setups=SETUPS)
     args = parser.parse_args()
+    if args.smoke:
+        vars(args).update(SMOKE)
     cases = []
-    for model, gpus, config, strategies in SETUPS:
+    for model, gpus, config, strategies in args.setups:
         parsed = [Strategy(dp=dp, tp=tp, pp=pp) for dp, tp, pp in strategies]
         for src, dst in itertools.permutations(parsed, 2):
             cases.append(measure_case(model, gpus, config, src, dst))
@@ -89,7 +122,9 @@ def main() -> None:
         "max_best_over_bound_time": max(ratio(c["best_time_s"], c["bound_time_s"]) for c in cases),
         "max_plan_s_32b": max(c["plan_s"] for c in cases if c["model"] == "32b"),
     }
-    print(json.dumps({"cases": cases, "summary": summary}, indent=None if not args.json else 1))
+    out = {"cases": cases, "summary": summary, **({"smoke": SMOKE} if args.smoke else {})}
+    print(json.dumps(out, indent=None if not args.json else 1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

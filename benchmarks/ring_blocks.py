@@ -7,6 +7,10 @@ backward block by block from the merged rows: ``runtime.attention_blocks``) is t
 first and the last rank of the ring, against the same kernels run once on the whole sequence.
 ``efficiency`` is the whole attention's seconds over ``cp`` divided by the slower rank's: 1.0
 means the split costs nothing; the simulator's ring model (``sim.context_parallel``) assumes 1.0.
+The output: the ``device``, ``dtype`` and head shape, and ``rows``, one per length: ``whole_s``,
+the ``kernel`` used, and per cp degree (``cp``) the first and last rank's ``rank_s`` and the
+``efficiency``. ``--smoke``: 2 heads of 8 channels, 64 tokens, cp 2, one repeat (the output's
+``smoke``).
 
     python benchmarks/ring_blocks.py --json                                  # CPU, small
     python benchmarks/ring_blocks.py --device cuda --dtype bf16 --heads 32 --kv-heads 32 \\
@@ -22,12 +26,23 @@ import statistics
 import sys
 
 import torch
+from _promised import check_promised
 
 from hotswitch.backend.runtime.attention_blocks import blockwise, kernel
 from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.runtime.ring_attention import ring_block
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+SMOKE = dict(heads=2, kv_heads=1, head_dim=8, lengths=[64], cp=[2], repeat=1)
+OUTPUT_KEYS = (
+    "device",
+    "dtype",
+    "rows[].length",
+    "rows[].whole_s",
+    "rows[].kernel",
+    "rows[].cp.*.rank_s",
+    "rows[].cp.*.efficiency",
+)
 
 
 def _timed(fn, device: str, repeat: int) -> float:
@@ -85,7 +100,10 @@ def main(argv=None) -> dict:
     p.add_argument("--cp", type=int, nargs="+", default=[2, 4])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}")
     args = p.parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
     for length in args.lengths:
         if any(length % (2 * cp) for cp in args.cp):
             p.error(f"a length of {length} tokens does not split into 2 x cp chunks for cp in {args.cp}")
@@ -97,8 +115,10 @@ def main(argv=None) -> dict:
         "kv_heads": args.kv_heads,
         "head_dim": args.head_dim,
         "rows": [measure(args, n) for n in args.lengths],
+        **({"smoke": SMOKE} if args.smoke else {}),
     }
     print(json.dumps(result, indent=2 if args.json else None))
+    check_promised(result, OUTPUT_KEYS)
     return result
 
 

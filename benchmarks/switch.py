@@ -1,7 +1,7 @@
 """A hot switch measured on real gloo ranks against what the same move costs otherwise.
 
-For each pair of strategies, on ``--ranks`` local processes and a LLaMA-shaped
-model of ``--layers`` layers (77M parameters by default, fp32):
+For each pair of strategies (``pairs``: ``src``, ``dst``, ``bytes`` moved), on ``--ranks`` local
+processes and a LLaMA-shaped model of ``--layers`` layers (77M parameters by default, fp32):
 
 - ``switch_s``: our plan (balanced planner, fused messages, one batch_isend_irecv round);
 - ``bound_s``: one plain ``all_to_all_single`` moving exactly the same bytes between
@@ -14,7 +14,11 @@ model of ``--layers`` layers (77M parameters by default, fp32):
   checkpoint lives in shared memory unless ``--ckpt-dir`` says otherwise.
 
 Every figure is the median over ``--repeat`` runs (after a warm-up), each the slowest rank's time.
-The destination is checked element by element after every method.
+The destination is checked element by element after every method (``exact``). Beside the pairs:
+``model_params``, ``ranks`` and where the checkpoint lived (``checkpoint_dir``). The ``summary``
+gives the worst ratios (``max_switch_over_bound``, ``min_dcp_over_switch``,
+``min_naive_over_switch``) and ``all_exact``. ``--smoke``: 2 ranks, the tiny model, three pairs,
+one repeat (the output's ``smoke``).
 
     python benchmarks/switch.py --json
 """
@@ -31,13 +35,14 @@ import time
 
 import torch
 import torch.distributed as dist
+from _promised import check_promised
 
 from hotswitch.backend import Cluster, Strategy, get_config, param_layout
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.switch import SwitchPlanner
 from hotswitch.backend.switch.executor import BoundSwitch
-from hotswitch.backend.train.state.checkpoint import as_dtensor
+from hotswitch.backend.train.state.checkpoint import as_dtensor, stage_meshes
 
 PAIRS = [
     ("tp2pp2", "dp4"),
@@ -47,6 +52,23 @@ PAIRS = [
     ("tp4", "pp4"),
     ("dp2pp2", "dp2tp2"),
 ]
+SMOKE_PAIRS = [("tp2", "dp2"), ("pp2", "cp2"), ("cp2", "tp2")]  # 2 ranks; a cp mesh dim sends and receives
+SMOKE = dict(model="tiny", ranks=2, layers=2, repeat=1)
+OUTPUT_KEYS = (
+    "model_params",
+    "ranks",
+    "checkpoint_dir",
+    "pairs[].bytes",
+    "pairs[].switch_s",
+    "pairs[].bound_s",
+    "pairs[].naive_s",
+    "pairs[].dcp_s",
+    "pairs[].exact",
+    "summary.max_switch_over_bound",
+    "summary.min_dcp_over_switch",
+    "summary.min_naive_over_switch",
+    "summary.all_exact",
+)
 
 
 def timed(fn, repeat: int) -> float:
@@ -78,16 +100,15 @@ def all_to_all_same_volumes(plan, rank: int, world: int):
 
 
 class DTensorLayouts:
-    """DTensor views of a rank's flat buffers, one device mesh per pipeline stage."""
+    """DTensor views of a rank's flat buffers, on the (dp, cp, tp) mesh of each pipeline stage
+    that the trainer's checkpoints use."""
 
     def __init__(self, config, strategies: list[Strategy]):
-        from torch.distributed.device_mesh import DeviceMesh
-
         self.config = config
         self.meshes = {}
         for s in strategies:  # every rank builds every mesh: creating its groups is collective
-            for stage, ranks in enumerate(s.stage_ranks):
-                self.meshes[s, stage] = DeviceMesh("cpu", torch.tensor(ranks).view(s.dp, s.tp))
+            for stage, mesh in enumerate(stage_meshes(s, "cpu")):
+                self.meshes[s, stage] = mesh
 
     def state_dict(self, strategy: Strategy, buffer: FlatBuffer) -> dict:
         layout = param_layout(self.config, strategy)
@@ -97,11 +118,10 @@ class DTensorLayouts:
         }
 
 
-def bench_rank(rank: int, world: int, layers: int, pairs: list[tuple[str, str]], repeat: int, ckpt_root: str):
+def bench_rank(rank: int, world: int, config, pairs: list[tuple[str, str]], repeat: int, ckpt_root: str):
     import torch.distributed.checkpoint as dcp
 
     torch.set_num_threads(1)
-    config = get_config("125m").with_(name=f"llama-{layers}l", n_layers=layers)
     cluster = Cluster.local(world)
     planner, naive = SwitchPlanner(config, cluster), SwitchPlanner(config, cluster, "naive")
     strategies = sorted({Strategy.parse(s) for pair in pairs for s in pair}, key=str)
@@ -152,16 +172,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--model", default="125m", help="the preset whose shape the model takes")
     parser.add_argument("--layers", type=int, default=4, help="transformer layers of the 125M shape (4: 77M params)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
         "--ckpt-dir", default=None, help="where the checkpoint baseline writes (default: shared memory, its best case)"
     )
+    parser.add_argument("--smoke", action="store_true", help="a tiny run in seconds: " + str(SMOKE))
     args = parser.parse_args()
-    config = get_config("125m").with_(n_layers=args.layers)
+    if args.smoke:
+        vars(args).update(SMOKE)
+    config = get_config(args.model).with_(name=f"llama-{args.layers}l", n_layers=args.layers)
+    pairs = SMOKE_PAIRS if args.smoke else PAIRS
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     with tempfile.TemporaryDirectory(dir=args.ckpt_dir or shm) as root:
-        pairs = spawn_ranks(bench_rank, args.ranks, args.layers, PAIRS, args.repeat, root, timeout=3600)[0]
+        pairs = spawn_ranks(bench_rank, args.ranks, config, pairs, args.repeat, root, timeout=3600)[0]
     for row in pairs:
         row["switch_over_bound"] = row["switch_s"] / row["bound_s"]
         row["dcp_over_switch"] = row["dcp_s"] / row["switch_s"]
@@ -171,6 +196,7 @@ def main() -> None:
         "dtype": "float32",
         "checkpoint_dir": "shared memory" if args.ckpt_dir is None and shm else "disk",
         "pairs": pairs,
+        **({"smoke": {**SMOKE, "pairs": SMOKE_PAIRS}} if args.smoke else {}),
         "summary": {
             "max_switch_over_bound": max(r["switch_over_bound"] for r in pairs),
             "min_dcp_over_switch": min(r["dcp_over_switch"] for r in pairs),
@@ -186,6 +212,7 @@ def main() -> None:
                 f"  dcp {r['dcp_s'] * 1e3:8.1f} ms"
             )
     print(json.dumps(out, indent=1))
+    check_promised(out, OUTPUT_KEYS)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,10 @@ from torch.distributed.tensor import Replicate as DReplicate
 from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
-from hotswitch.backend.layout import mesh_shape
+from hotswitch.backend.layout import MESH_DIMS, mesh_shape
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.state.checkpoint_errors import explain
 from hotswitch.backend.train.state.checkpoint_safety import check_checkpoint_safe, protect_checkpoint
@@ -47,8 +48,20 @@ def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def stage_meshes(strategy: Strategy, device_type: str) -> list[DeviceMesh]:
+    """One (dp, cp, tp) device mesh per pipeline stage of ``strategy``, the mesh its layouts'
+    placements refer to (collective: every rank creates every mesh)."""
+    return [DeviceMesh(device_type, torch.tensor(ranks).view(mesh_shape(strategy))) for ranks in strategy.stage_ranks]
+
+
 def as_dtensor(local: torch.Tensor, mesh: DeviceMesh, layout) -> DTensor:
-    """``local`` (this rank's block of a ``ParamLayout``) as a DTensor over ``mesh``, sharing storage."""
+    """``local`` (this rank's block of a ``ParamLayout``) as a DTensor over ``mesh``, sharing storage.
+    ``mesh`` must be the layout's stage mesh from ``stage_meshes``: one dim per placement."""
+    if mesh.ndim != len(layout.state.placements):
+        raise ValueError(
+            f"a mesh of shape {tuple(mesh.shape)} for a layout placed {layout.state.placements} over "
+            f"{MESH_DIMS}: one mesh dim per placement is needed; build the mesh with stage_meshes(strategy)"
+        )
     placements = [DShard(p.dim) if isinstance(p, Shard) else DReplicate() for p in layout.state.placements]
     shape = tuple(layout.shape)
     return DTensor.from_local(local, mesh, placements, run_check=False, shape=torch.Size(shape), stride=_strides(shape))
@@ -71,10 +84,8 @@ def _dtensor_state(engine: Engine, meshes: list[DeviceMesh], weights: FlatBuffer
 
 
 def _meshes(engine: Engine) -> list[DeviceMesh]:
-    """One (dp, cp, tp) device mesh per pipeline stage of the instantiation strategy (collective:
-    every rank creates every mesh)."""
-    s = engine.instantiation
-    return [DeviceMesh(engine.device.type, torch.tensor(ranks).view(mesh_shape(s))) for ranks in s.stage_ranks]
+    """The instantiation strategy's stage meshes (collective)."""
+    return stage_meshes(engine.instantiation, engine.device.type)
 
 
 def save(engine: Engine, path: str | Path, extra: dict) -> Path:
