@@ -1,8 +1,11 @@
-"""Every tutorial notebook runs top to bottom on the hotswitch kernel; its own assert cells check
-what it computed. The kernelspec goes into a temporary prefix: the user's Jupyter is untouched."""
+"""Every tutorial notebook runs top to bottom on the hotswitch kernel, and what it showed backs
+its claims (``claims.py`` reads the executed outputs). A reader sees prose, code and results: an
+``assert`` lives only in a cell tagged ``hidden-check``. The kernelspec goes into a temporary
+prefix: the user's Jupyter is untouched."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -12,6 +15,7 @@ from nbclient import NotebookClient
 
 from hotswitch.kernel.notebook.kernelspec import KERNEL_NAME, install_kernelspec
 from hotswitch.widgets.dashboard import PHASE_COLORS
+from tests.notebooks.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -30,6 +34,9 @@ CELL_TIMEOUT_S = 240
 REFUSALS = {"07-warm-ranks": ["UsageError: pool 'warm' has 2 ranks and this cell asks for 4"]}
 # the trace names of a Dashboard's two figures
 LIVE_DASHBOARD = [{"tokens/s", "loss", "plan change", "held-out loss"}, set(PHASE_COLORS)]
+# a check that needs objects the notebook does not show; JupyterLab hides cells with this tag
+HIDDEN_CHECK = "hidden-check"
+ASSERT = re.compile(r"^\s*assert\b", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +48,8 @@ def jupyter_path(tmp_path_factory):
         yield prefix
 
 
-def test_there_is_a_budget_for_every_notebook():
-    assert {path.stem for path in NOTEBOOKS} == set(BUDGET_S)
+def test_there_is_a_budget_and_claims_for_every_notebook():
+    assert {path.stem for path in NOTEBOOKS} == set(BUDGET_S) == set(CLAIMS)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -52,7 +59,17 @@ def test_notebooks_are_committed_clean_for_the_hotswitch_kernel(path):
     assert notebook.metadata["kernelspec"]["name"] == KERNEL_NAME
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert all(not cell.outputs and cell.execution_count is None for cell in code), "clear the outputs"
-    assert any("assert " in cell.source for cell in code), "a tutorial checks what it computes"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_reader_sees_no_assert(path):
+    code = [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    seen = [
+        cell.id for cell in code if ASSERT.search(cell.source) and HIDDEN_CHECK not in cell.metadata.get("tags", [])
+    ]
+    assert seen == [], f"show the value and check it in tests/notebooks/claims.py, or tag the cell {HIDDEN_CHECK!r}"
+    hidden = [cell for cell in code if HIDDEN_CHECK in cell.metadata.get("tags", [])]
+    assert all(cell.metadata.get("jupyter", {}).get("source_hidden") for cell in hidden), "collapse a hidden check"
 
 
 @pytest.mark.slow
@@ -65,7 +82,7 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
     client = NotebookClient(
         notebook, kernel_name=KERNEL_NAME, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(tmp_path)}}
     )
-    client.execute()  # a failing cell (an assert among them) raises CellExecutionError with its traceback
+    client.execute()  # a failing cell (a hidden check among them) raises CellExecutionError with its traceback
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert all(cell.execution_count for cell in code), "every code cell ran"
     refusing = [cell for cell in code if "raises-exception" in cell.metadata.get("tags", [])]
@@ -80,6 +97,7 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
     views = [names for names in drawn if set(names) not in LIVE_DASHBOARD]
     assert [names for names in views if not any(names.values())] == [], "a view the notebook shows is blank"
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "a process outlived the kernel"
+    CLAIMS[path.stem](notebook)
 
 
 def _shown(cell) -> str:
