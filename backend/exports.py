@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], object]:
-    """A module ``__getattr__`` resolving ``exports[name]`` (a module path) on first access."""
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` resolving ``exports[name]`` (a module path) on first access. Typed
+    ``Any``: what a name resolves to depends on the name, which only the import can tell."""
 
-    def __getattr__(name: str) -> object:
+    def __getattr__(name: str) -> Any:
         if name not in exports:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(exports[name]), name)

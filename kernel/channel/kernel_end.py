@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 import zmq
 
+from hotswitch.kernel.channel.messages import KernelMessage
 from hotswitch.kernel.channel.secrets import CurveKeys
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES, ChannelStats, MessageSigner, MessageVerifier
 
@@ -62,7 +63,7 @@ class KernelChannel:
         # numbered from the clock: a kernel that attaches to running ranks numbers on past the last
         self._signer = MessageSigner(key, "kernel", first_seq=time.time_ns())
         self._on_message = on_message
-        self._outbox: collections.deque[tuple[str, dict]] = collections.deque()  # sealed as sent
+        self._outbox: collections.deque[tuple[str, KernelMessage]] = collections.deque()  # sealed as sent
         self._acked: dict[str, tuple[int, float]] = {}  # sender -> (seq confirmed, when)
         self._routes: dict[str, bytes] = {}  # sender -> routing id of its latest verified message
         self._context = zmq.Context()
@@ -95,7 +96,7 @@ class KernelChannel:
         """Accepted and dropped message counts (updated live)."""
         return self._verifier.stats
 
-    def send(self, rank: int, body: dict) -> None:
+    def send(self, rank: int, body: KernelMessage) -> None:
         """Queue a signed message for ``rank``; delivered once a message signed by that rank has
         verified (see the module docstring), in the order queued."""
         self._outbox.append((f"rank-{rank}", body))
@@ -135,7 +136,7 @@ class KernelChannel:
                 self._on_message(*opened)
 
     def _flush_outbox(self) -> None:
-        waiting: list[tuple[str, dict]] = []
+        waiting: list[tuple[str, KernelMessage]] = []
         held: set[str] = set()  # a rank whose earlier message waits gets nothing before it
         while self._outbox:
             rank, body = self._outbox.popleft()
@@ -144,7 +145,7 @@ class KernelChannel:
                 waiting.append((rank, body))
         self._outbox.extendleft(reversed(waiting))  # ahead of any queued meanwhile: order kept
 
-    def _deliver(self, rank: str, body: dict) -> bool:
+    def _deliver(self, rank: str, body: KernelMessage) -> bool:
         """Seal ``body`` and send it to ``rank``'s route now; False if it has none or it is gone
         (then it waits for the rank's next message)."""
         route = self._routes.get(rank)

@@ -80,6 +80,14 @@ class WorkerSecret:
         }
         return write_private(path, data)
 
+    def curve(self) -> tuple[bytes, CurveKeys] | None:
+        """The kernel's public key and this rank's key pair, with CURVE; None without."""
+        if self.client is None:
+            return None
+        if self.server_public is None:
+            raise ValueError("the worker secret has a CURVE key pair but no server_public key; relaunch the job")
+        return self.server_public, self.client
+
     @classmethod
     def read(cls, path: str | os.PathLike) -> WorkerSecret:
         """The secret in ``path``; refuses a file that others could read or that is not ours."""

@@ -13,7 +13,9 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
@@ -43,7 +45,7 @@ class MessageSigner:
         """The sequence number of the latest message sealed."""
         return self._seq
 
-    def seal(self, body: dict) -> list[bytes]:
+    def seal(self, body: Mapping[str, Any]) -> list[bytes]:
         """The three frames of ``body``; raises TypeError if ``body`` is not JSON-able."""
         self._seq += 1
         header = json.dumps({"sender": self._sender, "seq": self._seq}).encode()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import zmq
 
+from hotswitch.kernel.channel.messages import HeartbeatMessage, LogLineMessage, LogLinesMessage, RankMessage
 from hotswitch.kernel.channel.secrets import CurveKeys
 from hotswitch.kernel.channel.signing import ChannelStats, MessageSigner, MessageVerifier
 
@@ -88,7 +89,7 @@ class WorkerChannel:
         """Messages sent that the kernel has not confirmed yet."""
         return len(self._in_flight)
 
-    def send(self, body: dict) -> None:
+    def send(self, body: RankMessage) -> None:
         """Send one JSON-able dict, in order after every earlier one; waits while the kernel is
         behind by a whole window. Raises ValueError if it is over the channel's size limit."""
         with self._order:
@@ -110,7 +111,7 @@ class WorkerChannel:
             if len(self._lines) >= LINES_PER_MESSAGE or self._room_now():
                 self._send_lines(wait=True)
 
-    def try_send(self, body: dict) -> bool:
+    def try_send(self, body: HeartbeatMessage) -> bool:
         """Send ``body`` only if that needs no wait (a heartbeat: a rank that is sending or
         waiting to is heard anyway), and the lines gathered before it; whether it went."""
         if not self._order.acquire(blocking=False):
@@ -133,7 +134,7 @@ class WorkerChannel:
         if not self._lines:
             return True
         lines = self._lines
-        body = (
+        body: LogLineMessage | LogLinesMessage = (
             {"kind": "log", "stream": lines[0][0], "line": lines[0][1]}
             if len(lines) == 1
             else {"kind": "log", "lines": lines}
@@ -143,7 +144,7 @@ class WorkerChannel:
         self._lines, self._lines_chars = [], 0
         return True
 
-    def _send_in_order(self, body: dict, wait: bool) -> bool:
+    def _send_in_order(self, body: RankMessage, wait: bool) -> bool:
         frames = self._signer.seal(body)
         size = sum(len(f) for f in frames)
         if size > self.max_bytes:

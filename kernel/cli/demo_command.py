@@ -126,7 +126,7 @@ def run(args) -> int:
         progress.write(f"hotswitch demo: job {job.status}" + (f": {job.exit_reason}\n" if job.exit_reason else "\n"))
         return 1
     reference = reference_losses(spec, show_progress=not args.json)
-    verdict = demo_report.verdict(job.events, reference, args.warmup, args.precision)
+    verdict = demo_report.verdict(list(job.events), reference, args.warmup, args.precision)
     if args.json:
         print(json.dumps(verdict, indent=1))
     else:

@@ -70,7 +70,7 @@ def follow(
 
 
 def _hand_over(job: Job, seen: int, on_events: Callable[[list[dict]], None]) -> int:
-    new = job.events[seen:]
+    new = list(job.events[seen:])
     if new:
         on_events(new)
     return seen + len(new)

@@ -99,8 +99,9 @@ def check(spec: dict, nproc: int) -> dict:
     checked = check_run(spec)
     run, model = checked.config, checked.model  # model: a preset's or an hf:DIR checkpoint's
     parallelism, max_len = run.parallelism, run.data.max_len
-    if parallelism.plan != "auto":
-        for strategy in parallelism.hot_switch_plan().strategies:
+    plan = parallelism.hot_switch_plan()
+    if not isinstance(plan, str):  # a named plan; the string is "auto"
+        for strategy in plan.strategies:
             strategy.check_fits(nproc)
             check_strategy(model, strategy)
     else:  # auto instantiates on the candidate splitting the model states most, as the trainer does

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from hotswitch.kernel.launch.job_files import read_launch
 from hotswitch.kernel.launch.kubeflow_manifest import RUNTIME
@@ -40,12 +41,13 @@ def local_trainer(spec: LaunchSpec):
 
     env = {**os.environ, **spec.env, "PET_NPROC_PER_NODE": str(spec.nproc), "PET_STANDALONE": "1"}
     index = os.environ.get("PIP_INDEX_URL")  # else the SDK's default index (pip.conf still applies)
+    indexes: dict[str, Any] = {"pip_index_urls": [index]} if index else {}
     return CustomTrainer(
         func=hotswitch_rank,
         func_args={"body": str(spec.body_path), "path": [p for p in sys.path if p and os.path.isdir(p)]},
         packages_to_install=[f"torch=={importlib.metadata.version('torch')}"],
         env=env,
-        **({"pip_index_urls": [index]} if index else {}),
+        **indexes,
     )
 
 

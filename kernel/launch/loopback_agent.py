@@ -42,12 +42,14 @@ def keep_stores_on_loopback() -> None:
             kwargs["master_listen_fd"] = listener.fileno()
         return dist.TCPStore(host_name, port, *args, is_master=is_master, **kwargs)
 
-    c10d_rendezvous_backend.TCPStore = tcp_store
+    # torch names a class here and calls it; the function builds the same store, bound to our socket
+    c10d_rendezvous_backend.TCPStore = tcp_store  # type: ignore[misc, assignment]
 
     def create_server(self, master_addr, master_port):
         return tcp_store(master_addr, master_port, is_master=True, multi_tenant=True)
 
-    dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = create_server
+    # torch's rendezvous has no hook for its store server: the method is replaced, on purpose
+    dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = create_server  # type: ignore[method-assign]
 
 
 TORCHRUN = ["-m", "torch.distributed.run"]

@@ -72,7 +72,8 @@ class AdoptedAgent:
     gone once psutil says so, its exit status then read from the file it writes as it exits."""
 
     def __init__(self, process: psutil.Process, exit_file: Path):
-        self.pid, self.returncode = process.pid, None
+        self.pid = process.pid
+        self.returncode: int | None = None
         self._process, self._exit_file = process, exit_file
 
     def poll(self) -> int | None:
@@ -91,7 +92,7 @@ class TorchrunLaunch:
     """Tracks the agent and every process it starts (torchrun puts each rank in a new session,
     so signalling the agent's process group alone would miss the ranks)."""
 
-    def __init__(self, spec: LaunchSpec, process: subprocess.Popen, output_path: Path):
+    def __init__(self, spec: LaunchSpec, process: subprocess.Popen | AdoptedAgent, output_path: Path):
         self.spec = spec
         self._process = process
         self._output_path = output_path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hotswitch.kernel.channel.messages import ControlCommand
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
 
@@ -27,7 +28,7 @@ class WorkerContext:
             raise ValueError(f'job.emit takes a dict with a "type" key, e.g. {{"type": "step", ...}}; got {event!r}')
         self._channel.send({"kind": "event", "event": {"rank": self.rank, **event}})
 
-    def control(self) -> list[dict]:
+    def control(self) -> list[ControlCommand]:
         """Control dicts received since the last call; never blocks.
 
         Only rank 0 receives them; on other ranks this is always []. The trainer broadcasts

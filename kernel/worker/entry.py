@@ -16,6 +16,7 @@ import sys
 import traceback
 
 from hotswitch.backend.runtime.devices import ENV_DEVICE
+from hotswitch.kernel.channel.messages import EndMessage
 from hotswitch.kernel.channel.secrets import WorkerSecret
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
@@ -100,8 +101,7 @@ def connect(rank: int) -> tuple[WorkerChannel, WorkerContext]:
     """The job's channel (from the ``HOTSWITCH_*`` environment), "started" sent on it and its
     heartbeat beating; and the ``job`` a body sees."""
     secret = WorkerSecret.read(_required(ENV_SECRET_FILE))
-    curve = (secret.server_public, secret.client) if secret.client else None
-    channel = WorkerChannel(_required(ENV_ADDRESS), secret.key, rank, int(_required(ENV_MAX_BYTES)), curve)
+    channel = WorkerChannel(_required(ENV_ADDRESS), secret.key, rank, int(_required(ENV_MAX_BYTES)), secret.curve())
     channel.on_note = lambda text: note_in_rank_log(rank, text)
     job = WorkerContext(
         channel,
@@ -122,14 +122,18 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
     """Run the body (in ``namespace``, see ``run_body``) with output on the channel; report its
     end; its exit status. ``sys.stdout`` and ``sys.stderr`` are as they were once it returns."""
     log = open_rank_log(job.rank)
-    for original in (sys.__stdout__, sys.__stderr__):
+    stdout, stderr = sys.__stdout__, sys.__stderr__
+    if stdout is None or stderr is None:  # torchrun gives every rank both
+        raise RuntimeError("a rank needs the process's stdout and stderr; start it with torchrun, not pythonw")
+    for original in (stdout, stderr):
         # A pipe or file is block-buffered: a rank killed at teardown would take its last lines
         # (the ones a person debugging needs) with it. Each line goes out as it is written.
         original.reconfigure(line_buffering=True)
     outer = sys.stdout, sys.stderr
-    sys.stdout = RankStream(channel, "stdout", Tee(sys.__stdout__, log))
-    sys.stderr = RankStream(channel, "stderr", Tee(sys.__stderr__, log))
-    status, report = 0, {"kind": "finished"}
+    sys.stdout = RankStream(channel, "stdout", Tee(stdout, log))
+    sys.stderr = RankStream(channel, "stderr", Tee(stderr, log))
+    status = 0
+    report: EndMessage = {"kind": "finished"}
     try:
         run_body(body_path, job, namespace)
     except SystemExit as stop:
@@ -142,7 +146,8 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
     except BaseException as error:
         status = 1
         # Drop this module's own frame: the user's body is the first frame they see.
-        text = "".join(traceback.format_exception(type(error), error, error.__traceback__.tb_next))
+        caught = error.__traceback__  # never None in an except block
+        text = "".join(traceback.format_exception(type(error), error, caught.tb_next if caught else None))
         report = {"kind": "error", "error": f"{type(error).__name__}: {error}", "traceback": text}
     finally:
         try:
@@ -153,7 +158,8 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
         sys.stdout, sys.stderr = outer
     if log is not None:
         with log:
-            log.write(report.get("traceback", ""))
+            if report["kind"] == "error":
+                log.write(report["traceback"])
     report["lines"] = channel.lines_sent  # so the kernel can tell whether any line went missing
     try:
         channel.send(report)

@@ -89,7 +89,7 @@ def execute(code: str, namespace: dict):
     tree = ast.parse(code, "<%%ranks cell>")
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     exec(compile(tree, "<%%ranks cell>", "exec"), namespace)
-    if last is None:
+    if not isinstance(last, ast.Expr):  # no last statement, or not an expression
         return None
     return eval(compile(ast.Expression(last.value), "<%%ranks cell>", "eval"), namespace)
 
@@ -109,7 +109,7 @@ def run_ranks(message: dict, namespace: dict, pool: WorkerContext) -> int:
         skip = next((i for i, f in enumerate(frames) if f.filename == "<%%ranks cell>"), 0)
         tb = error.__traceback__
         for _ in range(skip):
-            tb = tb.tb_next
+            tb = tb.tb_next if tb is not None else None
         result["error"] = f"{type(error).__name__}: {error}"
         result["traceback"] = "".join(traceback.format_exception(type(error), error, tb))
     finally:

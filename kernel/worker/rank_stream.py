@@ -52,7 +52,7 @@ class LineStream(io.TextIOBase):
         return self._buffer
 
     @property
-    def encoding(self) -> str:
+    def encoding(self) -> str:  # type: ignore[override]  # read-only at run time too; the stubs say attribute
         return "utf-8"
 
     @property

@@ -38,8 +38,9 @@ def _gone(process: psutil.Process) -> bool:
 
 def exit_worker(why: str) -> None:
     """End this worker at once (status 1), saying ``why`` on its original stderr."""
-    sys.__stderr__.write(f"hotswitch worker {os.getpid()}: {why}; exiting\n")
-    sys.__stderr__.flush()
+    if sys.__stderr__ is not None:  # a process without a stderr still exits
+        sys.__stderr__.write(f"hotswitch worker {os.getpid()}: {why}; exiting\n")
+        sys.__stderr__.flush()
     os._exit(1)
 
 

@@ -37,6 +37,8 @@ class ConsoleOutput:
 
     def write(self, text: str, stream: str = "stdout") -> None:
         target = sys.__stderr__ if stream == "stderr" or self.all_to_stderr else sys.__stdout__
+        if target is None:  # a process without that stream (pythonw): nowhere to write
+            return
         target.write(text)
         target.flush()
 

@@ -82,7 +82,7 @@ class Window(Sequence):
             return list(self) == list(other)
         return NotImplemented
 
-    __hash__ = None  # mutable, like a list
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list: the idiom mypy types as object's
 
     def __repr__(self) -> str:
         return f"<Window of {len(self)} ({self.dropped} dropped): {list(self)!r}>"

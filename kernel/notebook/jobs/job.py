@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
+from hotswitch.kernel.channel.messages import ControlCommand
 from hotswitch.kernel.channel.secrets import KernelSecret, leaves_loopback
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
@@ -119,7 +120,7 @@ class Job(JobDisplay, JobControls):
         return self._reports.log.events
 
     @property
-    def event_received_at(self) -> list[float]:
+    def event_received_at(self) -> Sequence[float]:
         """The kernel's ``time.time()`` when each of ``events`` arrived."""
         return self._reports.log.received_at
 
@@ -210,7 +211,7 @@ class Job(JobDisplay, JobControls):
             return self._status
         self._set_status("stopped")
         if self.spec.node_rank == 0:
-            self._send_control("stop")
+            self._send_control({"type": "control", "command": "stop"})
         self.wait(min(STOP_MESSAGE_WAIT_S, grace))
         if not self.done:
             self.launcher.cancel(self.handle)
@@ -219,7 +220,7 @@ class Job(JobDisplay, JobControls):
             self.launcher.cancel(self.handle, force=True)
         return self.wait(5.0)
 
-    def _send_control(self, command: str, **fields) -> None:
+    def _send_control(self, control: ControlCommand) -> None:
         if self.done:
             raise RuntimeError(f"job {self.name!r} has already ended ({self._status}); start a new one with %%train")
         if self.spec.node_rank != 0:
@@ -227,7 +228,7 @@ class Job(JobDisplay, JobControls):
                 f"job {self.name!r} is node {self.spec.node_rank} of a multi-node job; rank 0 runs on node 0, "
                 "send control through the node-0 job"
             )
-        self._channel.send(0, {"kind": "control", "control": {"type": "control", "command": command, **fields}})
+        self._channel.send(0, {"kind": "control", "control": control})
 
     # ---- threads -----------------------------------------------------------------------------
 

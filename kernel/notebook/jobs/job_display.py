@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
+from typing import Protocol
+
+from hotswitch.kernel.launch.launcher import LaunchSpec
 
 
 def job_bundle(job, include=None, exclude=None) -> dict | None:
@@ -20,10 +24,23 @@ def job_bundle(job, include=None, exclude=None) -> dict | None:
     return bundle
 
 
+class ShownJob(Protocol):
+    """What the representations read of the job they are mixed into (``Job``)."""
+
+    name: str
+    spec: LaunchSpec
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def events(self) -> Sequence[dict]: ...
+
+
 class JobDisplay:
     """A ``Job``'s representations: text, HTML, and the live dashboard."""
 
-    def __repr__(self) -> str:
+    def __repr__(self: ShownJob) -> str:
         spec = self.spec
         return f"<Job {self.name!r} {self.status}, {spec.nproc}x{spec.nodes} ranks, {len(self.events)} events>"
 

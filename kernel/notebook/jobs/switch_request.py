@@ -23,11 +23,11 @@ def switch_request(plan: str | Strategy | Sequence, world: int) -> str | list[li
     if isinstance(plan, str):
         buckets: list[list] = [[plan, 0]]
     elif isinstance(plan, Sequence) and plan and all(_is_bucket(b) for b in plan):
-        buckets = [[str(s), int(above)] for s, above in plan]
+        buckets = [[str(bucket[0]), int(bucket[1])] for bucket in plan]  # pairs, as _is_bucket checked
     else:
         raise ValueError(f"switch takes {EXAMPLES}; got {plan!r}")
     try:
-        parsed = HotSwitchPlan.of(buckets)
+        parsed = HotSwitchPlan.of([(strategy, above) for strategy, above in buckets])
     except ValueError as error:
         raise ValueError(f"cannot switch to {plan!r}: {error}") from None
     ranks = {s.world_size for s in parsed.strategies}

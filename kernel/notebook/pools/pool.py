@@ -64,7 +64,8 @@ class Pool:
         job.on_event(self._on_event)
         job.add_done_callback(lambda _job: self._wake())
         if idle_timeout is not None:
-            threading.Thread(target=self._watch_idle, name=f"hotswitch-pool-{name}", daemon=True).start()
+            watch = self._watch_idle
+            threading.Thread(target=watch, args=(idle_timeout,), name=f"hotswitch-pool-{name}", daemon=True).start()
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -225,9 +226,9 @@ class Pool:
                     self.idle_since = time.monotonic()
                 self._lock.notify_all()
 
-    def _watch_idle(self) -> None:
+    def _watch_idle(self, idle_timeout: float) -> None:
         while not self.job.done:
-            if self.status == "idle" and time.monotonic() - self.idle_since > self.idle_timeout:
-                self.stop(f"idle for {self.idle_timeout:g} s (--idle-timeout)")
+            if self.status == "idle" and time.monotonic() - self.idle_since > idle_timeout:
+                self.stop(f"idle for {idle_timeout:g} s (--idle-timeout)")
                 return
             time.sleep(1.0)
