@@ -41,7 +41,7 @@ class BatchStream:
         return self._orders[epoch]
 
     def next_batch(self) -> list[Sequence]:
-        batch = []
+        batch: list[Sequence] = []
         while len(batch) < self.batch_size:
             epoch, index = divmod(self.position, len(self.source))
             doc = self._order(epoch)[index]

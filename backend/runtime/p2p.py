@@ -51,7 +51,8 @@ def pass_traffic(kind: str, micro: int, receives, sends) -> tuple[list[P2P], lis
 def exchanges(passes: Sequence, receives, sends) -> list[list[P2P]]:
     """One exchange before each pass and one after the last: what the previous pass sends and
     what the next needs, sorted."""
-    out, pending = [], []
+    out: list[list[P2P]] = []
+    pending: list[P2P] = []
     for p in passes:
         needs, produces = pass_traffic(p.kind, p.micro, receives, sends)
         out.append(sorted(pending + needs))

@@ -13,7 +13,7 @@ from hotswitch.backend.strategy import Strategy
 def strategy_rank_sets(strategies: Iterable[Strategy]) -> set[tuple[int, ...]]:
     """Every tensor-, context- and data-parallel group and every replica group (dp x cp, where
     gradients are summed) of every rank under each strategy."""
-    out = set()
+    out: set[tuple[int, ...]] = set()
     for s in strategies:
         for rank in range(s.world_size):
             groups = (s.tp_group(rank), s.cp_group(rank), s.dp_group(rank), s.replica_group(rank))

@@ -60,7 +60,8 @@ def bound_seconds(
             near, far, n = min((parts[r] for r in ranks), key=lambda x: x[0] + x[1])
             for r in ranks:
                 parts[r] = (near / len(ranks), far / len(ranks), n)
-    intra, inter = 0.0, {}
+    intra = 0.0
+    inter: dict[int, float] = {}  # bytes leaving each node
     for rank, (near, far, _) in parts.items():
         intra = max(intra, near * shard / cluster.intra_bw)
         inter[rank // per_node] = inter.get(rank // per_node, 0.0) + far * shard

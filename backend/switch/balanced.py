@@ -53,7 +53,7 @@ def _deal(needs: list[Need], shares: list[tuple[int, float]], itemsize: int) -> 
         dim = next((i for i, n in enumerate(box.shape) if n > 1), None)
         row_bytes = size // box.shape[dim] if dim is not None else size
         rows = round(left / row_bytes) if dim is not None else 0
-        if 0 < rows < box.shape[dim]:
+        if dim is not None and 0 < rows < box.shape[dim]:  # rows is 0 without a dim
             head, tail = split_box(box, rows)
             out.append(Transfer(need.name, head, sender, need.receiver, need.accumulate))
             queue.insert(0, (need, tail))

@@ -69,7 +69,8 @@ def _blocks(shape: tuple[int, ...], state: DistState) -> dict[tuple[Box, int], l
 def _layout_needs(shape: tuple[int, ...], src: DistState, dst: DistState):
     accumulate = src.partial_count > 1
     sources = _blocks(shape, src)
-    out, zero = [], []
+    out: list[tuple[Box, int, tuple[int, ...]]] = []  # (piece, receiver, owners)
+    zero: list[int] = []
     for (box, summand), ranks in _blocks(shape, dst).items():
         if summand:
             zero.extend(ranks)
@@ -87,7 +88,8 @@ def _layout_needs(shape: tuple[int, ...], src: DistState, dst: DistState):
 def switch_needs(src: Mapping[str, TensorLayout], dst: Mapping[str, TensorLayout], cluster: Cluster) -> SwitchNeeds:
     validate(src, dst, cluster)
     cache: dict = {}
-    needs, zero_first = [], set()
+    needs: list[Need] = []
+    zero_first: set[tuple[int, str]] = set()
     for name, s in src.items():
         d = dst[name]
         key = (tuple(s.shape), s.state, d.state)

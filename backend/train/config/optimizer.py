@@ -51,7 +51,7 @@ class OptimizerSettings:
         cosine = self.lr_schedule == "cosine"
         return OptimizerConfig(
             lr=self.lr,
-            betas=tuple(self.betas),
+            betas=(self.betas[0], self.betas[1]),  # two, as checked above
             weight_decay=self.weight_decay,
             max_grad_norm=self.max_grad_norm,
             warmup_steps=self.warmup_steps,

@@ -157,7 +157,8 @@ def event(kind: str, **fields) -> dict:
     if declared is None:
         raise TypeError(f"unknown event type {kind!r}; declared: {', '.join(EVENTS)}")
     allowed = set(declared.__annotations__) - {"type", "time"}
-    required = set(declared.__required_keys__) - {"type", "time"}
+    # every value of EVENTS is a TypedDict class; mypy has no type that says so
+    required = set(declared.__required_keys__) - {"type", "time"}  # type: ignore[attr-defined]
     unknown, missing = set(fields) - allowed, required - set(fields)
     if unknown or missing:
         raise TypeError(f"{kind} event: undeclared fields {sorted(unknown)}, missing fields {sorted(missing)}")
@@ -229,7 +230,9 @@ class _Window:
 
     def add(self, e: dict) -> None:
         # a body may emit "step" events of its own (job.emit): what they lack counts as nothing
-        seconds = e.get("seconds") if isinstance(e.get("seconds"), dict) else {}
+        seconds = e.get("seconds")
+        if not isinstance(seconds, dict):
+            seconds = {}
         self.steps += 1
         self.tokens += e.get("tokens", 0)
         self.switches += e.get("switches", 0)

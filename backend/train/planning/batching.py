@@ -28,7 +28,8 @@ class MicroBatch:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return tuple(self.tokens.shape)
+        rows, columns = self.tokens.shape  # a 2-D tensor
+        return rows, columns
 
 
 def collate(seqs: list[Sequence]) -> MicroBatch:
