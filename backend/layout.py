@@ -56,10 +56,13 @@ TP_PLACEMENTS: Mapping[TPStyle, Shard | Replicate] = MappingProxyType(
 
 class TensorLayout(Protocol):
     """Anything with a global shape and a DistState (e.g. ``ParamLayout``): what the switch
-    planner and the flat buffers read of a layout."""
+    planner and the flat buffers read of a layout (read-only: a frozen dataclass matches)."""
 
-    shape: tuple[int, ...]
-    state: DistState
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def state(self) -> DistState: ...
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def accumulate_into(buffer: torch.Tensor):
     buffer's dtype (Megatron's ``main_grad``: bf16 parameters, fp32 accumulation)."""
 
     def hook(param: torch.Tensor) -> None:
+        assert param.grad is not None  # the hook runs once the gradient is accumulated
         buffer.add_(param.grad)
         param.grad = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 _TOKEN = re.compile(r"(dp|cp|ul|tp|pp)(\d+)|(sp|ckpt|sel)")
 _FLAGS = ("sp", "ckpt", "sel")
@@ -59,10 +59,12 @@ class Strategy:
             )
         if self.ulysses and self.cp == 1:
             raise ValueError("ulysses is a flavour of context parallelism; it needs cp > 1 (write ul2, ul4, ...)")
-        key = (self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel)
-        object.__setattr__(self, "_hash", hash(key))
 
-    def __hash__(self) -> int:  # computed once: strategies key every cost table the plan search reads
+    @cached_property
+    def _hash(self) -> int:  # computed once: strategies key every cost table the plan search reads
+        return hash((self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel))
+
+    def __hash__(self) -> int:
         return self._hash
 
     @classmethod
@@ -75,7 +77,7 @@ class Strategy:
         if isinstance(text, Strategy):
             return text
         spec = text.strip().lower()
-        degrees: dict[str, int | bool] = {}
+        degrees: dict[str, Any] = {}  # degrees (int) and flags (bool), by keyword of Strategy
         position = 0
         for match in _TOKEN.finditer(spec):
             name = match.group(1) or match.group(3)

@@ -51,7 +51,7 @@ class HFTokenizer:
 
 def dataset_columns(path: Path) -> list[str]:
     """The column names of a Parquet or Arrow file, read from its schema only."""
-    pyarrow = _require("pyarrow")
+    _require("pyarrow")
     if path.suffix == ".parquet":
         import pyarrow.parquet
 

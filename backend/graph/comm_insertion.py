@@ -15,13 +15,14 @@ from collections.abc import Sequence
 
 from hotswitch.backend.dist_state import DistState, Placement, Replicate, Shard
 from hotswitch.backend.graph import rules
-from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, CommStep, LogicalNode
+from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, POSITIONS, CommStep, LogicalNode
 from hotswitch.backend.layout import mesh_shape, param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 
 Placements = tuple[Placement, ...]  # one per mesh dim
 Needs = dict[tuple[str, int], tuple[Placements, tuple[CommStep, ...]]]  # (node, input) -> (required, steps)
+Deduced = dict[Strategy, tuple[dict[str, Placements], Needs]]  # per strategy: (placements, needs)
 
 
 def insert_comm(
@@ -80,7 +81,9 @@ class _CommInsertion:
                     )
                     comms += 1
                     for s in self.strategies:
-                        required, steps = per_strategy[s]
+                        need = per_strategy[s]
+                        assert need is not None  # every strategy deduced this consumer's inputs
+                        required, steps = need
                         comm.comm[s] = steps
                         comm.stages[s] = node.stages[s]
                         comm.states[s] = _state(s, required, node.stages[s])
@@ -97,7 +100,14 @@ class _CommInsertion:
         source = self.nodes[producer]
         return source.kind not in FREE and source.stages[strategy] != consumer.stages[strategy]
 
-    def _p2p(self, producer: str, consumer: LogicalNode, placed, shared: dict, ordered: dict) -> str:
+    def _p2p(
+        self,
+        producer: str,
+        consumer: LogicalNode,
+        placed: Deduced,
+        shared: dict[tuple, str],
+        ordered: dict[str, LogicalNode],
+    ) -> str:
         """The (shared) p2p node carrying ``producer`` to ``consumer``'s stage in every
         strategy where they differ, or ``producer`` itself if they never do."""
         crossing = {s: self._crossing(s, producer, consumer) for s in self.strategies}
@@ -124,7 +134,9 @@ class _CommInsertion:
         placed: dict[str, Placements] = {}
         needs: Needs = {}
         for node in self.nodes.values():
-            if node.kind == "input":
+            if node.kind == "input" and node.name == POSITIONS:
+                placed[node.name] = (Replicate(),) * len(mesh)
+            elif node.kind == "input":
                 placed[node.name] = tuple(
                     INPUT_SPLITS.get(d, Replicate()) if size > 1 else Replicate() for d, size in zip(MESH_DIMS, mesh)
                 )
@@ -140,24 +152,27 @@ class _CommInsertion:
                 placed[node.name] = self._deduce_node(node, strategy, mesh, placed, needs)
         return placed, needs
 
-    def _deduce_node(self, node: LogicalNode, strategy: Strategy, mesh, placed, needs: Needs) -> Placements:
+    def _deduce_node(
+        self, node: LogicalNode, strategy: Strategy, mesh: tuple[int, ...], placed: dict[str, Placements], needs: Needs
+    ) -> Placements:
         shapes = [self.nodes[i].shape for i in node.inputs]
-        out, required = [], [[None] * len(mesh) for _ in node.inputs]
-        steps = [[] for _ in node.inputs]
+        out: list[Placement] = []
+        required: list[list[Placement]] = [[] for _ in node.inputs]  # per input, one per mesh dim
+        steps: list[list[CommStep]] = [[] for _ in node.inputs]
         for m, size in enumerate(mesh):
             ins = [placed[i][m] for i in node.inputs]
             table = _rules(strategy, MESH_DIMS[m])
             if size == 1:
                 out.append(Replicate())
                 for slot in required:
-                    slot[m] = Replicate()
+                    slot.append(Replicate())
                 continue
             try:
                 d = table[node.op](ins, shapes, node)
                 for i, (actual, want, grad_partial) in enumerate(zip(ins, d.required, d.grad_partial)):
                     if MESH_DIMS[m] in REPLICA_DIMS and node.inputs[i] in self.from_params:
                         grad_partial = False  # the trainer reduces parameter gradients over dp x cp itself
-                    required[i][m] = want
+                    required[i].append(want)
                     step = rules.conversion(actual, want, grad_partial)
                     if step:
                         steps[i].append(CommStep(MESH_DIMS[m], *step))

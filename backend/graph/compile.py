@@ -10,7 +10,7 @@ buffers. Compiling needs no process group; ``bind`` supplies them. Where context
 parallelism splits the sequence, rotary embedding reads the zig-zag chunks' true positions
 (``runtime.zigzag``) and attention is a ring (or Ulysses) module over the cp group.
 
-A stage's graph takes ``(tokens, targets, *received)`` and returns the loss on the
+A stage's graph takes ``(tokens, targets, positions, *received)`` and returns the loss on the
 last stage, else the tuple of tensors it sends on; ``runtime.pipeline`` moves them
 between stages under a schedule (an ``ExecGraph`` is its ``PipelineStage``).
 """
@@ -123,7 +123,7 @@ class _StageCompiler:
                 self.env[node.name] = self.out.placeholder(node.name)
                 self.receives.append(Link(self.graph.nodes[node.inputs[0]].stages[self.strategy], tag))
 
-    def _module_node(self, name: str, module: nn.Module, args) -> torch.fx.Node:
+    def _module_node(self, name: str, module: nn.Module, args: list[torch.fx.Node]) -> torch.fx.Node:
         self.root.add_module(name, module)
         self.bindable.append(name)
         return self.out.call_module(name, tuple(args))
@@ -136,6 +136,7 @@ class _StageCompiler:
             self.params.append(node.name)
             self.env[node.name] = self.out.get_attr(attr_name(node.name))
         elif node.kind == "buffer":
+            assert node.shape is not None  # traced buffers carry their sample shape
             self.root.register_buffer(node.name, torch.empty(node.shape, device="meta"))
             self.env[node.name] = self.out.get_attr(node.name)
         elif node.kind == "comm":
@@ -151,8 +152,10 @@ class _StageCompiler:
         if key not in self.merged:
             steps = node.comm[self.strategy]
             for i, step in enumerate(steps):
+                assert step.mesh_dim != "pp" and step.kind != P2P  # crossings are links, not collectives
                 ranks = _group_ranks(self.strategy, self.rank, step.mesh_dim)
                 if step.kind == "all_gather_rs" and len(steps) == 1:  # linears read it: they keep the shard
+                    assert step.dim is not None  # a sequence-parallel gather names its dim
                     shard, name = value, f"{node.name}_{i}"
                     value = self._module_node(name, SequenceParallelGather(ranks, step.dim), [value])
                     self.gathered[value] = (shard, name)
@@ -190,6 +193,7 @@ class _StageCompiler:
         if node.op in ("rotary", "attention") and self._context_split(node):
             return self._context_parallel(node, ins)
         fx = node.fx_node  # every other op runs as traced, on local shapes
+        assert fx is not None  # compute nodes keep their traced call
         mapping = dict(zip(fx.all_input_nodes, ins))
         args = torch.fx.map_arg(fx.args, lambda a: mapping[a])
         kwargs = torch.fx.map_arg(fx.kwargs, lambda a: mapping[a])
@@ -205,13 +209,19 @@ class _StageCompiler:
         ranks, index = self.strategy.cp_group(self.rank), self.strategy.coords(self.rank).cp
         if node.op == "rotary":
             return self.out.call_function(zigzag_rotary, (*ins, index, self.strategy.cp))
-        flavour = CONTEXT_ATTENTION[context_flavour(self.graph.config, self.strategy)]
-        return self._module_node(f"{node.name}_context_parallel", flavour(ranks, index), ins)
+        flavour = context_flavour(self.graph.config, self.strategy)
+        assert flavour is not None  # cp > 1 here (``_context_split``)
+        attention = CONTEXT_ATTENTION[flavour]
+        return self._module_node(f"{node.name}_context_parallel", attention(ranks, index), ins)
 
 
 def _vocab_split(node: LogicalNode, graph: LogicalGraph, strategy: Strategy) -> bool:
     """The embedding weight, or the loss's logits, are split over the vocabulary in tp."""
     source = graph.nodes[node.inputs[1] if node.op == "embedding" else node.inputs[0]]
     placement = source.states[strategy].placements[MESH_DIMS.index("tp")]
-    vocab_dim = 0 if node.op == "embedding" else len(source.shape) - 1
+    if node.op == "embedding":
+        vocab_dim = 0
+    else:
+        assert source.shape is not None  # the logits were traced with their shape
+        vocab_dim = len(source.shape) - 1
     return placement == Shard(vocab_dim)

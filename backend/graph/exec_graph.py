@@ -2,7 +2,8 @@
 fx module, the parameters it reads from the strategy's flat buffers, the process groups its
 collectives bind, and its pipeline links. ``run`` trains micro-batches through it under a
 pipeline schedule, ``evaluate`` runs them forward only; both first cut each micro-batch to
-this rank's share (``local_share``).
+this rank's share (``local_share``). A micro-batch is ``(tokens, targets)`` or ``(tokens,
+targets, positions)`` (``models.documents``; without them every row is one document).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
 from hotswitch.backend.runtime.process_groups import ProcessGroups
-from hotswitch.backend.runtime.zigzag import pad_to, shard_micro_batch
+from hotswitch.backend.runtime.zigzag import pad_rows, zigzag_shard
 from hotswitch.backend.strategy import Strategy
 
 
@@ -50,7 +51,7 @@ class ExecGraph:
     @property
     def device(self) -> torch.device:
         """Where ``attach`` put the parameters."""
-        return self.module.rope_cos.device
+        return self.module.get_buffer("rope_cos").device  # every stage has the rotary tables
 
     def rank_sets(self) -> set[tuple[int, ...]]:
         return {getattr(self.module, name).ranks for name in self.bindable}
@@ -76,7 +77,7 @@ class ExecGraph:
 
     def run(
         self,
-        micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+        micro_batches: list[tuple[torch.Tensor, ...]],
         scale: float,
         schedule: str = "1f1b",
         clock: StageClock | None = None,
@@ -86,23 +87,27 @@ class ExecGraph:
         last stage; with context parallelism, the sum over this rank's tokens)."""
         return run_stage(self, [self.local_share(*m) for m in micro_batches], scale, schedule, clock)
 
-    def evaluate(self, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    def evaluate(self, micro_batches: list[tuple[torch.Tensor, ...]]) -> torch.Tensor:
         """The local loss sum of the micro-batches, forward only (call under ``no_grad``):
         every stage's forward passes in order, activations sent on, nothing kept."""
-        micro_batches = [self.local_share(*m) for m in micro_batches]
+        shares = [self.local_share(*m) for m in micro_batches]
         if self.strategy.pp == 1:
-            return sum(
-                (self.module(tokens, targets) for tokens, targets in micro_batches), torch.zeros((), device=self.device)
-            )
-        return run_stage(self, micro_batches, 0.0, "forward")
+            return sum((self.module(*share) for share in shares), torch.zeros((), device=self.device))
+        return run_stage(self, shares, 0.0, "forward")
 
-    def local_share(self, tokens: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def local_share(
+        self, tokens: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """What this rank computes of a micro-batch: with context parallelism its zig-zag chunks
-        of every row (padded per chunk), with sequence parallelism rows padded to a multiple of tp."""
+        of every row (padded per chunk), with sequence parallelism rows padded to a multiple of
+        tp; and the positions of the whole (padded) rows, which every rank reads whole."""
         multiple = self.strategy.tp if self.strategy.sp else 1
-        if self.strategy.cp > 1:
-            return shard_micro_batch(tokens, targets, self.strategy.coords(self.rank).cp, self.strategy.cp, multiple)
-        return pad_to(tokens, targets, multiple)
+        cp = self.strategy.cp
+        if cp > 1:
+            tokens, targets, positions = pad_rows(tokens, targets, positions, 2 * cp * multiple)
+            index = self.strategy.coords(self.rank).cp
+            return zigzag_shard(tokens, index, cp), zigzag_shard(targets, index, cp), positions
+        return pad_rows(tokens, targets, positions, multiple)
 
     def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
         """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""

@@ -24,7 +24,7 @@ import torch.fx
 
 from hotswitch.backend.dist_state import DistState
 from hotswitch.backend.graph.comm_insertion import insert_comm
-from hotswitch.backend.graph.nodes import FREE, LogicalNode
+from hotswitch.backend.graph.nodes import FREE, LogicalNode, NodeKind
 from hotswitch.backend.graph.trace import op_kind, source_line, trace_config
 from hotswitch.backend.layout import param_layout, stage_layers
 from hotswitch.backend.models.config import ModelConfig
@@ -55,7 +55,9 @@ class LogicalGraph:
         self.nodes = insert_comm(config, self.strategies, self.nodes)
 
     @classmethod
-    def build(cls, config: ModelConfig, strategies: Sequence[str | Strategy], batch: int = 2, seq: int = 16):
+    def build(
+        cls, config: ModelConfig, strategies: Sequence[str | Strategy], batch: int = 2, seq: int = 16
+    ) -> LogicalGraph:
         return cls(config, strategies, trace_config(config, batch, seq))
 
     # -- the strategy-independent nodes --------------------------------------------------
@@ -71,7 +73,7 @@ class LogicalGraph:
             if n.op == "placeholder":
                 self._add(LogicalNode(n.name, "input", "input", [], shapes[n.name]))
             elif n.op == "get_attr":
-                kind = "param" if n.target in params else "buffer"
+                kind: NodeKind = "param" if n.target in params else "buffer"
                 self._add(LogicalNode(n.target, kind, kind, [], shapes[n.name], layer=_layer_of(n)))
                 self._names[n] = n.target
                 continue
@@ -135,7 +137,7 @@ def summarize(graph: LogicalGraph) -> dict:
     strategies = [str(s) for s in graph.strategies]
     nodes = []
     for n in graph.nodes.values():
-        item = {
+        item: dict[str, object] = {
             "name": n.name,
             "kind": n.kind,
             "op": n.op,

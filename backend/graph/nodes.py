@@ -13,10 +13,13 @@ from hotswitch.backend.layout import MESH_DIMS, MeshDim
 from hotswitch.backend.runtime.collectives import CommKind
 from hotswitch.backend.strategy import Strategy
 
-__all__ = ["FREE", "MESH_DIMS", "P2P", "CommStep", "LogicalNode", "MeshDim", "NodeKind", "StepKind"]
+__all__ = ["FREE", "MESH_DIMS", "P2P", "POSITIONS", "CommStep", "LogicalNode", "MeshDim", "NodeKind", "StepKind"]
 NodeKind = Literal["input", "param", "buffer", "compute", "comm", "output"]
 FREE: tuple[NodeKind, ...] = ("input", "buffer")  # every pipeline stage has these
 
+# the input holding the micro-batch's positions in their documents (``models.documents``):
+# every rank gets its rows whole, whatever splits the tokens, so it is replicated everywhere
+POSITIONS = "positions"
 P2P: Literal["p2p"] = "p2p"  # a tensor crossing pipeline stages: ``runtime.pipeline`` carries it
 StepKind = CommKind | Literal["p2p"]
 

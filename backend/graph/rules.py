@@ -87,14 +87,14 @@ def rotary(ins, shapes, node) -> Deduction:
     x = ins[0]  # positions follow dim 1, pairs span the last dim: neither may be split
     if _sharded(x, 1) or _sharded(x, len(shapes[0]) - 1):
         x = R
-    return _same([x, R, R], x)
+    return _same([x, R, R, R], x)  # the tables, and the whole rows' positions (``POSITIONS``)
 
 
 def attention(ins, shapes, node) -> Deduction:
     q = ins[0]  # independent per batch row and per head: dims 0 and 2
     allowed = q == R or _sharded(q, 0) or _sharded(q, 2)
     q = q if allowed else R
-    return _same([q, q, q], q)
+    return _same([q, q, q, R], q)  # the whole rows' positions say where documents start
 
 
 def nonlinear_unary(ins, shapes, node) -> Deduction:
@@ -218,14 +218,14 @@ def sequence_parallel_add(ins, shapes, node) -> Deduction:
 def context_parallel_rotary(ins, shapes, node) -> Deduction:
     """Context parallelism: each rank rotates its zig-zag chunks at their true positions."""
     if _sharded(ins[0], 1):
-        return _same([ins[0], R, R], ins[0])
+        return _same([ins[0], R, R, R], ins[0])
     return rotary(ins, shapes, node)
 
 
 def context_parallel_attention(ins, shapes, node) -> Deduction:
     """Context parallelism: ring (or Ulysses) attention over the sequence's zig-zag chunks."""
     if _sharded(ins[0], 1):
-        return _same([ins[0]] * 3, ins[0])
+        return _same([ins[0]] * 3 + [R], ins[0])
     return attention(ins, shapes, node)
 
 

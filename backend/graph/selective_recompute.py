@@ -57,17 +57,19 @@ class _Pending:
     """Dropped values of one micro-batch, filled again by the first hook that fires."""
 
     def __init__(self, recompute: torch.fx.GraphModule, inputs: tuple, released: tuple):
-        self.recompute, self.inputs, self.released = recompute, inputs, released
+        self.recompute = recompute
+        self.dropped: tuple[tuple, tuple] | None = (inputs, released)  # None once filled again
 
     def refill(self, grad: torch.Tensor) -> torch.Tensor:
-        if self.released is not None:
+        if self.dropped is not None:
+            inputs, released = self.dropped
             with torch.no_grad():
-                values = self.recompute(*self.inputs)
-            for tensor, value in zip(self.released, values, strict=True):
+                values = self.recompute(*inputs)
+            for tensor, value in zip(released, values, strict=True):
                 storage = tensor.untyped_storage()
                 storage.resize_(value.untyped_storage().nbytes())
                 storage.copy_(value.untyped_storage())
-            self.inputs = self.released = None  # the storages live on in what autograd saved
+            self.dropped = None  # the storages live on in what autograd saved
         return grad
 
 
@@ -148,7 +150,13 @@ def recompute_selectively(module: torch.fx.GraphModule, params: set[str]) -> int
     return count
 
 
-def _insert(module, group: list[torch.fx.Node], readers: list[torch.fx.Node], order: dict, name: str) -> None:
+def _insert(
+    module: torch.fx.GraphModule,
+    group: list[torch.fx.Node],
+    readers: list[torch.fx.Node],
+    order: dict[torch.fx.Node, int],
+    name: str,
+) -> None:
     inside = set(group)
     inputs = list(dict.fromkeys(s for n in group for s in n.all_input_nodes if s not in inside))
     sub = torch.fx.Graph()

@@ -60,9 +60,10 @@ def op_kind(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
         return FUNCTION_OPS[node.target]
     if node.op == "call_method" and node.target in METHOD_OPS:
         return METHOD_OPS[node.target]
-    if node.op == "call_module" and type(modules[node.target]) in MODULE_OPS:
-        return MODULE_OPS[type(modules[node.target])]
-    what = getattr(node.target, "__name__", node.target) if node.op != "call_module" else type(modules[node.target])
+    module = modules[str(node.target)] if node.op == "call_module" else None  # the target: the module's name
+    if module is not None and type(module) in MODULE_OPS:
+        return MODULE_OPS[type(module)]
+    what = getattr(node.target, "__name__", node.target) if module is None else type(module)
     supported = ", ".join(sorted({*FUNCTION_OPS.values(), *METHOD_OPS.values(), *MODULE_OPS.values()}))
     raise ValueError(
         f"no deduction rule for {node.op} {what!s} (node '{node.name}', {source_line(node)}); "
@@ -71,13 +72,14 @@ def op_kind(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
 
 
 def trace(model: nn.Module, batch: int = 2, seq: int = 16) -> torch.fx.GraphModule:
-    """Trace ``model(tokens, targets)`` and record every node's sample shape (meta tensors)."""
+    """Trace ``model(tokens, targets, positions)`` and record every node's sample shape (meta
+    tensors)."""
     tracer = torch.fx.Tracer()
     tracer.record_stack_traces = True
     graph = tracer.trace(model)
     module = torch.fx.GraphModule(model, graph)
     sample = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-    ShapeProp(module).propagate(sample, sample)
+    ShapeProp(module).propagate(sample, sample, sample)
     return module
 
 

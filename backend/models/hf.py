@@ -154,8 +154,8 @@ def load_pretrained(
         for name, param in model.named_parameters():
             param.copy_(source.read(name))
         cos, sin = rotary_tables(config, device)
-        model.rope_cos.copy_(cos)
-        model.rope_sin.copy_(sin)
+        model.get_buffer("rope_cos").copy_(cos)
+        model.get_buffer("rope_sin").copy_(sin)
     return model
 
 

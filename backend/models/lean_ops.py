@@ -54,8 +54,8 @@ class RotaryFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        seq = x.shape[1]
-        cos, sin = cos[:seq, None, :], sin[:seq, None, :]
+        seq = x.shape[1]  # tables [positions, half] from 0, or [batch, seq, half] at each token's
+        cos, sin = cos[..., :seq, None, :], sin[..., :seq, None, :]
         ctx.save_for_backward(cos, sin)
         return _rotate(x, cos, sin).to(x.dtype)
 

@@ -4,15 +4,19 @@
 (targets equal to ``IGNORE`` are skipped), so that the trainer can scale every
 micro-batch by the token count of the whole global batch. Rotary embedding is the
 "rotate-half" form (the two halves of a head pair up), which is the form Hugging Face LLaMA
-checkpoints are stored for, so they load without permuting q/k rows. Rows are independent
-sequences padded on the right: with causal attention a real token never sees
-padding. Rotary embedding, attention and the loss are fx leaves (``torch.fx.wrap``)
-so the traced graph has one node for each, with one deduction rule each.
+checkpoints are stored for, so they load without permuting q/k rows. A row holds one
+document or several back to back (``models.documents``): ``positions`` restart at every
+document, rotary embedding reads them, and attention never crosses a document; padding on
+the right continues a row's last document, which causal attention keeps real tokens from
+seeing. Without ``positions`` every row is one document. Rotary embedding, attention and the
+loss are fx leaves (``torch.fx.wrap``) so the traced graph has one node for each, with one
+deduction rule each.
 """
 
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import torch
 import torch.fx
@@ -21,6 +25,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 
 IGNORE = -100
@@ -28,10 +33,11 @@ SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scale
 
 
 @torch.fx.wrap
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half rotary embedding of ``x`` [batch, seq, heads, head_dim] at positions 0..seq-1,
-    in fp32 (the tables are fp32), back in x's dtype; keeps no activation for backward."""
-    return RotaryFunction.apply(x, cos, sin)
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Rotate-half rotary embedding of ``x`` [batch, seq, heads, head_dim] at each token's
+    position in its document (``positions`` [batch, seq]), in fp32 (the tables are fp32), back
+    in x's dtype; keeps no activation for backward."""
+    return RotaryFunction.apply(x, *gather_tables(cos, sin, positions))
 
 
 @torch.fx.wrap
@@ -47,14 +53,24 @@ ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION
 
 
 @torch.fx.wrap
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """Causal attention over [batch, seq, heads, head_dim] that never crosses a document
+    (``positions`` [batch, seq]): rows of one document each in one fused call, packed rows one
+    fused call per document (exact on every device)."""
+    documents = spans(positions)
+    if documents is None:
+        return fused_causal_attention(q, k, v)
+    return per_document(fused_causal_attention, q, k, v, documents)
+
+
+def fused_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim]; k and v may have fewer heads
     (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads.
     One ``scaled_dot_product_attention`` call with ``enable_gqa`` (no copies of k and v), so
     the fused kernels (flash, memory-efficient; CPU's flash too: ``ATTENTION_BACKENDS``) engage
     and no L x L score matrix is kept for backward."""
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    options = {}
+    options: dict[str, Any] = {}  # enable_gqa only where this PyTorch has it
     if q.shape[1] != k.shape[1] and SDPA_GQA:
         options["enable_gqa"] = True
     elif q.shape[1] != k.shape[1]:  # PyTorch 2.4: the copies enable_gqa avoids
@@ -90,12 +106,13 @@ class Attention(nn.Module):
         self.wv = nn.Linear(config.dim, kv, bias=False)
         self.wo = nn.Linear(config.dim, config.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         # (-1, head_dim): the head count follows the input, so a tensor-parallel shard works unchanged
         q = self.wq(x).unflatten(-1, (-1, self.head_dim))
         k = self.wk(x).unflatten(-1, (-1, self.head_dim))
         v = self.wv(x).unflatten(-1, (-1, self.head_dim))
-        out = causal_attention(apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v)
+        q, k = apply_rotary(q, cos, sin, positions), apply_rotary(k, cos, sin, positions)
+        out = causal_attention(q, k, v, positions)
         return self.wo(out.flatten(-2))
 
 
@@ -118,12 +135,12 @@ class TransformerBlock(nn.Module):
         self.ffn_norm = RMSNorm(config.dim, config.norm_eps)
         self.feed_forward = FeedForward(config)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        h = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), cos, sin, positions)
         return h + self.feed_forward(self.ffn_norm(h))
 
 
-def rotary_tables(config: ModelConfig, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_tables(config: ModelConfig, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     half = config.head_dim // 2
     freqs = config.rope_theta ** (-torch.arange(half, dtype=torch.float32, device=device) / half)
     angles = torch.outer(torch.arange(config.max_seq_len, dtype=torch.float32, device=device), freqs)
@@ -144,10 +161,16 @@ class Transformer(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The summed token loss; ``positions`` [rows, length] (on the host) place packed
+        documents, by default every row is one document."""
+        if positions is None:
+            positions = unpacked_positions(*tokens.shape)
         x = self.tok_embeddings(tokens)
         for layer in self.layers:
-            x = layer(x, self.rope_cos, self.rope_sin)
+            x = layer(x, self.rope_cos, self.rope_sin, positions)
         return token_loss(self.output(self.norm(x)), targets)
 
 

@@ -8,8 +8,11 @@ key-value head) and [batch, kv_heads, 1, length, head_dim] for keys and values. 
 output and log-sum-exp they merge into are always fp32. A block runs PyTorch's fused kernel
 where one returns the log-sum-exp and takes the merged output and log-sum-exp back in its
 backward: flash attention on CPU and for a GPU's half precision, memory-efficient attention
-for a GPU's fp32 (flash has no fp32). Elsewhere the same formulas run as explicit matmuls,
-keys and values shared by their query heads without copies.
+for a GPU's fp32 (flash has no fp32). Elsewhere, and for a block with a ``mask`` (packed
+documents: [batch, queries, keys], True where a key is visible), the same formulas run as
+explicit matmuls, keys and values shared by their query heads without copies; a query row
+that sees no key of a block gets a zero output and a log-sum-exp of -inf, which merges as
+nothing.
 """
 
 from __future__ import annotations
@@ -46,18 +49,23 @@ def _heads(x: torch.Tensor, group: int) -> torch.Tensor:
     return flat if x.is_cuda and flat.stride(-1) == 1 else flat.contiguous()
 
 
-def _scores(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
+def _scores(q: torch.Tensor, k: torch.Tensor, causal: bool, mask: torch.Tensor | None = None) -> torch.Tensor:
     scores = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    if mask is not None:  # [batch, queries, keys] over every head
+        return scores.masked_fill(~mask.to(q.device)[:, None, None], float("-inf"))
     if causal:  # a square block: query i and key i are the same position
         lq, lk = scores.shape[-2:]
-        mask = torch.ones(lq, lk, dtype=torch.bool, device=q.device).triu(1 + lk - lq)
-        scores = scores.masked_fill(mask, float("-inf"))
+        hidden = torch.ones(lq, lk, dtype=torch.bool, device=q.device).triu(1 + lk - lq)
+        scores = scores.masked_fill(hidden, float("-inf"))
     return scores
 
 
-def _fused_forward(kind: str, q, k, v, causal: bool):
+def _fused_forward(
+    kind: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(output, log-sum-exp [batch, heads, length]) of a fused kernel on [batch, heads, length, d]."""
     if kind == "cpu-flash":
+        assert _CPU_FLASH is not None  # kernel() picks "cpu-flash" only where it exists
         return _CPU_FLASH(q, k, v, 0.0, causal)[:2]
     if kind == "flash":
         return _ATEN._scaled_dot_product_flash_attention(q, k, v, 0.0, causal)[:2]
@@ -65,9 +73,19 @@ def _fused_forward(kind: str, q, k, v, causal: bool):
     return out, lse[..., : q.shape[2]]
 
 
-def _fused_backward(kind: str, grad_out, q, k, v, out, lse, causal: bool):
+def _fused_backward(
+    kind: str,
+    grad_out: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) of a fused kernel, given the merged output and log-sum-exp of these rows."""
     if kind == "cpu-flash":
+        assert _CPU_FLASH_BACKWARD is not None  # kernel() picks "cpu-flash" only where it exists
         return _CPU_FLASH_BACKWARD(grad_out, q, k, v, out, lse, 0.0, causal)
     seed = torch.zeros((), dtype=torch.long, device=q.device)  # no dropout: the rng state is unread
     if kind == "flash":
@@ -80,13 +98,20 @@ def _fused_backward(kind: str, grad_out, q, k, v, out, lse, causal: bool):
     )[:3]
 
 
-def block_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool):
+def block_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(softmax(q k^T / sqrt(d)) v, logsumexp of every query row) over this block's keys;
-    ``causal`` only for a square block whose rows and columns are the same positions."""
+    ``causal`` only for a square block whose rows and columns are the same positions; ``mask``
+    (which keys each query sees) instead of ``causal`` for packed documents."""
     kind = kernel(q)
+    if mask is not None:
+        scores = _scores(q, k, causal, mask)
+        lse = scores.logsumexp(-1)
+        return torch.exp(scores - lse.unsqueeze(-1)).nan_to_num(0.0) @ v, lse  # a row seeing nothing: 0
     if kind != "matmul":
         group = q.shape[2]
-        out, lse = _fused_forward(kind, *(_heads(x, group) for x in (q, k, v)), causal)
+        out, lse = _fused_forward(kind, _heads(q, group), _heads(k, group), _heads(v, group), causal)
         return out.reshape(q.shape), lse.reshape(q.shape[:-1])
     scores = _scores(q, k, causal)
     lse = scores.logsumexp(-1)
@@ -101,20 +126,29 @@ def merge(out: torch.Tensor, lse: torch.Tensor, block_out: torch.Tensor, block_l
     lse.copy_(merged)
 
 
-def block_backward(q, k, v, grad_out, out, lse, causal: bool):
+def block_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    grad_out: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    causal: bool,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The block's share of (dq, dk, dv), given the whole attention's ``out`` (cast once to
     ``q``'s dtype by the caller saves a copy a block) and row ``lse`` (merged over every block,
     fp32) for these query rows; dk and dv summed over their query heads in fp32."""
     group, kind = q.shape[2], kernel(q)
-    if kind != "matmul":
-        flat = [_heads(x.to(q.dtype), group) for x in (grad_out, q, k, v, out)]
+    if kind != "matmul" and mask is None:
+        flat_grad, flat_q, flat_k, flat_v, flat_out = (_heads(x.to(q.dtype), group) for x in (grad_out, q, k, v, out))
         row_lse = _heads(lse.unsqueeze(-1), group).squeeze(-1).contiguous()  # kernels read it packed
-        dq, dk, dv = _fused_backward(kind, *flat, row_lse, causal)
+        dq, dk, dv = _fused_backward(kind, flat_grad, flat_q, flat_k, flat_v, flat_out, row_lse, causal)
         per_kv = (*k.shape[:2], group, *k.shape[3:])
         dk, dv = (x.reshape(per_kv).sum(2, keepdim=True, dtype=torch.float32) for x in (dk, dv))
         return dq.reshape(q.shape), dk, dv
     delta = (grad_out * out).sum(-1)
-    probs = torch.exp(_scores(q, k, causal) - lse.unsqueeze(-1))
+    probs = torch.exp(_scores(q, k, causal, mask) - lse.unsqueeze(-1))
     dv = (probs.transpose(-1, -2) @ grad_out).sum(2, keepdim=True)
     dscores = probs * (grad_out @ v.transpose(-1, -2) - delta.unsqueeze(-1)) * q.shape[-1] ** -0.5
     dq = dscores @ k
@@ -122,7 +156,9 @@ def block_backward(q, k, v, grad_out, out, lse, causal: bool):
     return dq, dk, dv
 
 
-def blockwise(q, k, v, grad, blocks: list[tuple[slice, slice, bool]]):
+def blockwise(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, grad: torch.Tensor, blocks: list[tuple[slice, slice, bool]]
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """``blocks`` (query rows, key columns, causal) on one device as ring attention runs them,
     without the transfers: every block forward, merged; the merged output cast once to ``q``'s
     dtype; every block's backward from it. Returns the fp32 output and fp32 (dq, dk, dv): a

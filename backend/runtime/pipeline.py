@@ -37,8 +37,8 @@ class Link:
 @runtime_checkable
 class PipelineStage(Protocol):
     """What ``run_stage`` needs of one rank's part of a pipeline (``graph.compile.ExecGraph``
-    is one). ``module(tokens, targets, *received)``, one tensor per ``receives`` link,
-    returns the loss sum on the last stage, else the tuple of tensors for ``sends``."""
+    is one). ``module(tokens, targets, positions, *received)``, one tensor per ``receives``
+    link, returns the loss sum on the last stage, else the tuple of tensors for ``sends``."""
 
     @property
     def strategy(self) -> Strategy: ...
@@ -106,16 +106,17 @@ class StageClock:
 
 def run_stage(
     graph: PipelineStage,
-    micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    micro_batches: Sequence[tuple[torch.Tensor, ...]],
     scale: float,
     schedule: str,
     clock: StageClock | None = None,
 ):
-    """Forward and backward every micro-batch through ``graph`` (one rank's executable
-    graph) in the order ``schedule`` gives its stage; gradients of ``scale * loss``
-    accumulate into the graph's parameters. Returns the loss summed on this rank; adds
-    compute and exchange times to ``clock`` if given. Between passes the stage makes one
-    exchange with its neighbours (``runtime.p2p``)."""
+    """Forward and backward every micro-batch (this rank's ``(tokens, targets, positions)``,
+    the module's leading arguments) through ``graph`` (one rank's executable graph) in the
+    order ``schedule`` gives its stage; gradients of ``scale * loss`` accumulate into the
+    graph's parameters. Returns the loss summed on this rank; adds compute and exchange times
+    to ``clock`` if given. Between passes the stage makes one exchange with its neighbours
+    (``runtime.p2p``)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown pipeline schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
     strategy, stage = graph.strategy, graph.stage

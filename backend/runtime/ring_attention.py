@@ -8,6 +8,11 @@ chunks attend the early chunk only; to a higher rank's k/v only its late chunk a
 both. Partial results merge by their log-sum-exp (online softmax), so the output equals one
 device's causal attention up to summation order.
 
+Packed rows (several documents back to back, ``models.documents``) keep every block's
+documents apart: each rank has the whole rows' positions, so for every block it knows where
+each of its queries' and the visiting keys' documents start, and masks the rest
+(``block_mask``; such blocks run as explicit matmuls).
+
 Backward sends k/v round the ring once more, together with their accumulated gradients,
 which every rank adds its share to; after the last step each rank receives its own dk/dv.
 
@@ -21,14 +26,16 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from hotswitch.backend.models.documents import counts_from_zero, same_document
 from hotswitch.backend.runtime.attention_blocks import block_backward, block_forward, grouped, merge, ungrouped
 from hotswitch.backend.runtime.group_module import GroupModule
+from hotswitch.backend.runtime.zigzag import zigzag_positions
 
 _KV, _GRADS = 1, 2  # tags: k/v, their gradients
 
 
 class _Pending:
-    def __init__(self, requests, received: torch.Tensor):
+    def __init__(self, requests: list[dist.Work], received: torch.Tensor):
         self.requests, self.received = requests, received
 
     def wait(self) -> torch.Tensor:
@@ -40,7 +47,7 @@ class _Pending:
 class Ring:
     """Rank ``index`` of the cp group ``ranks`` (global ranks, in ring order) over ``group``."""
 
-    def __init__(self, ranks: tuple[int, ...], index: int, group):
+    def __init__(self, ranks: tuple[int, ...], index: int, group: dist.ProcessGroup):
         self.size, self.index, self.group = len(ranks), index, group
         self.next, self.previous = ranks[(index + 1) % self.size], ranks[(index - 1) % self.size]
 
@@ -65,12 +72,27 @@ def ring_block(step: int, index: int, size: int, chunk: int) -> tuple[slice, sli
     return slice(chunk, None), slice(None), False
 
 
+def block_mask(
+    positions: torch.Tensor | None, step: int, index: int, size: int, rows: slice, cols: slice
+) -> torch.Tensor | None:
+    """[batch, queries, keys]: which of the visiting keys each query of the block sees (same
+    document, not later), from the whole rows' ``positions``; None for rows of one document."""
+    if positions is None:
+        return None
+    local = positions.shape[1] // size
+    q_index = zigzag_positions(index, size, local)[rows]
+    k_index = zigzag_positions((index - step) % size, size, local)[cols]
+    return same_document(q_index, positions[:, q_index], k_index, positions[:, k_index])
+
+
 class RingAttentionFunction(torch.autograd.Function):
     """forward: causal attention of the ring's zig-zag shards, k/v sent round; backward: k/v
     and their gradients sent round, each rank receiving its own dk/dv last."""
 
     @staticmethod
-    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ring: Ring) -> torch.Tensor:
+    def forward(
+        ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ring: Ring, positions: torch.Tensor | None
+    ) -> torch.Tensor:
         heads, chunk = k.shape[2], q.shape[1] // 2
         queries = grouped(q, heads)
         out = torch.zeros_like(queries, dtype=torch.float32)  # blocks merge in fp32 (``merge``)
@@ -80,15 +102,16 @@ class RingAttentionFunction(torch.autograd.Function):
             pending = ring.shift(kv, _KV) if step < ring.size - 1 else None
             rows, cols, causal = ring_block(step, ring.index, ring.size, chunk)
             keys, values = grouped(kv[0], heads)[..., cols, :], grouped(kv[1], heads)[..., cols, :]
-            block_out, block_lse = block_forward(queries[..., rows, :], keys, values, causal)
+            mask = block_mask(positions, step, ring.index, ring.size, rows, cols)
+            block_out, block_lse = block_forward(queries[..., rows, :], keys, values, causal, mask)
             merge(out[..., rows, :], lse[..., rows], block_out, block_lse)
             kv = pending.wait() if pending else kv
-        ctx.ring = ring
+        ctx.ring, ctx.positions = ring, positions
         ctx.save_for_backward(q, k, v, out.to(queries.dtype), lse)  # as a block's backward reads it
         return ungrouped(out, q.dtype)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None]:
         q, k, v, out, lse = ctx.saved_tensors
         ring, heads, chunk = ctx.ring, k.shape[2], q.shape[1] // 2
         queries, grad_out = grouped(q, heads), grouped(grad, heads)
@@ -107,6 +130,7 @@ class RingAttentionFunction(torch.autograd.Function):
                 out[..., rows, :],
                 lse[..., rows],
                 causal,
+                block_mask(ctx.positions, step, ring.index, ring.size, rows, cols),
             )
             dq[..., rows, :] += block[0]
             dkv = torch.zeros((2, *keys.shape), device=q.device) if grads is None else grads.wait()
@@ -114,8 +138,9 @@ class RingAttentionFunction(torch.autograd.Function):
             dkv[1][..., cols, :] += block[2]
             grads = ring.shift(dkv, _GRADS)  # on to the next rank; the last shift brings our own home
             kv = pending.wait() if pending else kv
+        assert grads is not None  # the loop ran: a ring has at least two ranks
         dkv = grads.wait()
-        return ungrouped(dq, q.dtype), ungrouped(dkv[0], k.dtype), ungrouped(dkv[1], v.dtype), None
+        return ungrouped(dq, q.dtype), ungrouped(dkv[0], k.dtype), ungrouped(dkv[1], v.dtype), None, None
 
 
 class RingAttention(GroupModule):
@@ -136,11 +161,13 @@ class RingAttention(GroupModule):
         super().bind(group)
         self.ring = Ring(self.ranks, self.index, group)
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``positions``: the whole rows' (``models.documents``), [batch, cp x this shard's length]."""
         self.bound_group()  # raises, naming the ranks, where bind was not called
         if q.shape[1] % 2:
             raise ValueError(f"a zig-zag shard holds two equal chunks; got {q.shape[1]} tokens (pad to 2 x cp)")
-        return RingAttentionFunction.apply(q, k, v, self.ring)
+        documents = None if counts_from_zero(positions) else positions.cpu()
+        return RingAttentionFunction.apply(q, k, v, self.ring, documents)
 
     def extra_repr(self) -> str:
         return f"ring, ranks={list(self.ranks)}, index={self.index}"

@@ -47,6 +47,8 @@ class SequenceParallelGather(Collective):
     """The ``all_gather_rs`` before column-parallel linears, able to gather a shard again in
     backward (``regather``), once for all its readers."""
 
+    dim: int  # always given, unlike other collectives'
+
     def __init__(self, ranks: tuple[int, ...], dim: int):
         super().__init__("all_gather_rs", ranks, dim)
         self.regathered: tuple[tuple, torch.Tensor] | None = None  # (the shard's identity, gathered)

@@ -2,7 +2,8 @@
 
 Two all-to-alls re-shard attention: q, k and v go from a sequence shard of every head to the
 whole sequence of ``heads / cp`` heads (put back in natural order), each rank runs ordinary
-causal attention on its heads, and the output goes back to the rank's zig-zag sequence shard
+causal attention on its heads (document by document in packed rows: every rank has the
+whole rows' positions), and the output goes back to the rank's zig-zag sequence shard
 of every head. Needs the query and key-value head counts (per tensor-parallel rank) divisible
 by cp; ``layout.context_flavour`` falls back to ring attention where they are not.
 """
@@ -59,13 +60,14 @@ class UlyssesAttention(GroupModule):
         super().__init__(ranks)
         self.index = index
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``positions``: the whole rows' (``models.documents``), as the heads' attention sees them."""
         group = self.bound_group()
         for name, x in (("query", q), ("key-value", k)):
             if x.shape[2] % len(self.ranks):
                 raise ValueError(f"Ulysses over {len(self.ranks)} ranks cannot split {x.shape[2]} {name} heads")
         q, k, v = (Reshard.apply(x, group, True) for x in (q, k, v))
-        return Reshard.apply(causal_attention(q, k, v), group, False)
+        return Reshard.apply(causal_attention(q, k, v, positions), group, False)
 
     def extra_repr(self) -> str:
         return f"ulysses, ranks={list(self.ranks)}, index={self.index}"

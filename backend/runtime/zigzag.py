@@ -5,8 +5,9 @@ never refused: causal attention keeps real tokens from seeing the padding, and i
 keep it out of the loss) and cut into ``2 * cp`` equal chunks; rank ``i`` of the cp group holds
 chunks ``i`` and ``2 * cp - 1 - i`` of every row, in that order. Under causal attention an early
 chunk has little to attend to and a late one much, so every rank gets the same work (Megatron
-context parallelism's load balancing). Rotary embedding reads each token's true position
-(``zigzag_positions``), so a shard computes exactly what one device computes on those tokens.
+context parallelism's load balancing). Rotary embedding reads each token's position in its
+document from the whole row's positions (``models.documents``; every rank of the group has
+them), so a shard computes exactly what one device computes on those tokens.
 
 The logical graph writes this split ``Shard(1)`` over the cp mesh dim; the chunks a rank holds
 are the zig-zag pair, not the contiguous block ``DistState.local_box`` names. Activations are
@@ -18,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from hotswitch.backend.models.documents import gather_tables, pad_positions, unpacked_positions
 from hotswitch.backend.models.lean_ops import RotaryFunction
 from hotswitch.backend.models.llama import IGNORE
 
@@ -51,6 +53,17 @@ def pad_to(tokens: torch.Tensor, targets: torch.Tensor, multiple: int) -> tuple[
     return F.pad(tokens, (0, extra), value=0), F.pad(targets, (0, extra), value=IGNORE)
 
 
+def pad_rows(
+    tokens: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None, multiple: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``pad_to`` with the rows' positions (one document per row when None) continued over
+    the padding."""
+    if positions is None:
+        positions = unpacked_positions(*tokens.shape)
+    extra = -tokens.shape[1] % multiple
+    return (*pad_to(tokens, targets, multiple), pad_positions(positions, extra))
+
+
 def shard_micro_batch(
     tokens: torch.Tensor, targets: torch.Tensor, index: int, cp: int, multiple: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,9 +73,10 @@ def shard_micro_batch(
     return zigzag_shard(tokens, index, cp), zigzag_shard(targets, index, cp)
 
 
-def zigzag_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, index: int, cp: int) -> torch.Tensor:
+def zigzag_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor, index: int, cp: int
+) -> torch.Tensor:
     """Rotary embedding of rank ``index``'s zig-zag shard ``x`` [batch, seq, heads, head_dim] at
-    the tokens' true positions. Positions past the tables (the right padding of a row as long
-    as the model's context) are clamped: no real token ever sees those."""
-    positions = zigzag_positions(index, cp, x.shape[1], cos.device).clamp(max=cos.shape[0] - 1)
-    return RotaryFunction.apply(x, cos[positions], sin[positions])
+    its tokens' positions in their documents, taken from the whole rows' ``positions``
+    [batch, 2 * cp * (seq // 2)]."""
+    return RotaryFunction.apply(x, *gather_tables(cos, sin, zigzag_shard(positions, index, cp)))

@@ -28,6 +28,7 @@ parallelism at long lengths), as it would on measurements; the paper's baselines
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from hotswitch.backend.cluster import Cluster
@@ -243,3 +244,6 @@ class SimulatedCost(StrategyCost):
 
     def micro_batch_s(self, rows: int, length: int) -> float:
         return self.simulated.micro_batch_s(rows, length)
+
+    def packed_s(self, lengths: Sequence[int]) -> float:
+        return self.simulated.documents_s(list(lengths))

@@ -46,6 +46,13 @@ class Contender:
         }
 
 
+def step_seconds(contender: Contender) -> float:
+    """``step_s`` of a contender that has one: the key that orders contenders that ran."""
+    if contender.step_s is None:
+        raise ValueError(f"{contender.name} has no step time ({contender.why or 'not run'})")
+    return contender.step_s
+
+
 def _run(setup: Setup, name: str, plan: HotSwitchPlan, cost: CostModel, instantiation: Strategy) -> Contender:
     """``plan`` planned on ``cost`` (the fitted costs), timed on the device (``Setup.exact_model``)."""
     predicted = cost.step_s(plan, setup.lengths, instantiation)
@@ -122,12 +129,12 @@ def sim_candidates(setup: Setup) -> list[Strategy]:
 
 def fastest_statics(setup: Setup, strategies: list[Strategy]) -> list[Strategy]:
     """``strategies`` that hold the context, fastest first when each runs the batch alone."""
-    seconds = {}
+    seconds: dict[Strategy, float] = {}
     for s in strategies:
         cost = setup.cost_model([s], s)
         if cost.fits(s, setup.context):
             seconds[s] = cost.static_step_s(s, setup.lengths)
-    return sorted(seconds, key=seconds.get)
+    return sorted(seconds, key=seconds.__getitem__)
 
 
 def run_auto(
@@ -156,7 +163,8 @@ def run_auto(
         return Contender("auto", None, None, None, {}, errors[0] if errors else "no candidate strategy")
     found = _run(setup, "auto", best[1], best[2], best[3])
     for seed in seeds:  # chosen as the trainer would choose: by prediction
-        if seed.step is not None and seed.predicted_s < found.predicted_s:
+        ours, theirs = found.predicted_s, seed.predicted_s
+        if seed.step is not None and theirs is not None and ours is not None and theirs < ours:
             found = replace(seed, name="auto", detail="seeded")
     return found
 

@@ -44,7 +44,8 @@ OCTAVES_ABOVE = 4  # how far past the log's 16K the geometric continuation reach
 
 def _measured_bins() -> list[tuple[float, float, float]]:
     """(lower, upper, weight) per bin, the last measured bin continued geometrically."""
-    bins, lower = [], 1.0
+    bins: list[tuple[float, float, float]] = []
+    lower = 1.0
     for upper, count in zip(REFINEDWEB_BINS[:-1], REFINEDWEB_COUNTS[:-1], strict=True):
         bins.append((lower, upper, float(count)))
         lower = upper

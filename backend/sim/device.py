@@ -17,9 +17,22 @@ Megatron-LM's on an H800 (``benchmarks/paper.py --json``'s ``calibration_h200`` 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypedDict
 
 from hotswitch.backend.cluster import GB, GIB, Cluster
 from hotswitch.backend.models.flops import BF16_PEAK_FLOPS
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class Figures(TypedDict, total=False):
+    """The CALIBRATED figures of a ``DeviceSpec`` (``calibrated``'s keywords)."""
+
+    max_mfu: float
+    half_work: float
+    attention_mfu: float
+    layer_overhead_s: float
 
 
 @dataclass(frozen=True)
@@ -39,14 +52,14 @@ class DeviceSpec:
     latency_s: float = 10e-6  # per collective step (NCCL's small-message latency, nccl-tests order)
     reserved: int = 6 * GIB  # CUDA context, NCCL buffers, allocator fragmentation: never usable
 
-    def efficiency(self, tokens: int, dim: int, tp: int) -> float:
+    def efficiency(self, tokens: float, dim: int, tp: int) -> float:
         """Fraction of peak for a micro-batch of ``tokens`` whose matrix multiplies each device
         sees as ``tokens x dim / tp``: small multiplies leave the tensor cores idle. A saturating
         curve ``max_mfu * w / (w + half_work)``: its shape is an assumption, its two figures fitted."""
         work = tokens * dim / tp
         return self.max_mfu * work / (work + self.half_work)
 
-    def calibrated(self, **figures: float) -> DeviceSpec:
+    def calibrated(self, **figures: Unpack[Figures]) -> DeviceSpec:
         """This device with the fitted figures (``max_mfu``, ``half_work``, ``attention_mfu``,
         ``layer_overhead_s``)."""
         return replace(self, **figures)
@@ -76,7 +89,7 @@ _UNCALIBRATED = {
     "A800": DeviceSpec("A800-80G", BF16_PEAK_FLOPS["A800"], 80 * GIB, 2.039e12, 400 * GB, 200 * GB),
     "H800": DeviceSpec("H800-80G", BF16_PEAK_FLOPS["H100"], 80 * GIB, 3.35e12, 400 * GB, 200 * GB),
     "H100": DeviceSpec("H100-80G", BF16_PEAK_FLOPS["H100"], 80 * GIB, 3.35e12, 450 * GB, 400 * GB),
-    "H200": DeviceSpec("H200-141G", BF16_PEAK_FLOPS["H200"], 141 * GB, 4.8e12, 450 * GB, 400 * GB),
+    "H200": DeviceSpec("H200-141G", BF16_PEAK_FLOPS["H200"], int(141 * GB), 4.8e12, 450 * GB, 400 * GB),
 }
 PRESETS: dict[str, DeviceSpec] = {
     k: v.calibrated(**(CALIBRATION_H200 if k == "H200" else CALIBRATION)) for k, v in _UNCALIBRATED.items()

@@ -53,7 +53,8 @@ class Setup:
     (its default; a longer sequence travels alone). ``planned_switches``: switch times from the
     engine's planner (default) or from their bound (``sim.switch_bound``, seconds faster).
     ``context_parallel``: ``auto`` also considers cp layouts (``planning.context``); a plan
-    naming Ulysses where the heads do not split runs ring attention, said in ``notices``."""
+    naming Ulysses where the heads do not split runs ring attention, said in ``notices``.
+    ``packing``: the trainer packs micro-batches (``planning.batching.pack_documents``)."""
 
     model: str | ModelConfig
     gpus: int
@@ -66,6 +67,7 @@ class Setup:
     planned_switches: bool = True  # False: every switch at its time bound (``sim.switch_bound``), much faster
     context_parallel: bool = False
     latency_aware: bool = False  # ``auto``'s Pareto pruning also weighs one sequence's time alone
+    packing: bool = False
     notices: list[str] = field(default_factory=list)
     config: ModelConfig = field(init=False)
     spec: DeviceSpec = field(init=False)
@@ -115,7 +117,9 @@ class Setup:
     def exact_model(self, cost: CostModel) -> CostModel:
         """``cost`` with every micro-batch at the simulated device's exact seconds: what a step
         planned on ``cost`` then takes."""
-        strategies = {s: SimulatedCost.of(c, self.simulated(s)) for s, c in cost.strategies.items()}
+        strategies: dict[Strategy, StrategyCost] = {
+            s: SimulatedCost.of(c, self.simulated(s)) for s, c in cost.strategies.items()
+        }
         return replace(cost, strategies=strategies)
 
     def optimizer_share(self, instantiation: Strategy) -> float:
@@ -149,4 +153,5 @@ class Setup:
             update_s=self.update_s(instantiation),
             switch_s=self.switches,
             token_budget=self.token_budget,
+            packed=self.packing,
         )

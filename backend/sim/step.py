@@ -46,7 +46,8 @@ class SimulatedStep:
 
 class _Timeline:
     def __init__(self, world: int):
-        self.world, self.now, self.segments = world, 0.0, []
+        self.world, self.now = world, 0.0
+        self.segments: list[Segment] = []
 
     def all_ranks(self, seconds: float, kind: str, strategy: Strategy) -> None:
         if seconds > 0:
@@ -72,9 +73,13 @@ def _group(cost: CostModel, strategy: Strategy, lengths: list[int]) -> tuple[lis
     c = cost.strategies[strategy]
     seqs = [SizedSequence(i, n) for i, n in enumerate(lengths)]
     replicas = cost.micro_batching().split(strategy, seqs)
-    latencies = [[c.micro_batch_s(len(m), m[0].length) for m in replica] for replica in replicas]
+    if cost.packed:  # one row of documents back to back: its tokens' cost, each document's attention
+        latencies = [[c.packed_s([s.length for s in m]) for m in replica] for replica in replicas]
+        peak = max(c.memory(sum(s.length for s in m)) for replica in replicas for m in replica)
+    else:
+        latencies = [[c.micro_batch_s(len(m), m[0].length) for m in replica] for replica in replicas]
+        peak = max(len(m) * c.memory(m[0].length) for replica in replicas for m in replica)
     busy = [sum(r) / strategy.pp for r in latencies]  # a micro-batch spends 1/pp of its latency per stage
-    peak = max(len(m) * c.memory(m[0].length) for replica in replicas for m in replica)
     seconds = max(pipelined_s(r, c.increment) for r in latencies)
     return busy, seconds, peak, max(len(r) for r in replicas)
 
@@ -100,7 +105,7 @@ def simulate_step(
         line.group(strategy, busy, seconds)
         line.all_ranks(cost.strategies[strategy].sync_s if strategy.replicas > 1 else 0.0, "sync", strategy)
         previous = strategy
-    if previous != instantiation:
+    if previous is not None and previous != instantiation:  # (None: nothing ran, nothing to switch)
         line.all_ranks(cost.switch_s.get(("grads", previous, instantiation), 0.0), "switch", instantiation)
     line.all_ranks(cost.update_s, "update", instantiation)
     return SimulatedStep(

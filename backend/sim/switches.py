@@ -83,7 +83,7 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
         if self.estimate:
             if key in self.estimates:  # a search asks for the same pairs many times
                 return self.estimates[key]
-            shared = (
+            shared: tuple = (
                 "bound",
                 self.config,
                 self.cluster,

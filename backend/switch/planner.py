@@ -108,8 +108,8 @@ class SwitchPlanner:
     def plan(self, src: str | Strategy, dst: str | Strategy) -> SwitchPlan:
         key = (Strategy.parse(src), Strategy.parse(dst))
         if key not in self._plans:
-            layouts = model_layouts(self.config, *key, self.cluster)
-            self._plans[key] = plan_switch(*layouts, self.cluster, self.algorithm, self.itemsize)
+            source, target = model_layouts(self.config, *key, self.cluster)
+            self._plans[key] = plan_switch(source, target, self.cluster, self.algorithm, self.itemsize)
         return self._plans[key]
 
 

@@ -48,6 +48,12 @@ def add_parser(sub) -> None:
         help="also 'auto+cp': auto with context parallelism (cp ring attention, ul Ulysses) among its layouts; "
         "both autos then weigh one sequence's time alone too, as benchmarks/context.py does",
     )
+    p.add_argument(
+        "--packing",
+        action="store_true",
+        help="our strategies pack micro-batches (documents back to back, attention per document) instead of "
+        "padding rows to their longest",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
 
@@ -157,6 +163,7 @@ def run(args) -> int:
         args.device,
         planned_switches=args.switches == "planned",
         latency_aware=args.context_parallel,
+        packing=args.packing,
     )
     contenders = _contenders(args)
     comparison = compare(setup, args.model.lower(), plan, contenders, _progress, args.context_parallel)

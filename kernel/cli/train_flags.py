@@ -44,7 +44,7 @@ def flag_options(setting: Setting) -> dict:
     shown = default_text(setting)
     text = setting.help + (f" (default: {shown})" if shown is not None else "")
     options: dict = {"dest": setting.key, "help": text.replace("%", "%%")}
-    if bool in get_args(setting.hint):
+    if setting.hint is bool or bool in get_args(setting.hint):
         return {**options, "action": argparse.BooleanOptionalAction}
     if setting.many == "append":
         options["action"] = "append"

@@ -89,6 +89,15 @@ class RayJob:
     rank_logs: list[str] = field(default_factory=list)
     agent_logs: list[str] = field(default_factory=list)
 
+    def is_starting(self) -> bool:
+        """Whether the agents are still being placed and torchrun started on them."""
+        return self.starting is not None and self.starting.is_alive()
+
+    def wait_started(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the start to end."""
+        if self.starting is not None:
+            self.starting.join(timeout)
+
 
 class RayLauncher(Launcher):
     """Starts and follows jobs on the Ray cluster at ``address`` (its head's HOST:PORT)."""
@@ -203,7 +212,7 @@ class RayLauncher(Launcher):
 
     def status(self, handle: str) -> int | None:
         job = self._job(handle)
-        if job.code is not None or job.starting.is_alive():
+        if job.code is not None or job.is_starting():
             return job.code
         if job.error is not None:
             job.code, job.agent_logs = 1, [job.error]
@@ -231,7 +240,7 @@ class RayLauncher(Launcher):
         self.cancel_agents(self._job(handle), force)
 
     def cancel_agents(self, job: RayJob, force: bool = False) -> None:
-        job.starting.join(PLACEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S)  # then there are agents to ask
+        job.wait_started(PLACEMENT_TIMEOUT_S + CONNECT_TIMEOUT_S)  # then there are agents to ask
         if job.code is None:
             self.ray.get([a.cancel.remote(force) for a in job.agents])
 
@@ -239,7 +248,7 @@ class RayLauncher(Launcher):
         job = self._job(handle)
         if rank is not None and not 0 <= rank < job.nodes * job.nproc:
             raise ValueError(f"the job has ranks 0-{job.nodes * job.nproc - 1}, not {rank}")
-        if job.code is None and (job.starting.is_alive() or job.error):
+        if job.code is None and (job.is_starting() or job.error):
             return job.error or ""
         if job.code is None:
             if rank is not None:

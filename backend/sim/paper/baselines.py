@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hotswitch.backend.sim.contenders import Contender, run_plan
+from hotswitch.backend.sim.contenders import Contender, run_plan, step_seconds
 from hotswitch.backend.sim.paper import setups
 from hotswitch.backend.sim.paper.deepspeed import deepspeed_sweep
 from hotswitch.backend.sim.paper.megatron import megatron_sweep
@@ -70,7 +70,7 @@ def hetu_static_paper(setup: Setup, model_name: str | None = None) -> Contender:
     fitting = [r for r in runs if r.step is not None]
     if not fitting:
         return Contender("hetu-static-paper", None, None, None, {}, runs[0].why if runs else "no static layout")
-    return min(fitting, key=lambda r: r.step_s)
+    return min(fitting, key=step_seconds)
 
 
 def hotspa_c1_paper(setup: Setup, model_name: str | None = None) -> Contender | None:

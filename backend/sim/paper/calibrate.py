@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.datasets import PAPER_BATCH, batch_lengths
@@ -24,6 +24,17 @@ DEVICE = "H800"  # what the logged runs ran on
 SEEDS = (0, 1, 2)  # batches averaged per packed point (the logs' medians span many batches)
 FIGURES = ("max_mfu", "half_work", "attention_mfu", "layer_overhead_s")
 HELD_OUT_LIMIT = 0.20  # a point not fitted on must be predicted within this relative error
+
+
+class PointRow(TypedDict):
+    """One logged point of ``report()``."""
+
+    point: str
+    log: str
+    fitted_on: bool
+    measured_s: float
+    predicted_s: float
+    rel_err: float
 
 
 def predict(point: MeasuredStep, spec: DeviceSpec) -> float:
@@ -74,7 +85,7 @@ def report(spec: DeviceSpec | None = None) -> dict:
     """Measured and predicted seconds of every logged point, with the relative error; whether
     every held-out point is within ``HELD_OUT_LIMIT``."""
     spec = spec or uncalibrated(DEVICE).calibrated(**CALIBRATION)
-    rows = []
+    rows: list[PointRow] = []
     for used, points in ((True, FIT), (False, HELD_OUT)):
         for p in points:
             predicted = predict(p, spec)

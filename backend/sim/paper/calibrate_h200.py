@@ -10,6 +10,8 @@ memory model's error on each measured peak.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from hotswitch.backend.models.config import ModelConfig, get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.compute import SimulatedStrategy, update_seconds
@@ -20,6 +22,20 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
 BF16 = Precision.of("bf16")
+
+
+class PointRow(TypedDict):
+    """One measured point of ``report()``."""
+
+    point: str
+    fitted_on: bool
+    measured_s: float
+    predicted_s: float
+    rel_err: float
+    carried_rel_err: float
+    peak_bytes: int
+    predicted_peak_bytes: float
+    peak_rel_err: float
 
 
 def measured_config(point: EngineStep) -> ModelConfig:
@@ -52,7 +68,7 @@ def report() -> dict:
     """Every measured point: seconds measured and predicted (relative error, and that of the
     calibration carried from the H800 logs), peak bytes measured and predicted."""
     fitted, carried = (uncalibrated("H200").calibrated(**c) for c in (CALIBRATION_H200, CALIBRATION))
-    rows = []
+    rows: list[PointRow] = []
     for used, points in ((True, FIT), (False, HELD_OUT)):
         for p in points:
             predicted, peak = predict(p, fitted), one_gpu_peak_bytes(measured_config(p), p.documents, p.length)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from hotswitch.backend.sim.contenders import Contender, run_auto, run_plan, sim_candidates
+from hotswitch.backend.sim.contenders import Contender, run_auto, run_plan, sim_candidates, step_seconds
 from hotswitch.backend.sim.paper import setups
 from hotswitch.backend.sim.paper.baselines import PAPER_CONTENDERS, paper_contenders
 from hotswitch.backend.sim.setup import Setup
@@ -85,7 +85,7 @@ class Comparison:
     @property
     def best_static(self) -> Contender | None:
         fitting = [c for c in self.statics if c.step is not None]
-        return min(fitting, key=lambda c: c.step_s) if fitting else None
+        return min(fitting, key=step_seconds) if fitting else None
 
     def contenders(self) -> list[Contender]:
         extra = [self.auto_cp] if self.auto_cp else []
@@ -97,7 +97,7 @@ class Comparison:
         keeps more activations than Megatron-LM, so without recompute few MBS fit)."""
         runs = [self.paper.get(n) for n in ("megatron-paper", "megatron-paper+recompute")]
         fitting = [c for c in runs if c is not None and c.step_s]
-        return min(fitting, key=lambda c: c.step_s) if fitting else None
+        return min(fitting, key=step_seconds) if fitting else None
 
 
 def compare(
@@ -118,8 +118,8 @@ def compare(
     check_fits_somewhere(setup)
     progress = progress or (lambda what, done, total: None)
     layouts = static_strategies(setup, model_name)
-    picked = {w: setups.hand_picked(model_name or setup.config.name, setup.cluster.world_size, w) for w in ("c1", "c2")}
-    picked = {w: p for w, p in picked.items() if p is not None}
+    offers = {w: setups.hand_picked(model_name or setup.config.name, setup.cluster.world_size, w) for w in ("c1", "c2")}
+    picked = {w: p for w, p in offers.items() if p is not None}
     total, done = len(layouts) + len(picked) + (plan is not None) + len(baselines) + 1 + context_parallel, 0
     statics = []
     for s in layouts:

@@ -59,7 +59,7 @@ def longest_alone(setup: Setup, instantiation: Strategy | None) -> tuple[float |
     candidates = sim_candidates(setup)
     cost, n = setup.cost_model(candidates, instantiation), max(setup.lengths)
     seconds = {s: setup.simulated(s).micro_batch_s(1, n) for s in candidates if cost.fits(s, n)}
-    best = min(seconds, key=seconds.get, default=None)
+    best = min(seconds, key=seconds.__getitem__, default=None)
     return (seconds[best], str(best)) if best else (None, None)
 
 

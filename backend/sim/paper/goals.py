@@ -37,9 +37,9 @@ def _grows(rows: list[dict], key: str) -> dict[str, dict]:
 def paper_block(rows: list[dict]) -> dict:
     """``max_vs_megatron`` and ``max_vs_deepspeed`` per dataset beside the paper's, each goal
     met or not, and the strong-static figures."""
-    block = {}
+    block: dict[str, object] = {}
     for dataset in DATASETS:
-        entry = {}
+        entry: dict[str, float | bool | None] = {}
         for what, key, reported in (
             ("megatron", "vs_megatron_paper", setups.HEADLINE),
             ("deepspeed", "vs_deepspeed_paper", setups.HEADLINE_DEEPSPEED),

@@ -93,7 +93,7 @@ def summary(rows: list[dict]) -> dict:
     speedup over the best static grows with context on CommonCrawl in every (model, GPUs)."""
     vs_c1 = [r["auto_vs_c1"] for r in rows if r["auto_vs_c1"]]
     vs_static = [r["auto_vs_static"] for r in rows if r["auto_vs_static"]]
-    growing = {}
+    growing: dict[str, list[tuple[int, float]]] = {}
     for r in rows:
         if r["dataset"] == "commoncrawl" and r["auto_vs_static"]:
             growing.setdefault(f"{r['model']}/{r['gpus']}", []).append((r["context"], r["auto_vs_static"]))

@@ -1,5 +1,6 @@
 """The precision and memory section of a run configuration: the dtypes the ranks compute and
-accumulate gradients in, the bytes each device may hold, and the tokens per micro-batch."""
+accumulate gradients in, the bytes each device may hold, and the tokens per micro-batch (padded
+rows, or documents packed back to back)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ class PrecisionSettings:
     token_budget: int | None = setting(
         None, f"tokens per micro-batch, padding included; default: {TOKEN_BUDGET}, or --max-len where longer"
     )
+    packing: bool = setting(
+        False,
+        "pack micro-batches: documents back to back in rows of up to token_budget tokens, no padding, "
+        "attention within each document",
+    )
 
     def check(self, max_len: int, device: str) -> PrecisionSettings:
         """This section checked for sequences of up to ``max_len`` tokens on ``device`` (a kind);
@@ -41,6 +47,8 @@ class PrecisionSettings:
         token_budget = max(TOKEN_BUDGET, max_len) if self.token_budget is None else self.token_budget
         whole("token_budget", token_budget, max_len, " (max_len): a micro-batch holds at least one whole sequence")
         positive("memory_budget", self.memory_budget, EXAMPLE_BUDGET, optional=True)
+        if not isinstance(self.packing, bool):
+            raise bad_setting("packing", self.packing, "give true or false")
         choice("precision", self.compute, tuple(DTYPES))
         choice("grad_dtype", self.grad_dtype, tuple(DTYPES), none=True)
         if self.grad_dtype not in (None, "fp32") and self.compute == "fp32":

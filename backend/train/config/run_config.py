@@ -65,11 +65,11 @@ class RunConfig:
         unknown = set(spec) - set(KNOWN)
         if unknown:
             raise unknown_keys(unknown, "the spec")
-        sections: dict[str | None, dict] = {}
+        root: dict = {}  # the settings outside a section
+        sections: dict[str, dict] = {}
         for key, value in spec.items():
             where = SETTINGS[key]
-            sections.setdefault(where.section, {})[where.name] = value
-        root = sections.pop(None, {})
+            (root if where.section is None else sections.setdefault(where.section, {}))[where.name] = value
         return cls(**root, **{name: SECTIONS[name](**values) for name, values in sections.items()})
 
     def check(self) -> RunConfig:
@@ -83,8 +83,9 @@ class RunConfig:
         data = self.data.check(architecture)
         parallelism = self.parallelism.check()
         precision = self.precision.check(data.max_len, parallelism.device_kind())
-        if parallelism.plan != "auto":
-            precision.check_budget(architecture, parallelism.hot_switch_plan(), data.max_len)
+        plan = parallelism.hot_switch_plan()
+        if not isinstance(plan, str):  # a named plan, not "auto"
+            precision.check_budget(architecture, plan, data.max_len)
         return replace(
             self,
             model=model,

@@ -41,7 +41,8 @@ def positive(key: str, value, example, optional: bool = False) -> None:
     """``value`` must be a number above 0 (or None, where ``optional``)."""
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+    # numbers.Real's stub declares only __lt__ and __le__ (every Real compares both ways at run time)
+    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:  # type: ignore[operator]
         none = " (or None)" if optional else ""
         raise bad_setting(key, value, f"give a number above 0{none}, e.g. {example}")
 
@@ -68,4 +69,5 @@ def choice(key: str, value, choices, none: bool = False) -> None:
 
 
 def is_fraction(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, Real) and 0 <= value < 1
+    # numbers.Real's stub lacks the reflected comparisons (as in ``positive``)
+    return not isinstance(value, bool) and isinstance(value, Real) and 0 <= value < 1  # type: ignore[operator]

@@ -37,6 +37,7 @@ def compare(spec: dict, job: RankContext) -> None:
     hot, run = build({**spec, "plan": "auto"}, _tagged(job, HOT), job.control)
     hot.train(run.steps)
     cost, longest = hot.cost, run.data.max_len
+    assert cost is not None, "an auto plan is made on a cost model"
     del hot
     stream = batches(run, run.model.architecture())
     steps = [[s.length for s in stream.next_batch()] for _ in range(run.steps)]
@@ -45,7 +46,7 @@ def compare(spec: dict, job: RankContext) -> None:
         for s in cost.strategies
         if cost.fits(s, longest)
     }
-    chosen = min(predicted, key=predicted.get)
+    chosen = min(predicted, key=predicted.__getitem__)
     if job.rank == 0:
         infeasible = {str(s): cost.longest(s, longest) for s in cost.strategies if s not in predicted}
         statics = {str(s): t for s, t in predicted.items()}

@@ -38,7 +38,7 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.loop.switches import Switches, SwitchKind
-from hotswitch.backend.train.planning.batching import MicroBatching, collate
+from hotswitch.backend.train.planning.batching import MicroBatching
 from hotswitch.backend.train.state.master import InitialValue, Master
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
@@ -83,13 +83,14 @@ class Engine:
         initial: InitialValue | None = None,
         precision: Precision = FP32,
         shard_optimizer: bool = True,
+        packed: bool = False,
     ):
         self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
         self.precision = precision
         self.device = torch.device(device)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
-        self.batching = batching or MicroBatching(token_budget)
+        self.batching = batching or MicroBatching(token_budget, packed=packed)
         self.switches = Switches(self)
         self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}
@@ -211,6 +212,7 @@ class Engine:
                 dist.all_reduce(state.grads.flat, group=self.groups[strategy.replica_group(self.rank)])
             times.grad_sync += device_clock(self.device) - started
             previous = strategy
+        assert previous is not None  # the order ends with the instantiation strategy, which always runs
         if previous != self.instantiation:
             self._run_switch("grads_final", previous, self.instantiation, times)
             self._release(self.states[previous])
@@ -228,8 +230,7 @@ class Engine:
         instantiation strategy (collective; nothing is accumulated or updated)."""
         state = self.states[self.instantiation]
         _, replica, _, tp = self.instantiation.coords(self.rank)
-        micro_batches = [collate(group) for group in self.batching.split(self.instantiation, seqs)[replica]]
-        inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
+        inputs = self._inputs(self.instantiation, seqs, replica)
         local = state.graph.evaluate(inputs) if inputs else torch.zeros((), device=self.device)
         total = (local if tp == 0 else torch.zeros_like(local)).to(torch.float64)
         dist.all_reduce(total)
@@ -237,9 +238,13 @@ class Engine:
 
     def _run_group(self, state: StrategyState, seqs: list[Seq], scale: float) -> float:
         replica = state.strategy.coords(self.rank).dp
-        micro_batches = [collate(group) for group in self.batching.split(state.strategy, seqs)[replica]]
-        inputs = [(m.tokens.to(self.device), m.targets.to(self.device)) for m in micro_batches]
-        return state.graph.run(inputs, scale, self.schedule).item()
+        return state.graph.run(self._inputs(state.strategy, seqs, replica), scale, self.schedule).item()
+
+    def _inputs(self, strategy: Strategy, seqs: list[Seq], replica: int) -> list[tuple[torch.Tensor, ...]]:
+        """The replica's micro-batches as the graph takes them: tokens and targets on the
+        device, positions on the host (``models.documents``)."""
+        micro_batches = [self.batching.collate(group) for group in self.batching.split(strategy, seqs)[replica]]
+        return [(m.tokens.to(self.device), m.targets.to(self.device), m.positions) for m in micro_batches]
 
     def free_memory(self) -> float:
         """Bytes per device for a strategy's own parameters, gradients and activations: the

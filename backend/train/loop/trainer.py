@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import cast
 
 import torch.distributed as dist
 
@@ -52,7 +54,8 @@ class Trainer:
     master weights and AdamW's moments over it; True where it has none is a no-op, with a notice.
     ``context_parallel``: whether ``auto`` also profiles and weighs cp layouts (None: where the
     sequences are long enough for it, ``planning.auto.auto_candidates``). ``resume_from``: a
-    checkpoint folder, or a ``ResumePoint`` whose metadata the run configuration's check read."""
+    checkpoint folder, or a ``ResumePoint`` whose metadata the run configuration's check read.
+    ``packing``: micro-batches of documents back to back (``planning.batching.pack_documents``)."""
 
     def __init__(
         self,
@@ -76,6 +79,7 @@ class Trainer:
         initial: InitialValue | None = None,
         shard_optimizer: bool | None = None,
         context_parallel: bool | None = None,
+        packing: bool = False,
     ):
         self.config, self.data = config, data
         self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_checkpoints)
@@ -85,54 +89,57 @@ class Trainer:
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
         resume = ResumePoint.of(resume_from, config)  # a path is read here: fail before any work
         self.auto = plan == "auto"
-        if isinstance(plan, str) and not self.auto:
-            plan = HotSwitchPlan.of(plan)
-        world = dist.get_world_size()
+        fixed = None if self.auto else HotSwitchPlan.of(plan) if isinstance(plan, str) else plan
         self.context_parallel = context_parallel
+        world = dist.get_world_size()
         self.resident = auto_candidates(config, world, data.max_len, context_parallel) if self.auto else []
-        strategies = self.resident or list(plan.strategies)
+        strategies = self.resident if fixed is None else list(fixed.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
-        optim = optim or OptimizerConfig()
         shard = shard_optimizer is not False
-        kwargs = dict(device=device, precision=precision, initial=initial, shard_optimizer=shard)
-        self.engine = Engine(config, strategies, chosen, optim, seed, token_budget, **kwargs)
+        engine = partial(Engine, device=device, precision=precision, initial=initial, shard_optimizer=shard)
+        self.engine = engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget, packed=packing)
         if shard_optimizer and chosen.replicas == 1:
             why = f"{chosen} has one replica (dp x cp): the optimizer state stays whole (nothing to shard)"
             self.sink(event("warning", message=f"shard_optimizer: {why}"))
         self._cost: CostModel | None = None
-        plan = self._first_plan(plan, strategies, memory_budget)
+        first = self._first_plan(fixed, strategies, memory_budget)
         self.step_index = 0
         if resume:
             checkpoint.load(self.engine, resume.path)
             self.data.load_state_dict(resume.data)
             self.step_index = resume.step
-        self.plan = None
-        self._set_plan(plan, "auto" if self.auto else "buckets")
+        self._apply_plan(first, "auto" if self.auto else "buckets")
         self.sink(graphs_event(self.engine))
         self.stopping = False
 
     # -- plan --------------------------------------------------------------------------------------
-    def _first_plan(self, plan: HotSwitchPlan | str, strategies: list[Strategy], memory_budget: float | None):
-        """The plan to start with, profiling first under ``auto`` or a memory budget (collective);
-        raises where ``auto`` finds nothing holding ``max_len`` or a fixed plan's bucket cannot."""
+    def _first_plan(
+        self, fixed: HotSwitchPlan | None, strategies: list[Strategy], budget: float | None
+    ) -> HotSwitchPlan:
+        """The plan to start with (``fixed``, None under ``auto``), profiling first under ``auto`` or a memory
+        budget (collective); raises where ``auto`` finds nothing holding ``max_len`` or a fixed plan's bucket cannot."""
         max_len = self.data.max_len
-        if self.auto or memory_budget is not None:
-            budget = memory_budget if memory_budget is not None else self.engine.free_memory()
-            self.use_cost(profile(self.engine, strategies, profile_lengths(max_len), budget))
-        if self.auto:
-            return auto_plan([max_len], self.cost, self.engine.instantiation, max_len)[0]
-        if self.cost:
-            check_feasible(plan, self.cost, max_len)
-        return plan
+        if fixed is not None and budget is None:
+            return fixed
+        memory = budget if budget is not None else self.engine.free_memory()
+        cost = profile(self.engine, strategies, profile_lengths(max_len), memory)
+        self.use_cost(cost)
+        if fixed is None:
+            return auto_plan([max_len], cost, self.engine.instantiation, max_len)[0]
+        check_feasible(fixed, cost, max_len)
+        return fixed
 
     def _set_plan(self, plan: HotSwitchPlan, source: str, predicted: float | None = None) -> None:
-        if plan == self.plan:
-            return
+        if plan != self.plan:
+            self._apply_plan(plan, source, predicted)
+
+    def _apply_plan(self, plan: HotSwitchPlan, source: str, predicted: float | None = None) -> None:
+        """Put ``plan`` in force: its strategies resident, its execution order, its ``plan`` event."""
         self.engine.set_strategies([*plan.strategies, *self.resident])
         self.plan = plan
         self.order = execution_order(plan.strategies, self.engine.instantiation, self._switch_cost)
         self._reported_plan = plan_event(
-            self.step_index, plan, self.order, self.engine.instantiation, predicted, source
+            self.step_index, plan, list(self.order), self.engine.instantiation, predicted, source
         )
         self.sink(self._reported_plan)
 
@@ -150,10 +157,10 @@ class Trainer:
 
     def _plan_batch(self, lengths: list[int]) -> float | None:
         """Re-plan for this batch under ``auto``; the predicted step time when there is a cost model."""
-        if self.auto:  # rank 0 searches (ranks may share cores), every rank follows its plan
+        if self.auto and self.cost:  # rank 0 searches (ranks may share cores), every rank follows its plan
             box = [None if self.rank else auto_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)]
             dist.broadcast_object_list(box, src=0)
-            plan, predicted = box[0]
+            plan, predicted = cast("tuple[HotSwitchPlan, float]", box[0])  # every rank's, once broadcast
             self._set_plan(plan, "auto", predicted)
             return predicted
         return self.cost.step_s(self.plan, lengths, self.engine.instantiation) if self.cost else None
@@ -210,13 +217,14 @@ class Trainer:
         self.engine.use_batching(cost.micro_batching())
 
     def _enable_auto(self) -> None:
-        if self.cost is None:  # every rank gets here at the same boundary: profiling is collective
+        cost = self.cost
+        if cost is None:  # every rank gets here at the same boundary: profiling is collective
             world = dist.get_world_size()
             self.resident = auto_candidates(self.config, world, self.data.max_len, self.context_parallel)
             self.engine.set_strategies(self.resident)
-            budget = self.engine.free_memory()
-            self.use_cost(profile(self.engine, self.resident, profile_lengths(self.data.max_len), budget))
-        self.resident = list(self.cost.strategies)
+            cost = profile(self.engine, self.resident, profile_lengths(self.data.max_len), self.engine.free_memory())
+            self.use_cost(cost)
+        self.resident = list(cost.strategies)
         self.auto = True
 
     # -- checkpoints -------------------------------------------------------------------------------
@@ -234,15 +242,9 @@ class Trainer:
     def save(self, path: str | Path | None = None) -> Path:
         """Checkpoint now (collective); without a path, into ``checkpoint_dir/step-N``."""
         path = path or self.checkpoints.path_for(self.step_index)
-        saved = checkpoint.save(
-            self.engine,
-            path,
-            {
-                "step": self.step_index,
-                "data": self.data.state_dict(),
-                "buckets": [[str(b.strategy), b.above] for b in self.plan.buckets],
-            },
-        )
+        buckets = [[str(b.strategy), b.above] for b in self.plan.buckets]
+        extra = {"step": self.step_index, "data": self.data.state_dict(), "buckets": buckets}
+        saved = checkpoint.save(self.engine, path, extra)
         self.sink(event("checkpoint", step=self.step_index, path=str(saved)))
         return saved
 

@@ -11,7 +11,7 @@ a plan's step that the trainer, ``auto``, the widgets and the benchmarks use.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -43,7 +43,7 @@ class Quadratic:
         return self.a * length * length + self.b * length + self.c
 
     @classmethod
-    def fit(cls, xs: list[float], ys: list[float]) -> Quadratic:
+    def fit(cls, xs: Sequence[float], ys: Sequence[float]) -> Quadratic:
         """Least squares in relative error with non-negative coefficients (a cost never falls
         with length): every length counts alike, so a short sequence's cost is not lost in
         the long ones' (measurements span orders of magnitude). The best of every subset of
@@ -119,7 +119,13 @@ class StrategyCost:
     overhead: float = 0.0  # seconds a micro-batch costs whatever it holds (collectives' latency, launches)
 
     def micro_batch_s(self, rows: int, length: int) -> float:
+        """A micro-batch of ``rows`` padded rows of ``length``."""
         return self.overhead + rows * self.time(length)
+
+    def packed_s(self, lengths: Sequence[int]) -> float:
+        """A packed micro-batch: each document costs what it costs alone (its tokens in the
+        linear terms, its own length squared in attention's), no padding."""
+        return self.overhead + sum(self.time(n) for n in lengths)
 
 
 @dataclass
@@ -128,8 +134,9 @@ class CostModel:
     budget: float  # bytes per device
     link: LinkProfile
     update_s: float
-    switch_s: dict[tuple[str, Strategy, Strategy], float]  # ("params"|"grads", src, dst) -> seconds
+    switch_s: Mapping[tuple[str, Strategy, Strategy], float]  # ("params"|"grads", src, dst) -> seconds
     token_budget: int  # of a micro-batch, as the engine packs them
+    packed: bool = False  # micro-batches of documents back to back (``batching.pack_documents``)
 
     def switch_cost(self, a: Strategy, b: Strategy) -> float:
         """Seconds to switch parameters and accumulated gradients from ``a`` to ``b``."""
@@ -157,13 +164,24 @@ class CostModel:
     def micro_batching(self) -> MicroBatching:
         """The micro-batches this model predicts, for the engine to run: replicas balanced by
         predicted time, micro-batches within the token and memory budgets."""
-        return MicroBatching(self.token_budget, self.weight, self.max_rows)
+        return MicroBatching(self.token_budget, self.weight, self.max_rows, self.packed, self.max_tokens)
+
+    def max_tokens(self, strategy: Strategy) -> int:
+        """The most tokens a packed micro-batch holds within the memory budget (a packed row
+        keeps what one sequence of its tokens keeps: attention stores no L x L scores)."""
+        if strategy not in self.strategies:
+            return self.token_budget
+        return max(1, self.longest(strategy, self.token_budget))
 
     def sequence_s(self, strategy: Strategy, length: int) -> float:
         """Steady-state seconds a sequence of ``length`` costs the whole cluster: its share of
         a full micro-batch, fixed overhead included, shared by the dp replicas working at once
         and shortened by a pipeline's overlap."""
-        cost, rows = self.strategies[strategy], self.max_rows(strategy, length)
+        cost = self.strategies[strategy]
+        if self.packed:  # its own time, and its tokens' share of a full micro-batch's overhead
+            share = length / max(self.max_tokens(strategy), length)
+            return (cost.time(length) + cost.overhead * share) * cost.increment / strategy.dp
+        rows = self.max_rows(strategy, length)
         return cost.micro_batch_s(rows, length) / rows * cost.increment / strategy.dp
 
     def longest(self, strategy: Strategy, limit: int) -> int:
@@ -176,13 +194,16 @@ class CostModel:
 
     def group_s(self, strategy: Strategy, lengths: list[int]) -> float:
         """Seconds for a group as the engine runs it: split as ``micro_batching`` says (each
-        micro-batch paying the fixed overhead, padded to its longest row); the slowest replica."""
+        micro-batch paying the fixed overhead, padded to its longest row, or packed); the slowest replica."""
         if not lengths:
             return 0.0
         cost = self.strategies[strategy]
         seqs = [SizedSequence(i, n) for i, n in enumerate(lengths)]
         latencies = [
-            [cost.micro_batch_s(len(m), m[0].length) for m in replica]
+            [
+                cost.packed_s([s.length for s in m]) if self.packed else cost.micro_batch_s(len(m), m[0].length)
+                for m in replica
+            ]
             for replica in self.micro_batching().split(strategy, seqs)
         ]
         return max(pipelined_s(replica, cost.increment) for replica in latencies)
@@ -227,6 +248,6 @@ class CostModel:
                 total += self.switch_s.get(("params", previous or instantiation, strategy), 0.0)
             total += group_s(strategy, lengths) + (self.strategies[strategy].sync_s if strategy.replicas > 1 else 0.0)
             previous = strategy
-        if previous != instantiation:
+        if previous is not None and previous != instantiation:
             total += self.switch_s.get(("grads", previous, instantiation), 0.0)
         return total

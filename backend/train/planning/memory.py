@@ -129,7 +129,7 @@ def check_budget_holds_states(
     strategy of ``longest`` (each mapped to the longest sequence it is sent): such a strategy
     holds no sequence at all, whatever its length."""
     states = {s: model_state_bytes(config, s, precision) for s in longest}
-    worst = max(states, key=states.get)
+    worst = max(states, key=states.__getitem__)
     if states[worst] < budget:
         return
     holding = budget_holding(config, worst, longest[worst], precision)

@@ -55,10 +55,10 @@ def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device:
 
 def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     link = measure_link(engine.device)
-    out = {"link": [link.bandwidth, link.latency, link.copy_bandwidth], "strategies": {}}
+    per_strategy: dict[str, dict] = {}
     for s in strategies:
         with engine.holding(s):
-            out["strategies"][str(s)] = {
+            per_strategy[str(s)] = {
                 **measure_strategy(engine, s, lengths),
                 "sync_s": measure_sync(engine, s),
                 "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
@@ -68,10 +68,12 @@ def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int]) -> 
         p.grad = torch.zeros_like(p)
     optimizer = engine.optim.adamw(scratch)
     optimizer.step()  # first step allocates the moments
-    out["update_s"] = timed(optimizer.step, engine.device, repeats=1) + timed(
-        partial(_around_update, engine), engine.device
-    )
-    return out
+    update_s = timed(optimizer.step, engine.device, repeats=1) + timed(partial(_around_update, engine), engine.device)
+    return {
+        "link": [link.bandwidth, link.latency, link.copy_bandwidth],
+        "strategies": per_strategy,
+        "update_s": update_s,
+    }
 
 
 def _around_update(engine: Engine) -> None:
@@ -112,4 +114,4 @@ def profile(
             if a != b:
                 switch_s["params", a, b] = link.switch_seconds(engine.switch_plan("params", a, b))
                 switch_s["grads", a, b] = link.switch_seconds(engine.switch_plan("grads", a, b))
-    return CostModel(costs, budget, link, measured["update_s"], switch_s, engine.token_budget)
+    return CostModel(costs, budget, link, measured["update_s"], switch_s, engine.token_budget, engine.batching.packed)

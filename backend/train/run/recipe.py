@@ -70,11 +70,11 @@ def batches(run: RunConfig | dict, model: ModelConfig) -> BatchStream:
 def evaluation(run: RunConfig | dict, model: ModelConfig) -> Evaluation | None:
     """The held-out evaluation a checked ``run`` asks for, or None."""
     run = RunConfig.of(run)
-    held_out = sources(run, model)[1]
-    if held_out is None:
+    every, held_out = run.evaluation.eval_every, sources(run, model)[1]
+    if every is None or held_out is None:  # documents are held out only where ``eval_every`` is set
         return None
     stream = BatchStream(held_out, run.data.batch_size, run.data.max_len, seed=run.seed + 1)
-    return Evaluation(stream, run.evaluation.eval_every, run.evaluation.eval_batches)
+    return Evaluation(stream, every, run.evaluation.eval_batches)
 
 
 def optimizer(run: RunConfig | dict) -> OptimizerConfig:
@@ -96,13 +96,16 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
         trackers = [open_tracker(t, run_name, run.as_spec(), notebook_dir()) for t in run.tracking.track]
         sink = TrackedSink(sink, trackers)
     name, checkpoints, parallelism = run.model.name, run.checkpoints, run.parallelism
+    token_budget = run.precision.token_budget
+    assert token_budget is not None  # the check filled it in
     trainer = Trainer(
         model,
         stream,
         parallelism.hot_switch_plan(),
         optimizer(run),
         seed=run.seed,
-        token_budget=run.precision.token_budget,
+        token_budget=token_budget,
+        packing=run.precision.packing,
         sink=sink,
         control=control,
         resume_from=checked.resume,

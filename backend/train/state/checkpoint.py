@@ -72,7 +72,7 @@ def _dtensor_state(engine: Engine, meshes: list[DeviceMesh], weights: FlatBuffer
     storage with them (the engine's own, or copies gathered from a sharded optimizer)."""
     layouts = engine.master.state.layout
     optimizer = engine.master.optimizer_state()
-    out = {}
+    out: dict[str, torch.Tensor] = {}
     for name, view in weights.views.items():  # fp32 master weights in every precision
         layout = layouts[name]
         mesh = meshes[layout.stage]

@@ -66,7 +66,7 @@ def pickle_globals(data: bytes) -> list[tuple[str, str]]:
     unpickling. Raises UnsafeCheckpointError where a reference cannot be read statically."""
     found: list[tuple[str, str]] = []
     pushed: list[object] = []  # the strings pushed since the last op that was not a string/memo op
-    memo: dict[int, object] = {}
+    memo: dict[object, object] = {}  # keyed by the memo opcodes' argument (an int)
     for op, arg, _ in pickletools.genops(data):
         name = op.name
         if name in _STRING_OPS:
@@ -78,13 +78,14 @@ def pickle_globals(data: bytes) -> list[tuple[str, str]]:
         elif name in _MEMO_GET_OPS:
             pushed.append(memo.get(arg))
         elif name in ("GLOBAL", "INST"):
-            module, _, attr = arg.partition(" ")
+            module, _, attr = str(arg).partition(" ")  # the opcode's argument: "module name"
             found.append((module, attr))
             pushed = []
         elif name == "STACK_GLOBAL":
-            if len(pushed) < 2 or not all(isinstance(s, str) for s in pushed[-2:]):
+            pushed_module, pushed_attr = pushed[-2:] if len(pushed) >= 2 else (None, None)
+            if not isinstance(pushed_module, str) or not isinstance(pushed_attr, str):
                 raise UnsafeCheckpointError("its pickle builds a global's name at run time")
-            found.append((pushed[-2], pushed[-1]))
+            found.append((pushed_module, pushed_attr))
             pushed = []
         elif name in _OPAQUE_OPS:
             raise UnsafeCheckpointError(f"its pickle uses the {name} opcode, which can load any object")

@@ -80,9 +80,13 @@ class Master:
             if full is not state.params:
                 state.params.flat.copy_(full.flat)
         strategy = state.strategy
-        sharded = shard and strategy.replicas > 1 and dp_group is not None
+        sharded = shard and strategy.replicas > 1
         replica = strategy.replica_index(rank)
-        self.shard = DataParallelShard(full.flat.numel(), strategy.replicas, replica, dp_group) if sharded else None
+        self.shard = (
+            DataParallelShard(full.flat.numel(), strategy.replicas, replica, dp_group)
+            if sharded and dp_group is not None
+            else None
+        )
         if self.shard is None:
             self.weights: FlatBuffer | None = full
             self.params = {n: nn.Parameter(view) for n, view in full.views.items()}
@@ -100,6 +104,11 @@ class Master:
     def sharded(self) -> bool:
         return self.shard is not None
 
+    def _unsharded_weights(self) -> FlatBuffer:
+        """The fp32 master weights of an unsharded master (a sharded one holds only its part)."""
+        assert self.weights is not None, "a sharded master has no whole weights buffer"
+        return self.weights
+
     @torch.no_grad()
     def refresh(self) -> None:
         """Make the strategy's compute copy equal the master weights (cast): after an update,
@@ -108,7 +117,7 @@ class Master:
         if self.shard is not None:
             self.shard.gather_into(self.params[PART].detach(), self.state.params.flat)
         elif self.weights is not self.state.params:
-            self.state.params.flat.copy_(self.weights.flat)
+            self.state.params.flat.copy_(self._unsharded_weights().flat)
 
     def _counts_once(self, name: str) -> bool:
         """Whether this rank's box of ``name`` is the one counted in a global sum: replicas
@@ -167,11 +176,12 @@ class Master:
         """This rank's whole box of the fp32 master weights: the live buffer, or, sharded, a
         copy gathered from the replicas (collective over the replicas; ``load_weights`` takes it back)."""
         if self.shard is None:
-            return self.weights
+            return self._unsharded_weights()
         return self._whole(self.params[PART].detach())
 
     def _whole(self, part: torch.Tensor) -> FlatBuffer:
         """This rank's whole box in fp32, every replica's ``part`` gathered into it (collective over the replicas)."""
+        assert self.shard is not None, "only a sharded master gathers its parts"
         whole = FlatBuffer(self.state.layout, self.rank, device=self.state.params.flat.device)
         self.shard.gather_into(part, whole.flat)
         return whole
@@ -183,7 +193,7 @@ class Master:
         if self.shard is not None:
             self.params[PART].copy_(self.shard.part(weights.flat))
         elif weights is not self.weights:
-            self.weights.flat.copy_(weights.flat)
+            self._unsharded_weights().flat.copy_(weights.flat)
 
     def optimizer_state(self) -> OptimizerState:
         """AdamW's state on this rank, per parameter of the master layout: the optimizer's own

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -24,6 +25,9 @@ from hotswitch.kernel.notebook.jobs.run_record import new_run_dir
 from hotswitch.kernel.notebook.pools.pool import PoolError
 from hotswitch.kernel.notebook.pools.pool_registry import PoolRegistry, pool_launcher_of
 from hotswitch.kernel.notebook.pools.pool_start import POOL_FILE, newest_of_name, pool_run
+
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
 
 CHANNEL_HOST = "127.0.0.1"
 
@@ -62,7 +66,9 @@ def launch_spec(args, job_dir: Path, env: dict, launcher: Launcher) -> LaunchSpe
 class TrainMagics(Magics):
     """The magics and the ``jobs`` registry they share (also ``jobs`` in the user namespace)."""
 
-    def __init__(self, shell):
+    shell: InteractiveShell  # always given: the magics are made for a shell
+
+    def __init__(self, shell: InteractiveShell):
         super().__init__(shell)
         self.jobs = JobRegistry()
         self.pools = PoolRegistry()
@@ -208,8 +214,10 @@ class TrainMagics(Magics):
         print(f"[hotswitch] job {name!r} attached: {len(job.events)} events so far, recorded in {folder}")
         return job
 
-    @line_magic
-    def jobs(self, line: str = ""):
+    # named apart from the magic: ``self.jobs`` is the registry (IPython's stub of line_magic(name)
+    # types the decorator it returns as taking nothing)
+    @line_magic("jobs")  # type: ignore[arg-type]
+    def jobs_magic(self, line: str = ""):
         """Print a table of this kernel's jobs."""
         print(self.jobs.table())
 

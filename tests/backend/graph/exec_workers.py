@@ -67,13 +67,13 @@ class MatmulHead(torch.nn.Module):
         super().__init__()
         self.inner = model
 
-    def forward(self, tokens, targets):
+    def forward(self, tokens, targets, positions):
         from hotswitch.backend.models.llama import token_loss
 
         m = self.inner
         x = m.tok_embeddings(tokens)
         for layer in m.layers:
-            x = layer(x, m.rope_cos, m.rope_sin)
+            x = layer(x, m.rope_cos, m.rope_sin, positions)
         return token_loss(torch.matmul(m.norm(x), m.output.weight.transpose(0, 1)), targets)
 
 

@@ -1,13 +1,18 @@
 """Context-parallel attention (ring and Ulysses) on zig-zag shards equals one device's causal
-attention, forward and backward, for 2 and 4 ranks and an odd length padded per chunk."""
+attention, forward and backward, for 2 and 4 ranks and an odd length padded per chunk; and on
+packed rows (documents back to back, straddling the chunks) one device's attention document by
+document."""
+
+import itertools
 
 import pytest
 import torch
 
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.layout import context_flavour
+from hotswitch.backend.models.documents import unpacked_positions
 from hotswitch.backend.models.lean_ops import RotaryFunction
-from hotswitch.backend.models.llama import causal_attention
+from hotswitch.backend.models.llama import fused_causal_attention
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.runtime.zigzag import (
     shard_micro_batch,
@@ -17,7 +22,7 @@ from hotswitch.backend.runtime.zigzag import (
     zigzag_unshard,
 )
 
-from .context_parallel_workers import LENGTH, attention_shards, inputs
+from .context_parallel_workers import DOCUMENTS, LENGTH, attention_shards, inputs
 
 
 @pytest.fixture(scope="module")
@@ -25,20 +30,30 @@ def shards():
     return spawn_ranks(attention_shards, 4)
 
 
-def reference(cp: int) -> tuple[torch.Tensor, ...]:
+def reference(cp: int, packed: bool) -> tuple[torch.Tensor, ...]:
+    """One device: causal attention over each row's real tokens, or over each of its documents
+    apart (one ``scaled_dot_product_attention`` per document)."""
     q, k, v, grad = (x.clone() for x in inputs(cp))
     q, k, v = (x.requires_grad_() for x in (q, k, v))
-    y = causal_attention(q[:, :LENGTH], k[:, :LENGTH], v[:, :LENGTH])
+    rows = []
+    for row, lengths in enumerate(DOCUMENTS if packed else ([LENGTH],) * len(DOCUMENTS)):
+        cuts = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
+        one = [x[row : row + 1] for x in (q, k, v)]
+        documents = [fused_causal_attention(*(x[:, a:b] for x in one)) for a, b in itertools.pairwise(cuts)]
+        rows.append(torch.cat(documents, dim=1))
+    y = torch.cat(rows)
     y.backward(grad[:, :LENGTH])
     return y.detach(), q.grad, k.grad, v.grad
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["rows", "packed"])
 @pytest.mark.parametrize("flavour", ["RingAttention", "UlyssesAttention"])
 @pytest.mark.parametrize("cp", [2, 4])
-def test_attention_of_zigzag_shards_equals_one_devices_forward_and_backward(shards, flavour, cp):
-    expected = reference(cp)
+def test_attention_of_zigzag_shards_equals_one_devices_forward_and_backward(shards, flavour, cp, packed):
+    expected = reference(cp, packed)
     for first in range(0, 4, cp):  # every cp group of the 4 ranks
-        got = [zigzag_unshard([shards[r][flavour, cp][i] for r in range(first, first + cp)]) for i in range(4)]
+        parts = [shards[r][flavour, cp, packed] for r in range(first, first + cp)]
+        got = [zigzag_unshard([part[i] for part in parts]) for i in range(4)]
         assert torch.allclose(got[0][:, :LENGTH], expected[0], atol=1e-6), f"{flavour} cp{cp}: output"
         for name, g, e in zip("qkv", got[1:], expected[1:]):
             assert torch.allclose(g, e, atol=1e-6), f"{flavour} cp{cp}: d{name}"
@@ -51,7 +66,8 @@ def test_zigzag_layout_deals_two_chunks_per_rank_and_rotary_sees_true_positions(
     assert tokens.tolist() == [[0, 1, 6, 0]] and targets.tolist() == [[0, 1, 6, -100]]
     x, cos, sin = torch.randn(2, 16, 3, 8), torch.randn(32, 4), torch.randn(32, 4)
     whole = RotaryFunction.apply(x, cos[:16], sin[:16])
-    parts = [zigzag_rotary(zigzag_shard(x, i, 4), cos, sin, i, 4) for i in range(4)]
+    positions = unpacked_positions(2, 16)
+    parts = [zigzag_rotary(zigzag_shard(x, i, 4), cos, sin, positions, i, 4) for i in range(4)]
     assert torch.equal(zigzag_unshard(parts), whole)
 
 

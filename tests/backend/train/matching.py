@@ -13,3 +13,10 @@ def assert_matches(losses, params, reference, first_step=0, what="the run"):
     for name, ref in ref_params.items():
         error = ((params[name] - ref).abs().max() / ref.abs().max()).item()
         assert error <= 1e-4, f"{what}: {name} off by {error:.2e} after {len(ref_losses)} steps"
+
+
+def worst_tensor(grads: dict, reference: dict) -> tuple[str, float]:
+    """The tensor whose gradient is furthest from the reference's (relative norm), and how far."""
+    errors = {n: ((grads[n] - ref).norm() / ref.norm()).item() for n, ref in reference.items()}
+    name = max(errors, key=errors.get)
+    return name, errors[name]

@@ -131,15 +131,17 @@ def reference_gradients(steps: int):
     return grads, norms, losses
 
 
-def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple]):
+def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: bool = False):
     """For each (plan spec, schedule[, steps]), trained from scratch on GQA31 for ``steps`` (or
     the run's own count): per step, the gradients gathered on the master layout before
-    clipping, the norm the engine clipped by, and the loss."""
+    clipping, the norm the engine clipped by, and the loss. ``packed``: micro-batches of
+    documents back to back (the reference stays unpacked)."""
     out = {}
     for spec, schedule, *own in runs:
         plan = HotSwitchPlan.of(spec)
         instantiation = instantiation_strategy(plan.strategies)
-        engine = Engine(GQA31, plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, schedule=schedule)
+        optim = OptimizerConfig()
+        engine = Engine(GQA31, plan.strategies, instantiation, optim, SEED, BUDGET, schedule=schedule, packed=packed)
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
         batches, grads, norms, losses = stream(), [], [], []
         for _ in range(own[0] if own else steps):

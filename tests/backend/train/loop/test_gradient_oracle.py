@@ -22,6 +22,7 @@ import pytest
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
 
+from ..matching import worst_tensor
 from ..train_workers import gradient_runs, reference_gradients
 
 STEPS = 4
@@ -49,12 +50,6 @@ RUNS = [  # static layouts run 3 steps (step 1 is where a wrong gradient shows),
 @pytest.fixture(scope="module")
 def runs():
     return reference_gradients(STEPS), spawn_ranks(gradient_runs, 4, STEPS, RUNS, timeout=1200)[0]
-
-
-def worst_tensor(grads: dict, reference: dict) -> tuple[str, float]:
-    errors = {n: ((grads[n] - ref).norm() / ref.norm()).item() for n, ref in reference.items()}
-    name = max(errors, key=errors.get)
-    return name, errors[name]
 
 
 @pytest.mark.parametrize("run", [f"{spec}/{schedule}" for spec, schedule, *_ in RUNS])

@@ -45,6 +45,7 @@ CASES = [
     ({"lr": 0}, "'lr' = 0 is not valid: give a number above 0"),
     ({"lr": -1e-3}, "'lr' = -0.001 is not valid"),
     ({"memory_budget": 0}, "'memory_budget' = 0 is not valid: give a number above 0 (or None)"),
+    ({"packing": "yes"}, "'packing' = 'yes' is not valid: give true or false"),
     ({"memory_budget": "8e6"}, "'memory_budget' = '8e6' is not valid"),
     ({"seed": -1}, "'seed' = -1 is not valid: give a whole number of at least 0"),
     ({"tokenizer": "bpe:5"}, "unknown tokenizer 'bpe:5': give 'byte' or 'bpe:<vocabulary size of at least 260>'"),
