@@ -4,6 +4,13 @@ Used by the tests and benchmarks to exercise real ``torch.distributed`` ranks
 without a launcher. The first failing rank's traceback is raised, labelled
 with its rank, and every other rank is torn down; a run past ``timeout``
 kills them all.
+
+Ranks start from a fork server that has imported torch and the engine once (``PRELOAD``):
+a fresh interpreter per rank spent about 7 s of wall time and 12 s of CPU importing torch for
+every 4-rank run on a 2-core machine, a fork of the server 0.15 s. The server never touches a
+device or a process group, so its forks start as clean as spawned interpreters; each rank
+takes the caller's environment and working directory as they are at the call, as a spawned
+one would. Where fork servers do not exist (Windows), ranks are spawned.
 """
 
 from __future__ import annotations
@@ -45,7 +52,22 @@ def _loads(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=False)
 
 
-def _worker(fn, rank, world_size, port, backend, args, results) -> None:
+# what the fork server imports once, for every rank it forks (an import that fails is skipped)
+PRELOAD = ["torch", "torch.distributed", "hotswitch.backend.train.loop.engine"]
+
+
+def _context() -> mp.context.BaseContext:
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _worker(fn, rank, world_size, port, backend, args, results, environ, cwd) -> None:
+    os.environ.clear()
+    os.environ.update(environ)  # the caller's, as it is now (the server's is as it was at its start)
+    os.chdir(cwd)
     import torch
     import torch.distributed as dist
 
@@ -66,11 +88,12 @@ def spawn_ranks(
     fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "gloo", timeout: float = 300.0
 ) -> list[Any]:
     """``fn(rank, world_size, *args)`` on every rank; returns the results in rank order."""
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     results = ctx.Queue()
     port = free_port()
+    caller = (dict(os.environ), os.getcwd())
     procs = [
-        ctx.Process(target=_worker, args=(fn, rank, world_size, port, backend, args, results), daemon=True)
+        ctx.Process(target=_worker, args=(fn, rank, world_size, port, backend, args, results, *caller), daemon=True)
         for rank in range(world_size)
     ]
     for p in procs:
