@@ -44,10 +44,10 @@ from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_o
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 OUTPUT_KEYS = (
-    "padding_ratio.packed.*",
-    "padding_ratio.padded.*",
-    "speedup_packed_over_padded.*",
-    "speedup_rounds.*",
+    "padding_ratio.packed",
+    "padding_ratio.padded",
+    "speedup_packed_over_padded",
+    "speedup_rounds",
     "step_s.*.packed",
     "step_s.*.padded",
     "device",

@@ -19,7 +19,9 @@ which a loaded machine leaves nearly unchanged. A few minutes on 2 cores.
 The output: ``settings`` (per row ``best_static_s``, ``hot_c1_s``, ``auto_s`` and ``auto``
 against the paper's baselines: ``vs_megatron_paper``, ``vs_deepspeed_paper``,
 ``vs_strong_static``), the ``summary`` (``auto_vs_static_mean``, the ``paper`` block),
-``calibration``, ``calibration_h200``, ``grid_s`` and ``validation`` (null without
+``calibration``, ``calibration_h200``, ``grid_s``, ``packing`` (``--packing``: the engine's own
+contenders, its statics, c1 and ``auto``, pack their micro-batches; the paper's baselines run as
+their authors ran them) and ``validation`` (null without
 ``--validate``; else its ``cases``, ``worst_rel_err`` and ``speedups``). ``--smoke``: one grid
 cell (7B on 8 GPUs, CommonCrawl, 4K) and the validation on 2 ranks with ``e2e.py``'s smoke
 model, one step of 4 documents of up to 64 byte tokens (the output's ``smoke``).
@@ -151,14 +153,17 @@ def main() -> None:
     parser.add_argument("--static", nargs="*", default=["dp1tp4pp1", "dp1tp4pp1sp"], help="static cases to validate")
     parser.add_argument("--hot", default="dp1tp4pp1:256,dp4:0", help="a fixed hot-switched case to validate")
     parser.add_argument("--skip-grid", action="store_true", help="the validation only")
+    parser.add_argument(
+        "--packing", action="store_true", help="the engine's contenders pack micro-batches (documents back to back)"
+    )
     parser.add_argument("--smoke", action="store_true", help=f"a tiny run: {SMOKE}")
     parser.set_defaults(grid={})
     args = parser.parse_args()
     if args.smoke:
         vars(args).update(SMOKE)
     started = time.perf_counter()
-    rows = [] if args.skip_grid else paper_grid(**args.grid, device=args.device)
-    out = {"device": args.device, "settings": rows, "summary": summary(rows) if rows else None}
+    rows = [] if args.skip_grid else paper_grid(**args.grid, device=args.device, packing=args.packing)
+    out = {"device": args.device, "packing": args.packing, "settings": rows, "summary": summary(rows) if rows else None}
     out["calibration"] = report()  # the device model's fit: error on every logged point it used or held out
     out["calibration_h200"] = calibrate_h200.report()  # the H200 preset on the engine's own measured GPU steps
     out["grid_s"] = time.perf_counter() - started

@@ -1,4 +1,5 @@
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
@@ -17,22 +18,41 @@ if "HOTSWITCH_RUNS" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["HOTSWITCH_RUNS"], ignore_errors=True)
 
 
-# The suite runs on two workers (pytest-xdist, ``-n 2 --dist loadgroup`` in pyproject.toml): each
-# test file stays on one worker (its module fixtures, e.g. a spawned oracle run, start once), and
-# the files that start clusters on loopback (Slurm, Ray, Kubeflow's local backend) or drive them
-# from a notebook share one worker, so two never run at once. That group is the longest: it goes
-# first, and the other worker takes the rest file by file meanwhile.
-CLUSTERS = {
+# The suite runs on two workers (pytest-xdist, ``-n 2 --dist loadfile`` in pyproject.toml): each test
+# file on one worker, so its module fixtures (a spawned oracle run, a kernel, a cluster) start once.
+# The files that start clusters on loopback (Slurm, Ray, Kubeflow's local backend) or drive them from
+# a notebook take turns (``one_cluster_at_a_time``); they go first, each beside a long file of the
+# rest, so that the other worker has work meanwhile.
+CLUSTERS = (
     "tests/kernel/launch/test_slurm_launcher.py",
     "tests/kernel/launch/test_ray_launcher.py",
     "tests/kernel/launch/test_kubeflow_local.py",
     "tests/notebooks/test_notebooks.py",
-}
+)
+LONG = (
+    "tests/backend/train/loop/test_gradient_oracle.py",
+    "tests/backend/train/loop/test_hot_switch_exact.py",
+    "tests/benchmarks/test_benchmarks_smoke.py",
+    "tests/kernel/notebook/test_train_magic.py",
+)
+FIRST = [path for pair in zip(CLUSTERS, LONG, strict=True) for path in pair]
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            path = item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group("clusters" if path in CLUSTERS else path))
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in CLUSTERS)  # stable: the rest keep their order
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return FIRST.index(path) if path in FIRST else len(FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
+@pytest.fixture(scope="module")
+def one_cluster_at_a_time():
+    """Holds a lock shared by every worker for the module's duration (the cluster files use it)."""
+    path = os.path.join(tempfile.gettempdir(), f"hotswitch-test-clusters-{os.getuid()}.lock")
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

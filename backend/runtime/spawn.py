@@ -56,7 +56,7 @@ def _loads(data: bytes) -> Any:
 PRELOAD = ["torch", "torch.distributed", "hotswitch.backend.train.loop.engine"]
 
 
-def _context() -> mp.context.BaseContext:
+def _context() -> mp.context.SpawnContext | mp.context.ForkServerContext:
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")

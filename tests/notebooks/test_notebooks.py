@@ -17,6 +17,8 @@ from hotswitch.kernel.notebook.kernelspec import KERNEL_NAME, install_kernelspec
 from hotswitch.widgets.dashboard import PHASE_COLORS
 from tests.notebooks.claims import CLAIMS
 
+pytestmark = pytest.mark.usefixtures("one_cluster_at_a_time")  # notebook 4 starts clusters (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Seconds for the whole notebook on a busy 2-core CI machine (about 3x what an idle one needs).

@@ -15,12 +15,14 @@ CONTEXTS = (4096, 8192, 16384, 32768)
 
 
 def simulate_setting(
-    model: str, gpus: int, dataset: str, context: int, device: str = "A800", seed: int = 0
+    model: str, gpus: int, dataset: str, context: int, device: str = "A800", seed: int = 0, packing: bool = False
 ) -> Comparison:
-    """Every contender of one setting on one global batch of the paper's size."""
+    """Every contender of one setting on one global batch of the paper's size; ``packing``: the
+    engine's own contenders (its statics, c1, ``auto``) pack their micro-batches."""
     if dataset not in SELECTABLE:  # before any work, whatever the lengths
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SELECTABLE)}")
-    setup = Setup(model, gpus, context, batch_lengths(dataset, context, seed=seed), device=device)
+    lengths = batch_lengths(dataset, context, seed=seed)
+    setup = Setup(model, gpus, context, lengths, device=device, packing=packing)
     return compare(setup, model_name=model)
 
 
@@ -78,10 +80,11 @@ def paper_grid(
     datasets: Iterable[str] = DATASETS,
     contexts: Iterable[int] = CONTEXTS,
     device: str = "A800",
+    packing: bool = False,
 ) -> list[dict]:
     """``row`` for every (model, GPUs) of the paper's c1 settings, dataset and context."""
     return [
-        row(simulate_setting(model, gpus, dataset, context, device), model, dataset)
+        row(simulate_setting(model, gpus, dataset, context, device, packing=packing), model, dataset)
         for model, gpus in settings or setups.settings()
         for dataset in datasets
         for context in contexts

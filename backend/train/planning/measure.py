@@ -14,6 +14,7 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
+from hotswitch.backend.models.documents import row_positions, unpacked_positions
 from hotswitch.backend.runtime.devices import device_clock, synchronize
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
@@ -78,12 +79,22 @@ def filled_batch(engine: Engine, length: int) -> torch.Tensor:
     return torch.randint(0, engine.config.vocab_size, (rows, length), generator=gen).to(engine.device)
 
 
+def as_run(engine: Engine, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``tokens`` [sequences, length] as the engine runs them: rows of one sequence each, or
+    with packing one row of the sequences back to back (positions restarting at each)."""
+    if not engine.batching.packed:
+        return tokens, tokens, unpacked_positions(*tokens.shape)
+    sequences, length = tokens.shape
+    return tokens.reshape(1, -1), tokens.reshape(1, -1), row_positions([length] * sequences)[None]
+
+
 def measure_strategy(engine: Engine, strategy: Strategy, lengths: list[int]) -> dict:
     """Compute time of a micro-batch filled to the token budget at each length, and of a
     single sequence of the shortest length, which is almost all fixed cost: what every
     micro-batch pays whatever it holds (collectives' latency, launches). Seconds per
     sequence are the filled micro-batches' time without that overhead, over their rows.
-    On CUDA also the bytes one sequence adds at its peak. Returns {"seconds": per sequence
+    On CUDA also the bytes one sequence adds at its peak. Micro-batches are cut as the engine
+    cuts them: padded rows, or with packing one row of documents (``as_run``). Returns {"seconds": per sequence
     at each length, "overhead": per micro-batch, "memory_bytes": per sequence at each
     length, or None off CUDA}."""
     state, device = engine.states[strategy], engine.device
@@ -93,12 +104,12 @@ def measure_strategy(engine: Engine, strategy: Strategy, lengths: list[int]) -> 
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)
-        filled.append(timed(partial(state.graph.forward_backward, tokens, tokens, 0.0), device))
+        filled.append(timed(partial(state.graph.run, [as_run(engine, tokens)], 0.0), device))
         if device.type == "cuda":
             peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / len(tokens))
         rows.append(len(tokens))
     shortest = filled_batch(engine, lengths[0])[:1]
-    one = timed(partial(state.graph.forward_backward, shortest, shortest, 0.0), device, repeats=5)
+    one = timed(partial(state.graph.run, [as_run(engine, shortest)], 0.0), device, repeats=5)
     state.grads.flat.zero_()
     overhead, seconds = per_sequence(one, filled, rows)
     return {"seconds": seconds, "overhead": overhead, "memory_bytes": peak_bytes or None}

@@ -46,6 +46,7 @@ def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device:
         "device": device,
         "precision": str(engine.precision),
         "budget": engine.token_budget,
+        "packed": engine.batching.packed,  # packed micro-batches are measured as the engine runs them
         "lengths": lengths,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

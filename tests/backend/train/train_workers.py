@@ -152,3 +152,16 @@ def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: 
             losses.append(result.loss)
         out[f"{spec}/{schedule}"] = (grads, norms, losses) if rank == 0 else None
     return out
+
+
+def packed_auto_run(rank: int, world: int, steps: int):
+    """``auto`` with packed micro-batches through the Trainer: profiled packed, planned by the
+    packed cost model. Per step the loss, and the plans it chose."""
+    from hotswitch.backend.train.loop.trainer import Trainer
+
+    events: list[dict] = []
+    optim = OptimizerConfig()
+    trainer = Trainer(get_config(MODEL), stream(), "auto", optim, SEED, BUDGET, sink=events.append, packing=True)
+    trainer.train(steps)
+    assert trainer.engine.batching.packed and trainer.cost is not None and trainer.cost.packed
+    return [e["loss"] for e in events if e["type"] == "step"], [e["buckets"] for e in events if e["type"] == "plan"]

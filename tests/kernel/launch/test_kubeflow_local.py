@@ -13,7 +13,7 @@ from tests.kernel.kernel_session import (
     wait_none_mentioning,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_cluster_at_a_time")]  # tests/conftest.py
 
 AGENT = "hotswitch.kernel.launch.kubeflow_local_agent"
 FAILING = """

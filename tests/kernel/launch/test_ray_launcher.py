@@ -23,7 +23,7 @@ from tests.kernel.kernel_session import (
     wait_progressing,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_cluster_at_a_time")]  # tests/conftest.py
 
 # Every Ray server binds loopback only: with clusters "disabled", Ray's default for laptops, it
 # advertises and binds 127.0.0.1 instead of the machine's address. (Ray's CLI then refuses a

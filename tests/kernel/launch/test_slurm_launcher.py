@@ -22,7 +22,7 @@ from tests.kernel.kernel_session import (
 )
 from tests.kernel.launch.slurm_cluster import slurm_on_loopback
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_cluster_at_a_time")]  # tests/conftest.py
 
 HEARTBEAT_TIMEOUT_S = "10"
 # Step events and lines as fast as a rank can send them: none may be lost on the way.

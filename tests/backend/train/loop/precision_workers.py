@@ -18,12 +18,12 @@ def reference_losses(steps: int, precision: Precision) -> list[float]:
     return [trainer.step(batches.next_batch()) for _ in range(steps)]
 
 
-def _run(rank: int, steps: int, spec, precision: Precision) -> dict:
+def _run(rank: int, steps: int, spec, precision: Precision, packed: bool = False) -> dict:
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
-    engine = Engine(
-        get_config(MODEL), plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, precision=precision
-    )
+    optim = OptimizerConfig()
+    config = get_config(MODEL)
+    engine = Engine(config, plan.strategies, instantiation, optim, SEED, BUDGET, precision=precision, packed=packed)
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     batches, losses, switches = stream(), [], []
     for _ in range(steps):
@@ -39,5 +39,6 @@ def _run(rank: int, steps: int, spec, precision: Precision) -> dict:
 
 
 def precision_runs(rank: int, world: int, steps: int, runs: list[tuple]) -> dict:
-    """Each (name, plan spec, precision) trained from scratch."""
-    return {name: _run(rank, steps, spec, precision) for name, spec, precision in runs}
+    """Each (name, plan spec, precision[, packed]) trained from scratch (the one-device reference
+    stays unpacked)."""
+    return {name: _run(rank, steps, spec, precision, *packed) for name, spec, precision, *packed in runs}

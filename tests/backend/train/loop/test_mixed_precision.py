@@ -23,6 +23,7 @@ RUNS = [
     ("three/bf16", THREE, BF16),
     ("three/bf16-grads", THREE, BF16_GRADS),
     ("pipelined/bf16", PIPELINED, BF16),
+    ("three/bf16-packed", THREE, BF16, True),  # documents back to back against the unpacked reference
 ]
 
 
@@ -45,9 +46,9 @@ def test_the_one_device_bf16_reference_computes_in_bf16(references):
     assert 1e-6 < difference < TOLERANCE, f"bf16 vs fp32 on one device: {difference:.1e}"
 
 
-@pytest.mark.parametrize("name", [name for name, _, p in RUNS if p.mixed])
+@pytest.mark.parametrize("name", [name for name, _, p, *_ in RUNS if p.mixed])
 def test_hot_switched_bf16_matches_one_device_bf16_within_the_stated_tolerance(runs, references, name):
-    precision = next(p for n, _, p in RUNS if n == name)
+    precision = next(p for n, _, p, *_ in RUNS if n == name)
     losses = runs[name]["losses"]
     assert len(losses) == STEPS
     assert worst(losses, references[precision]) <= TOLERANCE

@@ -17,7 +17,7 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.batching import MicroBatching, collate
 
 from ..matching import worst_tensor
-from ..train_workers import BUDGET, gradient_runs, reference_gradients, stream
+from ..train_workers import BUDGET, gradient_runs, packed_auto_run, reference_gradients, stream
 
 STEPS = 2
 RUNS = [
@@ -67,3 +67,10 @@ def test_packed_steps_equal_one_unpacked_device(runs, run):
         limit = 5e-6 if step == 1 else 1e-4
         assert error <= limit, f"{run} step {step}: {name}'s gradient is off by {error:.1e}"
         assert abs(norm - ref_norm) / ref_norm <= limit, f"{run} step {step}: norm {norm} vs {ref_norm}"
+
+
+def test_auto_profiles_plans_and_trains_packed_micro_batches_like_one_device(short_reference):
+    losses, plans = spawn_ranks(packed_auto_run, 4, 3, timeout=1200)[0]
+    assert plans, "auto announces the plans it chose"
+    for step, (loss, ref) in enumerate(zip(losses, short_reference[0][:3], strict=True), 1):
+        assert abs(loss - ref) / ref <= 1e-5, f"step {step}: loss {loss} vs one device's {ref}"
