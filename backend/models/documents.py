@@ -116,16 +116,19 @@ def per_document(
 def gather_tables(cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The rotary tables at ``positions`` [rows, seq]: the tables themselves where every row
     counts from 0 unbroken (``RotaryFunction`` reads their first rows, no copy), else
-    [rows, seq, half], built once per micro-batch and shared by every layer; positions past the
+    [rows, seq, half]; decided and built once per micro-batch, shared by every layer; positions past the
     tables (padding continued past the model's context) clamp to the last row."""
-    if positions.device.type == "meta" or counts_from_zero(positions):
+    if positions.device.type == "meta":
         return cos, sin
     key = (id(positions), id(cos))
     cached = _GATHERED.get(key)
-    if cached is not None and cached[0]() is positions:
+    if cached is not None and cached[0]() is positions:  # every layer after the first: no scan
         return cached[1]
-    at = on_device(positions, cos.device).clamp(max=cos.shape[0] - 1)
-    tables = cos[at], sin[at]
+    if counts_from_zero(positions):
+        tables = cos, sin
+    else:
+        at = on_device(positions, cos.device).clamp(max=cos.shape[0] - 1)
+        tables = cos[at], sin[at]
     _GATHERED.clear()  # one micro-batch at a time: keep the newest only
     _GATHERED[key] = (weakref.ref(positions), tables)
     return tables
