@@ -18,24 +18,40 @@ if "HOTSWITCH_RUNS" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["HOTSWITCH_RUNS"], ignore_errors=True)
 
 
-# The suite runs on two workers (pytest-xdist, ``-n 2 --dist loadfile`` in pyproject.toml): each test
-# file on one worker, so its module fixtures (a spawned oracle run, a kernel, a cluster) start once.
-# The files that start clusters on loopback (Slurm, Ray, Kubeflow's local backend) or drive them from
-# a notebook take turns (``one_cluster_at_a_time``); they go first, each beside a long file of the
-# rest, so that the other worker has work meanwhile.
+# The suite runs on two workers (pytest-xdist, ``-n 2`` in pyproject.toml) with the scheduler
+# below: each test file runs whole on one worker, so its module fixtures (a spawned oracle run, a
+# kernel, a cluster) start once. The files that start clusters on loopback (Slurm, Ray, Kubeflow's
+# local backend) or drive them from notebooks form one unit, run one after another on one worker,
+# while the other works through the rest. Units go out longest first (the durations measured on a
+# 2-core machine, in LONGEST), so that no long file starts last while the other worker idles.
 CLUSTERS = (
     "tests/kernel/launch/test_slurm_launcher.py",
     "tests/kernel/launch/test_ray_launcher.py",
     "tests/kernel/launch/test_kubeflow_local.py",
     "tests/notebooks/test_notebooks.py",
 )
-LONG = (
-    "tests/backend/train/loop/test_gradient_oracle.py",
+LONGEST = (
     "tests/backend/train/loop/test_hot_switch_exact.py",
     "tests/benchmarks/test_benchmarks_smoke.py",
     "tests/kernel/notebook/test_train_magic.py",
+    "tests/backend/train/state/test_distributed_optimizer.py",
+    "tests/backend/train/loop/test_training_loop.py",
+    "tests/backend/train/loop/test_activation_checkpointing.py",
+    "tests/backend/train/loop/test_mixed_precision.py",
+    "tests/kernel/notebook/test_detach_attach.py",
+    "tests/backend/train/loop/test_gradient_oracle.py",
+    "tests/kernel/notebook/test_kill_scenarios.py",
+    "tests/kernel/cli/test_train_command.py",
+    "tests/widgets/test_browser.py",
+    "tests/kernel/notebook/test_warm_pool.py",
+    "tests/backend/graph/test_exec_equality.py",
+    "tests/backend/train/planning/test_memory_measured.py",
+    "tests/kernel/cli/test_demo_command.py",
+    "tests/backend/train/loop/test_packing_exact.py",
+    "tests/backend/switch/test_executor_gloo.py",
+    "tests/test_types.py",
 )
-FIRST = [path for pair in zip(CLUSTERS, LONG, strict=True) for path in pair]
+FIRST = [*CLUSTERS, *LONGEST]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -44,6 +60,24 @@ def pytest_collection_modifyitems(config, items):
         return FIRST.index(path) if path in FIRST else len(FIRST)
 
     items.sort(key=rank)  # stable: the rest keep their order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Refines ``--dist loadfile`` (pyproject.toml's); other modes keep xdist's schedulers."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ClustersTogether(LoadFileScheduling):
+        """Whole files in the collection's order (longest first: ``--no-loadscope-reorder``), the
+        cluster files as one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:  # xdist's documented extension point
+            path = super()._split_scope(nodeid)
+            return "clusters" if path in CLUSTERS else path
+
+    return ClustersTogether(config, log)
 
 
 @pytest.fixture(scope="module")

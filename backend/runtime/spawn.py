@@ -52,8 +52,10 @@ def _loads(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=False)
 
 
-# what the fork server imports once, for every rank it forks (an import that fails is skipped)
-PRELOAD = ["torch", "torch.distributed", "hotswitch.backend.train.loop.engine"]
+# what the fork server imports once, for every rank it forks (an import that fails is skipped);
+# torch._dynamo because tracing a model on meta tensors imports it (PyTorch's meta kernels are
+# Python references guarded by it): 2-6 s of CPU per rank otherwise
+PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "hotswitch.backend.train.loop.engine"]
 
 
 def _context() -> mp.context.SpawnContext | mp.context.ForkServerContext:
