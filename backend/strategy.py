@@ -114,6 +114,12 @@ class Strategy:
         """Model replicas a gradient is summed over: dp x cp (cp splits sequences, not the model)."""
         return self.dp * self.cp
 
+    @property
+    def row_multiple(self) -> int:
+        """A micro-batch's rows are padded to a multiple of this: sequence parallelism splits a
+        row over tp ranks, context parallelism into 2 x cp zig-zag chunks (of that)."""
+        return (self.tp if self.sp else 1) * (2 * self.cp if self.cp > 1 else 1)
+
     def rank_of(self, pp: int, dp: int, cp: int, tp: int) -> int:
         return ((pp * self.dp + dp) * self.cp + cp) * self.tp + tp
 

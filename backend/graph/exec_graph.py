@@ -101,13 +101,12 @@ class ExecGraph:
         """What this rank computes of a micro-batch: with context parallelism its zig-zag chunks
         of every row (padded per chunk), with sequence parallelism rows padded to a multiple of
         tp; and the positions of the whole (padded) rows, which every rank reads whole."""
-        multiple = self.strategy.tp if self.strategy.sp else 1
+        tokens, targets, positions = pad_rows(tokens, targets, positions, self.strategy.row_multiple)
         cp = self.strategy.cp
         if cp > 1:
-            tokens, targets, positions = pad_rows(tokens, targets, positions, 2 * cp * multiple)
             index = self.strategy.coords(self.rank).cp
             return zigzag_shard(tokens, index, cp), zigzag_shard(targets, index, cp), positions
-        return pad_rows(tokens, targets, positions, multiple)
+        return tokens, targets, positions
 
     def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
         """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""

@@ -200,11 +200,16 @@ class Engine:
                 self._run_switch("params", previous or self.instantiation, strategy, times)
             if previous is not None:
                 self._release(self.states[previous])  # its parameters and gradients have moved on
+            shares = self.batching.split(strategy, seqs)
             started = device_clock(self.device)
-            local = self._run_group(state, seqs, scale)
+            local = self._run_group(state, shares[strategy.coords(self.rank).dp], scale)
             computed = device_clock(self.device)
             times.compute += (spent := computed - started)
-            times.per_strategy[str(strategy)] = {"tokens": sum(s.length for s in seqs), "seconds": spent}
+            times.per_strategy[str(strategy)] = {
+                "tokens": sum(s.length for s in seqs),
+                "padding": self.batching.padding(strategy, shares),
+                "seconds": spent,
+            }
             if strategy.coords(self.rank).tp == 0:
                 loss += local
             started = computed
@@ -230,20 +235,20 @@ class Engine:
         instantiation strategy (collective; nothing is accumulated or updated)."""
         state = self.states[self.instantiation]
         _, replica, _, tp = self.instantiation.coords(self.rank)
-        inputs = self._inputs(self.instantiation, seqs, replica)
+        inputs = self._inputs(self.batching.split(self.instantiation, seqs)[replica])
         local = state.graph.evaluate(inputs) if inputs else torch.zeros((), device=self.device)
         total = (local if tp == 0 else torch.zeros_like(local)).to(torch.float64)
         dist.all_reduce(total)
         return total.item(), sum(s.length for s in seqs)
 
-    def _run_group(self, state: StrategyState, seqs: list[Seq], scale: float) -> float:
-        replica = state.strategy.coords(self.rank).dp
-        return state.graph.run(self._inputs(state.strategy, seqs, replica), scale, self.schedule).item()
+    def _run_group(self, state: StrategyState, share: list[list[Seq]], scale: float) -> float:
+        """This rank's replica's ``share`` of its strategy's group through the graph."""
+        return state.graph.run(self._inputs(share), scale, self.schedule).item()
 
-    def _inputs(self, strategy: Strategy, seqs: list[Seq], replica: int) -> list[tuple[torch.Tensor, ...]]:
-        """The replica's micro-batches as the graph takes them: tokens and targets on the
-        device, positions on the host (``models.documents``)."""
-        micro_batches = [self.batching.collate(group) for group in self.batching.split(strategy, seqs)[replica]]
+    def _inputs(self, share: list[list[Seq]]) -> list[tuple[torch.Tensor, ...]]:
+        """A replica's micro-batches (each a list of sequences) as the graph takes them: tokens
+        and targets on the device, positions on the host (``models.documents``)."""
+        micro_batches = [self.batching.collate(group) for group in share]
         return [(m.tokens.to(self.device), m.targets.to(self.device), m.positions) for m in micro_batches]
 
     def free_memory(self) -> float:

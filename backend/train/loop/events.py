@@ -57,6 +57,7 @@ class StepSeconds(TypedDict):
 
 class StrategyShare(TypedDict):
     tokens: int
+    padding: int  # tokens of padding computed beside them (see ``MicroBatching.padding``)
     seconds: float
     tokens_per_s: float
 
@@ -65,6 +66,7 @@ class StepEvent(Event):
     step: int
     steps: int  # planned total
     tokens: int
+    padding: int  # tokens of padding the step computed beside its own, over every replica
     sequences: int
     loss: float  # mean token loss
     grad_norm: float  # before clipping
@@ -205,7 +207,7 @@ class RunTotals:
 
     def summary(self) -> dict:
         """``steps`` (all), ``first_loss``, ``last_loss``, ``plans``; and over the measured
-        steps: ``measured_steps``, ``tokens``, ``seconds`` (step time), ``tokens_per_s``,
+        steps: ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time), ``tokens_per_s``,
         ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
         tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
         window = self._measured if self._measured.steps else self._all
@@ -222,7 +224,7 @@ class _Window:
     """Sums over a run of step events."""
 
     def __init__(self):
-        self.steps = self.tokens = self.switches = 0
+        self.steps = self.tokens = self.padding = self.switches = 0
         self.seconds = 0.0
         self.split = dict.fromkeys(PHASES, 0.0)
         self.per_strategy: dict[str, list] = {}
@@ -235,6 +237,7 @@ class _Window:
             seconds = {}
         self.steps += 1
         self.tokens += e.get("tokens", 0)
+        self.padding += e.get("padding", 0)
         self.switches += e.get("switches", 0)
         self.seconds += seconds.get("total", sum(seconds.get(phase, 0.0) for phase in PHASES))
         for phase in PHASES:
@@ -250,6 +253,7 @@ class _Window:
         return {
             "measured_steps": self.steps,
             "tokens": self.tokens,
+            "padding": self.padding,
             "seconds": self.seconds,
             "tokens_per_s": tokens_per_s(self.tokens, self.seconds),
             "split": dict(self.split),

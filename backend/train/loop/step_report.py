@@ -47,6 +47,7 @@ def step_event(
         step=step,
         steps=steps,
         tokens=count,
+        padding=sum(share["padding"] for share in times.per_strategy.values()),
         sequences=len(batch),
         loss=result.loss,
         grad_norm=result.grad_norm,

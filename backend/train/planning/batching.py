@@ -164,3 +164,14 @@ class MicroBatching:
     def collate(self, seqs: list[Sequence]) -> MicroBatch:
         """A micro-batch ``split`` made, as tensors."""
         return collate(seqs, self.packed)
+
+    def padding(self, strategy: Strategy, shares: list[list[list[S]]]) -> int:
+        """Padding tokens a ``split`` of ``strategy`` computes over all its replicas: rows x
+        length of every micro-batch, each row padded to ``strategy.row_multiple``, less the
+        sequences' own tokens."""
+        computed = real = 0
+        for micro_batch in (m for share in shares for m in share):
+            rows, length = micro_batch_shape(micro_batch, self.packed)
+            computed += rows * (length + -length % strategy.row_multiple)
+            real += sum(s.length for s in micro_batch)
+        return computed - real

@@ -12,12 +12,15 @@ def step(n: int, tokens: int, total: float, switches: int = 0, predicted: float 
         step=n,
         steps=4,
         tokens=tokens,
+        padding=tokens // 10,
         sequences=2,
         loss=10.0 - n,
         grad_norm=1.0,
         seconds=seconds,
         tokens_per_s=tokens / total,
-        strategies={"dp2": {"tokens": tokens, "seconds": total / 2, "tokens_per_s": 2 * tokens / total}},
+        strategies={
+            "dp2": {"tokens": tokens, "padding": tokens // 10, "seconds": total / 2, "tokens_per_s": 2 * tokens / total}
+        },
         switches=switches,
         predicted_step_s=predicted,
         lr=1e-3,
@@ -45,6 +48,7 @@ def test_summarize_divides_the_measured_steps_tokens_by_their_step_seconds():
     events = [step(1, 100, 1.0, 3), step(2, 300, 2.0, 1, 1.5), step(3, 500, 3.0, 0, 2.5), event("warning", message="x")]
     every = summarize(events)
     assert every["steps"] == 3 and every["tokens"] == 900 and every["tokens_per_s"] == pytest.approx(900 / 6.0)
+    assert every["padding"] == 10 + 30 + 50
     assert every["switches"] == 4 and every["split"]["compute"] == pytest.approx(3.0)
     assert every["predicted_step_s"] == pytest.approx(2.0) and every["measured_step_s"] == pytest.approx(2.0)
     assert every["strategies"]["dp2"]["tokens_per_s"] == pytest.approx(900 / 3.0)

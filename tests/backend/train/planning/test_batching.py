@@ -1,8 +1,12 @@
 """Micro-batches: padding, packing under token and memory budgets, balancing over ranks."""
 
+import pytest
+
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models import IGNORE
-from hotswitch.backend.train.planning.batching import balance, collate, pack
+from hotswitch.backend.runtime.zigzag import pad_rows
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.batching import MicroBatching, balance, collate, pack
 
 
 def seqs(*lengths):
@@ -33,3 +37,20 @@ def test_balance_spreads_cost_evenly():
     parts = balance(seqs(8, 7, 6, 5, 4, 3, 2, 1), 2, float)
     loads = [sum(s.length for s in p) for p in parts]
     assert sorted(loads) == [18, 18]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize("spec", ["dp2", "dp2tp2sp", "cp2", "dp2cp2", "cp2tp2sp"])
+def test_the_padding_counted_is_the_padding_every_rank_computes(spec, packed):
+    strategy = Strategy.parse(spec)
+    batch = seqs(37, 120, 5, 64, 63, 9, 200, 17, 17, 1)
+    batching = MicroBatching(token_budget=256, packed=packed)
+    shares = batching.split(strategy, batch)
+    computed = 0
+    for micro_batch in (m for share in shares for m in share):
+        collated = batching.collate(micro_batch)
+        _, targets, _ = pad_rows(collated.tokens, collated.targets, collated.positions, strategy.row_multiple)
+        computed += int((targets == IGNORE).sum())
+    assert batching.padding(strategy, shares) == computed
+    # packed rows pad only to split into chunks; padded rows of unequal lengths always pad
+    assert (computed == 0) == (packed and strategy.row_multiple == 1)
