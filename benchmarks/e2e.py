@@ -23,7 +23,9 @@ batches, so ``predicted_speedup_vs_best_static`` is the gain the measured profil
 Also in the output: ``hotswitch_tokens_per_s``, each feasible ``static`` strategy's tokens/s,
 ``torch_tp_tokens_per_s``, ``measured_step_s``, ``prediction_error``, the ``hotswitch_plans`` and
 ``infeasible_static``. ``--smoke``: 2 ranks, a narrower 2-layer model, byte tokens, 4 documents of
-up to 64 tokens, one round of one step (the output's ``smoke``).
+up to 64 tokens, one round of one step (the output's ``smoke``). ``--packing``: the engine's
+contenders (hot switching and every static strategy) train packed micro-batches; PyTorch's
+tensor parallelism keeps padded rows, as its users run it (the output's ``packing``).
 
     python benchmarks/e2e.py --json
 """
@@ -102,6 +104,7 @@ def engine_contender(config, source: DocumentSource, plan, args, budget):
         OptimizerConfig(),
         token_budget=args.token_budget,
         memory_budget=budget,
+        packing=args.packing,
     )
 
     def step():
@@ -175,6 +178,7 @@ def bench_rank(rank: int, world: int, args) -> dict:
     # only tensor parallelism holds the longest sequences: pure dp fits up to a third of them
     budget = budget_holding(config, Strategy(dp=world), args.max_len // 3)
     out = {"model_params": config.n_params, "ranks": world, "max_len": args.max_len, "memory_budget": budget}
+    out["packing"] = args.packing
     out["tokenizer"] = source.tokenizer.name
 
     trainer, hot = engine_contender(config, source, "auto", args, budget)
@@ -233,6 +237,9 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=1024)
     parser.add_argument("--tokenizer", default="bpe:4096", help="'byte' or 'bpe:N' (trained on the corpus)")
     parser.add_argument("--token-budget", type=int, default=4096)
+    parser.add_argument(
+        "--packing", action="store_true", help="the engine's contenders pack documents (PyTorch's TP pads, as users do)"
+    )
     parser.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}")
     args = parser.parse_args()
     args.model = MODEL
