@@ -18,40 +18,43 @@ if "HOTSWITCH_RUNS" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["HOTSWITCH_RUNS"], ignore_errors=True)
 
 
-# The suite runs on two workers (pytest-xdist, ``-n 2`` in pyproject.toml) with the scheduler
-# below: each test file runs whole on one worker, so its module fixtures (a spawned oracle run, a
-# kernel, a cluster) start once. The files that start clusters on loopback (Slurm, Ray, Kubeflow's
-# local backend) or drive them from notebooks form one unit, run one after another on one worker,
-# while the other works through the rest. Units go out longest first (the durations measured on a
-# 2-core machine, in LONGEST), so that no long file starts last while the other worker idles.
+# The suite runs on pytest-xdist workers (``-n`` in pyproject.toml) with the scheduler below:
+# each test file runs whole on one worker, so its module fixtures (a spawned oracle run, a kernel, a
+# cluster) start once; each tutorial notebook is a unit of its own. The tests that start clusters
+# on loopback (Slurm, Ray, Kubeflow's local backend, notebook 4) form one unit, run one after
+# another on one worker, while the others work through the rest. Units go out longest first (the
+# durations measured on a 2-core machine, in LONGEST), so that no long file starts last while
+# the other workers idle.
 CLUSTERS = (
     "tests/kernel/launch/test_slurm_launcher.py",
     "tests/kernel/launch/test_ray_launcher.py",
     "tests/kernel/launch/test_kubeflow_local.py",
-    "tests/notebooks/test_notebooks.py",
+    "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[04-clusters]",
 )
+NOTEBOOK_RUNS = "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom["
 LONGEST = (
-    "tests/backend/train/loop/test_hot_switch_exact.py",
     "tests/benchmarks/test_benchmarks_smoke.py",
     "tests/kernel/notebook/test_train_magic.py",
-    "tests/backend/train/state/test_distributed_optimizer.py",
-    "tests/backend/train/loop/test_training_loop.py",
-    "tests/backend/train/loop/test_activation_checkpointing.py",
     "tests/backend/train/loop/test_mixed_precision.py",
-    "tests/kernel/notebook/test_detach_attach.py",
-    "tests/backend/train/loop/test_gradient_oracle.py",
     "tests/kernel/notebook/test_kill_scenarios.py",
-    "tests/kernel/cli/test_train_command.py",
-    "tests/widgets/test_browser.py",
+    "tests/backend/train/loop/test_hot_switch_exact.py",
+    "tests/kernel/notebook/test_detach_attach.py",
     "tests/kernel/notebook/test_warm_pool.py",
-    "tests/backend/graph/test_exec_equality.py",
-    "tests/backend/train/planning/test_memory_measured.py",
-    "tests/kernel/cli/test_demo_command.py",
     "tests/backend/train/loop/test_packing_exact.py",
-    "tests/backend/switch/test_executor_gloo.py",
-    "tests/test_types.py",
+    "tests/widgets/test_browser.py",
+    "tests/backend/train/loop/test_training_loop.py",
+    "tests/backend/train/loop/test_gradient_oracle.py",
+    "tests/kernel/cli/test_demo_command.py",
+    "tests/kernel/cli/test_train_command.py",
+    "tests/backend/train/state/test_distributed_optimizer.py",
+    "tests/backend/train/loop/test_activation_checkpointing.py",
+    "tests/kernel/notebook/test_bad_inputs_magic.py",
+    "tests/backend/train/planning/test_memory_measured.py",
+    "tests/kernel/notebook/test_bounded_jobs.py",
+    "tests/kernel/notebook/test_warm_pool_exact.py",
+    "tests/backend/switch/test_planner_properties.py",
 )
-FIRST = [*CLUSTERS, *LONGEST]
+FIRST = [path.split("::")[0] for path in CLUSTERS] + list(LONGEST)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -70,12 +73,13 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadFileScheduling
 
     class ClustersTogether(LoadFileScheduling):
-        """Whole files in the collection's order (longest first: ``--no-loadscope-reorder``), the
-        cluster files as one unit."""
+        """Whole files in the collection's order (longest first: ``--no-loadscope-reorder``), each
+        notebook alone, the cluster tests as one unit."""
 
         def _split_scope(self, nodeid: str) -> str:  # xdist's documented extension point
-            path = super()._split_scope(nodeid)
-            return "clusters" if path in CLUSTERS else path
+            if any(nodeid == test or nodeid.startswith(f"{test}::") for test in CLUSTERS):
+                return "clusters"
+            return nodeid if nodeid.startswith(NOTEBOOK_RUNS) else super()._split_scope(nodeid)
 
     return ClustersTogether(config, log)
 

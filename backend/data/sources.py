@@ -165,7 +165,7 @@ def stdlib_documents() -> CodeUnits:
 def _stdlib_files() -> tuple[Path, ...]:
     """The walk skips the folders it leaves out instead of filtering after them: a Python whose
     site-packages lies inside the standard library's folder took 0.5-2 s per call to list."""
-    files = []
+    files: list[Path] = []
     for folder, subfolders, names in os.walk(sysconfig.get_paths()["stdlib"]):
         subfolders[:] = sorted(name for name in subfolders if name not in STDLIB_SKIPPED)
         files.extend(Path(folder, name) for name in names if name.endswith(".py"))

@@ -17,8 +17,6 @@ from hotswitch.kernel.notebook.kernelspec import KERNEL_NAME, install_kernelspec
 from hotswitch.widgets.dashboard import PHASE_COLORS
 from tests.notebooks.claims import CLAIMS
 
-pytestmark = pytest.mark.usefixtures("one_cluster_at_a_time")  # notebook 4 starts clusters (tests/conftest.py)
-
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # Seconds for the whole notebook on a busy 2-core CI machine (about 3x what an idle one needs).
@@ -34,6 +32,8 @@ BUDGET_S = {
 CELL_TIMEOUT_S = 240
 # What each cell tagged raises-exception shows, in order: the refusal the notebook demonstrates.
 REFUSALS = {"07-warm-ranks": ["UsageError: pool 'warm' has 2 ranks and this cell asks for 4"]}
+# notebooks that start clusters on loopback, and so take turns with the cluster tests (tests/conftest.py)
+STARTS_CLUSTERS = {"04-clusters"}
 # the trace names of a Dashboard's two figures
 LIVE_DASHBOARD = [{"tokens/s", "loss", "plan change", "held-out loss"}, set(PHASE_COLORS)]
 # a check that needs objects the notebook does not show; JupyterLab hides cells with this tag
@@ -78,7 +78,9 @@ def test_a_reader_sees_no_assert(path):
 @pytest.mark.parametrize(
     "path", [pytest.param(p, marks=pytest.mark.timeout(BUDGET_S.get(p.stem, 1)), id=p.stem) for p in NOTEBOOKS]
 )
-def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path):
+def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path, request):
+    if path.stem in STARTS_CLUSTERS:
+        request.getfixturevalue("one_cluster_at_a_time")
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
