@@ -13,15 +13,10 @@ import os
 import shutil
 from dataclasses import MISSING, asdict, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor
-from torch.distributed.tensor import Replicate as DReplicate
-from torch.distributed.tensor import Shard as DShard
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.layout import MESH_DIMS, mesh_shape
@@ -32,6 +27,13 @@ from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.state.checkpoint_errors import explain
 from hotswitch.backend.train.state.checkpoint_safety import check_checkpoint_safe, protect_checkpoint
 from hotswitch.backend.train.state.master import ADAM_MOMENTS, OptimizerState
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor
+
+# torch.distributed.checkpoint and DTensor are imported where a checkpoint is written or read: they
+# cost every rank 1-6 s of CPU at start (40% of importing torch), and most jobs never checkpoint
 
 META = "hotswitch.json"
 
@@ -51,6 +53,8 @@ def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 def stage_meshes(strategy: Strategy, device_type: str) -> list[DeviceMesh]:
     """One (dp, cp, tp) device mesh per pipeline stage of ``strategy``, the mesh its layouts'
     placements refer to (collective: every rank creates every mesh)."""
+    from torch.distributed.device_mesh import DeviceMesh
+
     return [DeviceMesh(device_type, torch.tensor(ranks).view(mesh_shape(strategy))) for ranks in strategy.stage_ranks]
 
 
@@ -62,6 +66,10 @@ def as_dtensor(local: torch.Tensor, mesh: DeviceMesh, layout) -> DTensor:
             f"a mesh of shape {tuple(mesh.shape)} for a layout placed {layout.state.placements} over "
             f"{MESH_DIMS}: one mesh dim per placement is needed; build the mesh with stage_meshes(strategy)"
         )
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor import Replicate as DReplicate
+    from torch.distributed.tensor import Shard as DShard
+
     placements = [DShard(p.dim) if isinstance(p, Shard) else DReplicate() for p in layout.state.placements]
     shape = tuple(layout.shape)
     return DTensor.from_local(local, mesh, placements, run_check=False, shape=torch.Size(shape), stride=_strides(shape))
@@ -90,6 +98,9 @@ def _meshes(engine: Engine) -> list[DeviceMesh]:
 
 def save(engine: Engine, path: str | Path, extra: dict) -> Path:
     """Write the checkpoint (collective). Raises before writing if ``path`` exists."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
     path = Path(path)
     exists = torch.tensor([int(path.exists())])
     dist.broadcast(exists, 0)
@@ -138,6 +149,9 @@ def read_meta(path: str | Path, config: ModelConfig) -> dict:
 
 def load(engine: Engine, path: str | Path) -> None:
     """Load model and optimizer into the engine's instantiation layout (collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
     check_checkpoint_safe(path)  # DCP unpickles .metadata: refuse one that could run code
     weights = engine.master.master_weights()
     state = _dtensor_state(engine, _meshes(engine), weights)

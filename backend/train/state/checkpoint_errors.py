@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from torch.distributed.checkpoint.api import CheckpointException
+if TYPE_CHECKING:
+    from torch.distributed.checkpoint.api import CheckpointException
 
 
 def _cause(error: BaseException) -> str:
