@@ -53,6 +53,7 @@ class Dashboard(widgets.VBox):
             self.state.ingest(e)
         self.renders = 0
         self._pending: list[dict] = []
+        self._ended: str | None = None
         self._lock = threading.Lock()
         self._throttle = Throttle(self._flush, interval)
         self._build()
@@ -63,7 +64,7 @@ class Dashboard(widgets.VBox):
         self._unsubscribe = None
         if job is not None and follow:
             self._unsubscribe = job.on_event(lambda event: self.push([event]))
-            job.add_done_callback(lambda _: self._throttle.request())
+            job.add_done_callback(self._job_ended)
 
     @classmethod
     def replay(cls, events: Iterable[dict] | str | os.PathLike, job=None) -> Dashboard:
@@ -97,11 +98,19 @@ class Dashboard(widgets.VBox):
         self._throttle.cancel()
         super().close()
 
+    def _job_ended(self, job) -> None:
+        """On the job's watcher thread, once it has ended: say how, even if no "done" came."""
+        with self._lock:
+            self._ended = job.status
+        self._throttle.request()
+
     def _flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
+            ended = self._ended
         for e in pending:
             self.state.ingest(e)
+        self.state.ended = ended
         self._render()
 
     # -- widgets ----------------------------------------------------------------------------------
@@ -219,12 +228,12 @@ class Dashboard(widgets.VBox):
         self.progress.value = min(done, self.progress.max)
         eta, rate = self.state.eta_s, self.state.tokens_per_s
         parts = [f"{done} / {planned} steps"]
-        if eta is not None:
+        if eta is not None and self.state.end_reason is None:
             parts.append(f"ETA {eta:.0f} s")
         if rate is not None:  # the run's so far: the summary's figure, written the same way
             parts.append(f"{throughput_text(rate)} tokens/s")
-        if self.state.done is not None:
-            parts.append(f"<b>{escape(str(self.state.done.get('reason')))}</b>")
+        if self.state.end_reason is not None:
+            parts.append(f"<b>{escape(self.state.end_reason)}</b>")
         self.progress_text.value = " &mdash; ".join(parts)
 
     def _render_plan(self) -> None:

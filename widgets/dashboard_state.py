@@ -38,6 +38,7 @@ class DashboardState:
         self.strategies: list[str] = []
         self.last_step: dict | None = None
         self.done: dict | None = None
+        self.ended: str | None = None  # how the job ended (its status), whether or not "done" came
         self.totals = RunTotals()  # the run's figures, as the command line and the reports compute them
         self.events = 0
 
@@ -123,6 +124,12 @@ class DashboardState:
         (a body's own step events may carry none)."""
         totals = self.totals.summary()
         return totals["tokens_per_s"] if totals["seconds"] else None
+
+    @property
+    def end_reason(self) -> str | None:
+        """Why the run ended: the ranks' "done" reason, else the job's final status (a job stopped
+        or killed between steps sends no "done"); None while it runs."""
+        return str(self.done.get("reason")) if self.done is not None else self.ended
 
     def summary(self) -> dict | None:
         """The final figures once a "done" event has arrived, else None: ``tokens_per_s`` is

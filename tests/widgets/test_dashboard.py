@@ -25,6 +25,7 @@ class FakeJob:
         self.log = EventLog()
         self.calls: list[tuple] = []
         self.done = False
+        self.status = "running"
         self.done_callbacks = []
         self.spec = SimpleNamespace(nproc=2, nodes=1)
 
@@ -41,13 +42,13 @@ class FakeJob:
         else:
             self.done_callbacks.append(callback)
 
-    def feed(self, events, every_s=0.0):
+    def feed(self, events, every_s=0.0, status="succeeded"):
         def run():
             for e in events:
                 self.log.append(e)
                 if every_s:
                     time.sleep(every_s)
-            self.done = True
+            self.done, self.status = True, status
             for callback in self.done_callbacks:
                 callback(self)
 
@@ -160,6 +161,17 @@ def test_live_events_from_a_thread_are_coalesced_and_replay_gives_the_same_state
     assert view.state.snapshot() == Dashboard.replay(events).state.snapshot()
     assert [view.logs.get_title(i) for i in range(len(view.logs.children))] == ["rank 0", "rank 1"]
     assert view.logs.layout.display is None
+    view.close()
+
+
+def test_a_job_that_ends_without_its_ranks_done_event_shows_how_it_ended():
+    # stopped mid-step (the ranks were ended before a step boundary): no "done" event ever comes
+    job = FakeJob()
+    view = Dashboard(job, interval=0.05)
+    steps = [e for e in recorded_events(steps=5, switch_at=3) if e["type"] != "done"]
+    job.feed(steps, status="stopped").join()
+    assert view.wait_idle(10)
+    assert view.state.done is None and "<b>stopped</b>" in view.progress_text.value
     view.close()
 
 
