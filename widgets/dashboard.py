@@ -29,7 +29,7 @@ AUTO = "auto"
 
 class Dashboard(widgets.VBox):
     """The dashboard of ``job`` (a ``hotswitch.kernel.notebook.jobs.job.Job`` or anything with
-    ``on_event``, ``add_done_callback``, ``switch``, ``pause``, ``resume``, ``stop``,
+    ``on_event``, ``add_done_callback``, ``status``, ``switch``, ``pause``, ``resume``, ``stop``,
     ``checkpoint`` and ``logs``).
 
     It subscribes to the job's events (those already received first); redraws are batched and
