@@ -29,7 +29,7 @@ AUTO = "auto"
 
 class Dashboard(widgets.VBox):
     """The dashboard of ``job`` (a ``hotswitch.kernel.notebook.jobs.job.Job`` or anything with
-    ``on_event``, ``add_done_callback``, ``status``, ``switch``, ``pause``, ``resume``, ``stop``,
+    ``on_event``, ``add_done_callback``, ``done``, ``status``, ``switch``, ``pause``, ``resume``, ``stop``,
     ``checkpoint`` and ``logs``).
 
     It subscribes to the job's events (those already received first); redraws are batched and
@@ -53,7 +53,6 @@ class Dashboard(widgets.VBox):
             self.state.ingest(e)
         self.renders = 0
         self._pending: list[dict] = []
-        self._ended: str | None = None
         self._lock = threading.Lock()
         self._throttle = Throttle(self._flush, interval)
         self._build()
@@ -64,7 +63,7 @@ class Dashboard(widgets.VBox):
         self._unsubscribe = None
         if job is not None and follow:
             self._unsubscribe = job.on_event(lambda event: self.push([event]))
-            job.add_done_callback(self._job_ended)
+            job.add_done_callback(lambda _: self._throttle.request())
 
     @classmethod
     def replay(cls, events: Iterable[dict] | str | os.PathLike, job=None) -> Dashboard:
@@ -98,19 +97,13 @@ class Dashboard(widgets.VBox):
         self._throttle.cancel()
         super().close()
 
-    def _job_ended(self, job) -> None:
-        """On the job's watcher thread, once it has ended: say how, even if no "done" came."""
-        with self._lock:
-            self._ended = job.status
-        self._throttle.request()
-
     def _flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
-            ended = self._ended
         for e in pending:
             self.state.ingest(e)
-        self.state.ended = ended
+        if self.job is not None and self.job.done:  # how it ended, even if no "done" event came
+            self.state.ended = self.job.status
         self._render()
 
     # -- widgets ----------------------------------------------------------------------------------
