@@ -4,12 +4,26 @@ parallelism, recompute) and the rank mesh they imply."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, NamedTuple
 
 _TOKEN = re.compile(r"(dp|cp|ul|tp|pp)(\d+)|(sp|ckpt|sel)")
 _FLAGS = ("sp", "ckpt", "sel")
+
+
+def _first_rank(text: str, where: str, size: int) -> int:
+    """The first rank of ``@a-b`` or ``@a``, checked against the strategy's ``size`` devices."""
+    match = re.fullmatch(r"\s*(\d+)(?:\s*-\s*(\d+))?\s*", where)
+    if match is None:
+        raise ValueError(f"cannot parse the ranks of {text!r}: write them like 'tp2@2-3' (first-last) or 'tp2@2'")
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) is not None else first + size - 1
+    if last - first + 1 != size:
+        raise ValueError(
+            f"{text!r} places {size} devices on ranks {first}-{last} ({last - first + 1}); make them match"
+        )
+    return first
 
 
 class Coords(NamedTuple):
@@ -34,7 +48,9 @@ class Strategy:
     residual regions along the sequence. ``ckpt``: activation checkpointing per transformer block
     (only a block's input is kept for backward, its inside recomputed); ``sel``: Megatron's
     selective recompute (attention's core is recomputed, matmul outputs kept). They change no
-    layout, only time and memory."""
+    layout, only time and memory. ``first``: None for a strategy over all of a job's devices;
+    else the rank where a device group starts (written ``@2-3``), a strategy over part of the
+    devices trained side by side with other groups on disjoint ranks; its mesh covers ``ranks``."""
 
     dp: int = 1
     tp: int = 1
@@ -44,12 +60,15 @@ class Strategy:
     cp: int = 1
     ulysses: bool = False
     sel: bool = False
+    first: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "cp"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.first is not None and (not isinstance(self.first, int) or self.first < 0):
+            raise ValueError(f"a device group's first rank must be an integer >= 0, got {self.first!r}")
         if self.sp and self.tp == 1:
             raise ValueError(f"{self}: sequence parallelism splits over the tensor-parallel ranks; it needs tp > 1")
         if self.ckpt and self.sel:
@@ -62,7 +81,7 @@ class Strategy:
 
     @cached_property
     def _hash(self) -> int:  # computed once: strategies key every cost table the plan search reads
-        return hash((self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel))
+        return hash((self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel, self.first))
 
     def __hash__(self) -> int:
         return self._hash
@@ -73,10 +92,12 @@ class Strategy:
         ring-attention context parallelism and ``ul2`` its Ulysses flavour (``"dp2cp2tp2"``); a
         trailing ``sp`` turns on sequence parallelism (``"dp2tp2sp"``), a trailing ``ckpt``
         activation checkpointing (``"dp4ckpt"``, ``"dp2tp2spckpt"``) or ``sel`` selective
-        recompute (``"tp4spsel"``)."""
+        recompute (``"tp4spsel"``); ``@2-3`` (or ``@2``) places it on ranks 2-3 as a device group
+        (``"tp2@2-3"``)."""
         if isinstance(text, Strategy):
             return text
-        spec = text.strip().lower()
+        spec, placed, where = text.strip().lower().partition("@")
+        spec = spec.strip()
         degrees: dict[str, Any] = {}  # degrees (int) and flags (bool), by keyword of Strategy
         position = 0
         for match in _TOKEN.finditer(spec):
@@ -94,16 +115,33 @@ class Strategy:
             )
         if "ul" in degrees:
             degrees["cp"], degrees["ulysses"] = degrees.pop("ul"), True
-        return cls(**degrees)
+        strategy = cls(**degrees)
+        return replace(strategy, first=_first_rank(text, where, strategy.world_size)) if placed else strategy
 
     def __str__(self) -> str:
         context = (f"ul{self.cp}" if self.ulysses else f"cp{self.cp}") if self.cp > 1 else ""
         flags = ("sp" if self.sp else "") + ("ckpt" if self.ckpt else "") + ("sel" if self.sel else "")
-        return f"dp{self.dp}{context}tp{self.tp}pp{self.pp}{flags}"
+        where = "" if self.first is None else f"@{self.first}-{self.ranks[-1]}"
+        return f"dp{self.dp}{context}tp{self.tp}pp{self.pp}{flags}{where}"
 
     @property
     def world_size(self) -> int:
         return self.dp * self.cp * self.tp * self.pp
+
+    @property
+    def is_group(self) -> bool:
+        """Whether the strategy is a device group over part of the job's devices."""
+        return self.first is not None
+
+    @property
+    def offset(self) -> int:
+        """The global rank of the strategy's mesh origin (0 unless a device group)."""
+        return self.first or 0
+
+    @property
+    def ranks(self) -> range:
+        """The global ranks of the strategy's devices."""
+        return range(self.offset, self.offset + self.world_size)
 
     @property
     def mesh_shape(self) -> tuple[int, int, int, int]:
@@ -121,12 +159,13 @@ class Strategy:
         return (self.tp if self.sp else 1) * (2 * self.cp if self.cp > 1 else 1)
 
     def rank_of(self, pp: int, dp: int, cp: int, tp: int) -> int:
-        return ((pp * self.dp + dp) * self.cp + cp) * self.tp + tp
+        return self.offset + ((pp * self.dp + dp) * self.cp + cp) * self.tp + tp
 
     def coords(self, rank: int) -> Coords:
         """(pp, dp, cp, tp) coordinates of a global rank."""
-        if not 0 <= rank < self.world_size:
-            raise ValueError(f"rank {rank} is outside {self} ({self.world_size} ranks)")
+        if rank not in self.ranks:
+            raise ValueError(f"rank {rank} is outside {self} (ranks {self.offset}-{self.ranks[-1]})")
+        rank -= self.offset
         tp, rest = rank % self.tp, rank // self.tp
         cp, rest = rest % self.cp, rest // self.cp
         return Coords(rest // self.dp, rest % self.dp, cp, tp)
@@ -135,7 +174,7 @@ class Strategy:
     def stage_ranks(self) -> tuple[tuple[int, ...], ...]:
         """The ranks of each pipeline stage, in (dp, cp, tp) mesh order."""
         size = self.dp * self.cp * self.tp
-        return tuple(tuple(range(s * size, (s + 1) * size)) for s in range(self.pp))
+        return tuple(tuple(range(self.offset + s * size, self.offset + (s + 1) * size)) for s in range(self.pp))
 
     def tp_group(self, rank: int) -> tuple[int, ...]:
         c = self.coords(rank)
@@ -168,6 +207,15 @@ class Strategy:
             )
 
     def check_fits(self, world_size: int) -> None:
+        """Raise unless the strategy spans all ``world_size`` devices (or, as a device group
+        placed with ``@``, lies within them)."""
+        if self.is_group:
+            if self.ranks[-1] >= world_size:
+                raise ValueError(
+                    f"device group {self} needs ranks {self.offset}-{self.ranks[-1]} but the cluster has "
+                    f"{world_size} devices (0-{world_size - 1}); place it within them"
+                )
+            return
         self.check_cp_divides(world_size)
         if self.world_size != world_size:
             raise ValueError(

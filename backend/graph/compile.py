@@ -54,8 +54,8 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
         raise ValueError(
             f"{strategy} is not one of the logical graph's strategies {[str(s) for s in graph.strategies]}"
         )
-    if not 0 <= rank < strategy.world_size:
-        raise ValueError(f"rank {rank} is outside {strategy} ({strategy.world_size} ranks)")
+    if rank not in strategy.ranks:
+        raise ValueError(f"rank {rank} is outside {strategy} (ranks {strategy.offset}-{strategy.ranks[-1]})")
     return _StageCompiler(graph, strategy, rank).compile()
 
 

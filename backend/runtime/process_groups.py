@@ -15,7 +15,7 @@ def strategy_rank_sets(strategies: Iterable[Strategy]) -> set[tuple[int, ...]]:
     gradients are summed) of every rank under each strategy."""
     out: set[tuple[int, ...]] = set()
     for s in strategies:
-        for rank in range(s.world_size):
+        for rank in s.ranks:
             groups = (s.tp_group(rank), s.cp_group(rank), s.dp_group(rank), s.replica_group(rank))
             out.update(group for group in groups if len(group) > 1)
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import CostModel, SizedSequence, pipelined_s
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, sequential_order
 
 KINDS = ("switch", "compute", "bubble", "sync", "update")
 
@@ -90,7 +90,7 @@ def simulate_step(
     """``plan``'s step on ``lengths`` with ``instantiation`` updating, laid out on ``world`` ranks:
     the same terms in the same order as ``CostModel.ordered_step_s``."""
     groups = plan.assign_lengths(lengths)
-    order = execution_order(plan.strategies, instantiation, cost.switch_cost)
+    order = sequential_order(execution_order(plan.strategies, instantiation, cost.switch_cost))
     line, previous = _Timeline(world), None
     activations, micro = {}, {}
     for strategy in order:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from hotswitch.backend.cluster import Cluster
@@ -67,6 +67,12 @@ class SwitchPlan:
     zero_first: frozenset[tuple[int, str]] = field(default_factory=frozenset)
     fused: bool = True
     plan_s: float = 0.0
+
+    def adding(self) -> SwitchPlan:
+        """The same moves, every slice added to what its destination holds and nothing zeroed
+        first: another device group's gradients merged into those already switched there."""
+        transfers = tuple(replace(t, accumulate=True) for t in self.transfers)
+        return replace(self, transfers=transfers, zero_first=frozenset())
 
     @cached_property
     def messages(self) -> tuple[Message, ...]:

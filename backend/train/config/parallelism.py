@@ -4,6 +4,7 @@ weighs, the distributed optimizer, and the device kind every rank computes on.""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
@@ -13,11 +14,13 @@ from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
 def plan_from_text(text: str) -> str | list[list]:
     """The ``plan`` a flag's text gives: 'auto', one strategy ('dp4'), or buckets written
-    'tp4:128,dp4:0' (each strategy with the lower bound of the sequence lengths it takes)."""
+    'tp4:128,dp4:0' or 'tp4:128 | dp4:0' (each strategy with the lower bound of the sequence
+    lengths it takes; a strategy placed on ranks, 'tp2@0-1', is a device group, and groups on
+    disjoint ranks train side by side: 'tp2@0-1:128 | dp2@2-3:0')."""
     if text == "auto" or ":" not in text:
         return text
     buckets = []
-    for part in text.split(","):
+    for part in re.split(r"[,|]", text):
         strategy, _, bound = part.partition(":")
         if not bound.strip().isdigit():
             raise ValueError(f"--plan {text!r}: bucket {part!r} needs a whole-number lower bound, like 'tp4:128,dp4:0'")
@@ -32,7 +35,8 @@ class ParallelismSettings:
 
     plan: str | list = setting(  # noqa: RUF009  (a field with metadata; its default, a str, is immutable)
         "auto",
-        "'auto', one strategy ('dp4'), or buckets 'tp4:128,dp2tp2:48,dp4:0' (TOML: [['tp4', 128], ['dp4', 0]])",
+        "'auto', one strategy ('dp4'), or buckets 'tp4:128,dp2tp2:48,dp4:0' (TOML: [['tp4', 128], ['dp4', 0]]); "
+        "device groups on disjoint ranks train side by side: 'tp2@0-1:128,dp2@2-3:0'",
         parse=plan_from_text,
     )
     context_parallel: bool | None = setting(

@@ -36,9 +36,11 @@ from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
+from hotswitch.backend.train.loop.stages import StageWalk, as_stages
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.loop.switches import Switches, SwitchKind
 from hotswitch.backend.train.planning.batching import MicroBatching
+from hotswitch.backend.train.planning.dispatch import Stage
 from hotswitch.backend.train.state.master import InitialValue, Master
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
@@ -91,6 +93,10 @@ class Engine:
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
         self.batching = batching or MicroBatching(token_budget, packed=packed)
+        if instantiation.is_group:
+            raise ValueError(
+                f"the instantiation strategy holds the master weights on every rank; {instantiation} is a device group"
+            )
         self.switches = Switches(self)
         self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}
@@ -128,16 +134,19 @@ class Engine:
                 layout,
                 FlatBuffer(layout, self.rank, self.precision.compute_dtype, self.device),
                 FlatBuffer(layout, self.rank, self.precision.grad_dtype, self.device),
-                compile_graph(graph, s, self.rank),
+                compile_graph(graph, s, self.rank) if self.rank in s.ranks else None,  # a group elsewhere
             )
-            if s not in kept:
+            if state.graph is not None and s not in kept:
                 state.graph.attach(state.params, state.grads)
-                self._release(state)
-            state.graph.bind(self.groups)
+            if s not in kept:
+                self.release(state)
+            if state.graph is not None:
+                state.graph.bind(self.groups)
             kept[s] = state
         self.states = kept
 
-    def _release(self, state: StrategyState) -> None:
+    def release(self, state: StrategyState) -> None:
+        """Free a strategy's buffers, unless it is the instantiation strategy (the master's)."""
         if state.strategy != self.instantiation:
             state.release()
 
@@ -152,7 +161,7 @@ class Engine:
             yield
         finally:
             for state in released:
-                self._release(state)
+                self.release(state)
 
     # -- switches ------------------------------------------------------------------------------
     def switch_plan(self, what: SwitchKind, src: Strategy, dst: Strategy) -> SwitchPlan:
@@ -164,86 +173,57 @@ class Engine:
         dst, what, bytes, predicted_s, seconds), oldest first; the list is then emptied."""
         return self.switches.take_stats()
 
-    def _run_switch(self, what: SwitchKind, src: Strategy, dst: Strategy, times: StepTimes) -> None:
-        times.switch += self.switches.run(what, src, dst)
-        times.switches += 1
+    def run_switch(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> float:
+        """Run one switch (collective over every rank); its seconds. ``add``: gradients land
+        added to what ``dst`` holds (a second device group's merged with the first's)."""
+        return self.switches.run(what, src, dst, add)
 
     # -- one step --------------------------------------------------------------------------------
     def step(
         self,
         groups: dict[Strategy, list[Seq]],
-        order: Sequence[Strategy],
+        order: Sequence[Strategy | Stage],
         before_update: Callable[[Master], None] | None = None,
     ) -> StepResult:
-        """Train one global batch (the union of ``groups``), strategies in ``order`` (the
-        instantiation strategy last): the mean token loss, the gradient norm, the time split.
-        ``before_update(master)`` runs on every rank once the batch's gradients are accumulated
-        on the master layout and before they are clipped (an oracle may gather them there)."""
+        """Train one global batch (the union of ``groups``), stages in ``order`` (a strategy, or
+        device groups side by side; the instantiation strategy last): the mean token loss, the
+        gradient norm, the time split. ``before_update(master)`` runs on every rank once the
+        batch's gradients are accumulated on the master layout and before they are clipped (an
+        oracle may gather them there)."""
         total = sum(s.length for seqs in groups.values() for s in seqs)
         if total == 0:
             raise ValueError("the global batch holds no tokens")
-        scale = 1.0 / total
         times = StepTimes()
-        loss = torch.zeros((), dtype=torch.float64, device=self.device)
-        previous: Strategy | None = None
-        for strategy in order:
-            seqs = groups.get(strategy, [])
-            if not seqs and strategy != self.instantiation:
-                continue
-            state = self.states[strategy]
-            state.allocate()  # a released one comes back with undefined values: the switches define them
-            if previous is None:
-                state.grads.flat.zero_()
-            else:
-                self._run_switch("grads", previous, strategy, times)
-            if strategy != self.instantiation:
-                self._run_switch("params", previous or self.instantiation, strategy, times)
-            if previous is not None:
-                self._release(self.states[previous])  # its parameters and gradients have moved on
-            shares = self.batching.split(strategy, seqs)
-            started = device_clock(self.device)
-            local = self._run_group(state, shares[strategy.coords(self.rank).dp], scale)
-            computed = device_clock(self.device)
-            times.compute += (spent := computed - started)
-            times.per_strategy[str(strategy)] = {
-                "tokens": sum(s.length for s in seqs),
-                "padding": self.batching.padding(strategy, shares),
-                "seconds": spent,
-            }
-            if strategy.coords(self.rank).tp == 0:
-                loss += local
-            started = computed
-            if strategy.replicas > 1:
-                dist.all_reduce(state.grads.flat, group=self.groups[strategy.replica_group(self.rank)])
-            times.grad_sync += device_clock(self.device) - started
-            previous = strategy
-        assert previous is not None  # the order ends with the instantiation strategy, which always runs
-        if previous != self.instantiation:
-            self._run_switch("grads_final", previous, self.instantiation, times)
-            self._release(self.states[previous])
+        walk = StageWalk(self, times, 1.0 / total)
+        for stage in as_stages(order):
+            walk.stage(stage, groups)
+        walk.finish()
         started = device_clock(self.device)
-        dist.all_reduce(loss)
+        dist.all_reduce(walk.loss)
         if before_update is not None:
             before_update(self.master)
         grad_norm = self.master.clip_and_update()
         times.update = device_clock(self.device) - started
-        return StepResult(loss.item() / total, grad_norm, times)
+        return StepResult(walk.loss.item() / total, grad_norm, times)
 
     @torch.no_grad()
     def evaluate(self, seqs: list[Seq]) -> tuple[float, int]:
         """The token loss summed over ``seqs`` and their token count, forward only under the
         instantiation strategy (collective; nothing is accumulated or updated)."""
-        state = self.states[self.instantiation]
+        graph = self.states[self.instantiation].graph
+        assert graph is not None  # the instantiation strategy spans every rank
         _, replica, _, tp = self.instantiation.coords(self.rank)
         inputs = self._inputs(self.batching.split(self.instantiation, seqs)[replica])
-        local = state.graph.evaluate(inputs) if inputs else torch.zeros((), device=self.device)
+        local = graph.evaluate(inputs) if inputs else torch.zeros((), device=self.device)
         total = (local if tp == 0 else torch.zeros_like(local)).to(torch.float64)
         dist.all_reduce(total)
         return total.item(), sum(s.length for s in seqs)
 
-    def _run_group(self, state: StrategyState, share: list[list[Seq]], scale: float) -> float:
-        """This rank's replica's ``share`` of its strategy's group through the graph."""
-        return state.graph.run(self._inputs(share), scale, self.schedule).item()
+    def run_group(self, strategy: Strategy, share: list[list[Seq]], scale: float) -> float:
+        """This rank's replica's ``share`` of ``strategy``'s sequences through its graph; the loss sum."""
+        graph = self.states[strategy].graph
+        assert graph is not None, f"rank {self.rank} computes nothing under {strategy}"
+        return graph.run(self._inputs(share), scale, self.schedule).item()
 
     def _inputs(self, share: list[list[Seq]]) -> list[tuple[torch.Tensor, ...]]:
         """A replica's micro-batches (each a list of sequences) as the graph takes them: tokens

@@ -8,13 +8,13 @@ from hotswitch.backend.graph.logical import summarize
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine, StepResult
 from hotswitch.backend.train.loop.events import event, tokens_per_s
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, Stage, as_stage
 
 
 def plan_event(
     step: int,
     plan: HotSwitchPlan,
-    order: list[Strategy],
+    order: list[Strategy | Stage],
     instantiation: Strategy,
     predicted: float | None,
     source: str,
@@ -24,7 +24,7 @@ def plan_event(
         "plan",
         step=step,
         buckets=[[str(b.strategy), b.above] for b in plan.buckets],
-        order=[str(s) for s in order],
+        order=[" + ".join(map(str, as_stage(s))) for s in order],  # device groups side by side joined by +
         instantiation=str(instantiation),
         predicted_step_s=predicted,
         source=source,
@@ -33,7 +33,7 @@ def plan_event(
 
 def graphs_event(engine: Engine) -> dict:
     """The ``graphs`` event: the logical graph and this rank's executable graph per strategy."""
-    executable = {str(s): state.graph.summary() for s, state in engine.states.items()}
+    executable = {str(s): state.graph.summary() for s, state in engine.states.items() if state.graph is not None}
     return event("graphs", logical=summarize(engine.logical), exec=executable)
 
 

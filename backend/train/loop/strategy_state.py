@@ -13,13 +13,14 @@ from hotswitch.backend.strategy import Strategy
 @dataclass
 class StrategyState:
     """``params`` and ``grads`` hold this rank's boxes of ``layout``; ``graph`` computes with
-    them. Both buffers are allocated and released together (views survive a release)."""
+    them (None on a rank outside a device group, whose buffers are then empty). Both buffers
+    are allocated and released together (views survive a release)."""
 
     strategy: Strategy
     layout: dict[str, ParamLayout]
     params: FlatBuffer
     grads: FlatBuffer
-    graph: ExecGraph
+    graph: ExecGraph | None
 
     @property
     def allocated(self) -> bool:

@@ -32,7 +32,7 @@ class Switches:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self.cache: dict[tuple[SwitchKind, Strategy, Strategy], BoundSwitch] = {}
+        self.cache: dict[tuple[SwitchKind, Strategy, Strategy, bool], BoundSwitch] = {}
         self.first_runs: list[dict] = []  # each switch's statistics the first time it runs
 
     def take_stats(self) -> list[dict]:
@@ -40,10 +40,11 @@ class Switches:
         stats, self.first_runs = self.first_runs, []
         return stats
 
-    def run(self, what: SwitchKind, src: Strategy, dst: Strategy) -> float:
-        """Run one switch (collective over both strategies' ranks); its seconds."""
-        first = (what, src, dst) not in self.cache
-        bound = self.bound(what, src, dst)
+    def run(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> float:
+        """Run one switch (collective over every rank); its seconds. ``add``: gradients are
+        added to what ``dst`` holds instead of replacing it."""
+        first = (what, src, dst, add) not in self.cache
+        bound = self.bound(what, src, dst, add)
         started = device_clock(self.engine.device)
         bound.run()
         elapsed = device_clock(self.engine.device) - started
@@ -52,7 +53,7 @@ class Switches:
                 {
                     "src": str(src),
                     "dst": str(dst),
-                    "what": what,
+                    "what": f"{what}+add" if add else what,
                     "bytes": bound.plan.bytes_moved,
                     "predicted_s": bound.predicted_s,
                     "seconds": elapsed,
@@ -60,15 +61,15 @@ class Switches:
             )
         return elapsed
 
-    def bound(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
+    def bound(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> BoundSwitch:
         """The switch bound to the two strategies' buffers (planned once, then cached)."""
-        key = (what, src, dst)
+        key = (what, src, dst, add)
         if key not in self.cache:
             with self.engine.holding(src, dst):  # views are taken of allocated memory only
-                self.cache[key] = self._bind(what, src, dst)
+                self.cache[key] = self._bind(what, src, dst, add)
         return self.cache[key]
 
-    def _bind(self, what: SwitchKind, src: Strategy, dst: Strategy) -> BoundSwitch:
+    def _bind(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool) -> BoundSwitch:
         engine = self.engine
         a, b = engine.states[src], engine.states[dst]
         p = engine.precision
@@ -78,4 +79,4 @@ class Switches:
         final = dst == engine.instantiation and what == "grads_final"
         target = b.layout if final else partial_over_replicas(b.layout)
         plan = plan_switch(a.layout, target, engine.cluster, itemsize=p.grad_bytes)
-        return BoundSwitch(plan, engine.rank, a.grads, b.grads)
+        return BoundSwitch(plan.adding() if add else plan, engine.rank, a.grads, b.grads)

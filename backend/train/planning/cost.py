@@ -20,7 +20,12 @@ import numpy as np
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.train.planning.batching import MicroBatching
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.planning.dispatch import (
+    HotSwitchPlan,
+    execution_order,
+    instantiation_strategy,
+    sequential_order,
+)
 
 GroupSeconds = Callable[[Strategy, list[int]], float]
 
@@ -220,7 +225,7 @@ class CostModel:
         the plan's own, ``instantiation_strategy``) updating last. ``group_s`` stands in for
         ``self.group_s`` (a search caches it)."""
         instantiation = instantiation or instantiation_strategy(plan.strategies)
-        order = execution_order(plan.strategies, instantiation, self.switch_cost)
+        order = sequential_order(execution_order(plan.strategies, instantiation, self.switch_cost))
         return self.ordered_step_s(plan.assign_lengths(lengths), order, instantiation, group_s)
 
     def static_step_s(self, strategy: Strategy, lengths: Sequence[int]) -> float:

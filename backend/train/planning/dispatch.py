@@ -2,7 +2,8 @@
 
 A ``HotSwitchPlan`` is a list of (strategy, lower bound) buckets, longest first as in
 HotSPa: a sequence of length L goes to the first bucket whose bound is below L. One
-bucket with bound 0 is static training.
+bucket with bound 0 is static training. A bucket's strategy may be a device group on part of
+the ranks (``tp2@0-1``): groups on disjoint ranks train side by side, one stage of the step.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from dataclasses import dataclass
 
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
+
+Stage = tuple[Strategy, ...]
+"""Strategies on disjoint ranks that train at the same time: one over every device, or device groups."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,16 @@ class HotSwitchPlan:
         strategies = [b.strategy for b in buckets]
         if len(set(strategies)) != len(strategies):
             raise ValueError(f"a strategy serves two buckets in {[str(s) for s in strategies]}; merge them")
-        sizes = {s.world_size for s in strategies}
+        sizes = {s.world_size for s in strategies if not s.is_group}
         if len(sizes) > 1:
             raise ValueError(f"strategies {[str(s) for s in strategies]} use different device counts {sorted(sizes)}")
+        if sizes:
+            world = sizes.pop()
+            beyond = [str(s) for s in strategies if s.is_group and s.ranks[-1] >= world]
+            if beyond:
+                raise ValueError(
+                    f"device groups {beyond} reach past the plan's {world} devices; place them in 0-{world - 1}"
+                )
         return cls(buckets)
 
     @property
@@ -75,22 +86,60 @@ class HotSwitchPlan:
 
 
 def instantiation_strategy(strategies: Sequence[Strategy]) -> Strategy:
-    """The strategy keeping the fewest model states per device (most split by tp x pp);
-    among equals the first given, i.e. the one serving the longest sequences."""
-    return max(strategies, key=lambda s: (s.tp * s.pp, -list(strategies).index(s)))
+    """The strategy over every device keeping the fewest model states per device (most split
+    by tp x pp); among equals the first given, i.e. the one serving the longest sequences.
+    Device groups cannot hold the master weights: a plan of groups alone keeps them
+    data-parallel over the devices its groups reach (sharded by the distributed optimizer)."""
+    whole = [s for s in strategies if not s.is_group]
+    if not whole:
+        return Strategy(dp=max(s.ranks[-1] for s in strategies) + 1)
+    return max(whole, key=lambda s: (s.tp * s.pp, -whole.index(s)))
+
+
+def group_stages(groups: Sequence[Strategy]) -> list[Stage]:
+    """Device groups packed into side-by-side stages, each group into the first stage whose
+    ranks it does not share (in the given order)."""
+    stages: list[list[Strategy]] = []
+    for g in groups:
+        home = next((st for st in stages if not any(set(g.ranks) & set(o.ranks) for o in st)), None)
+        if home is None:
+            stages.append(home := [])
+        home.append(g)
+    return [tuple(st) for st in stages]
 
 
 def execution_order(
     strategies: Sequence[Strategy], instantiation: Strategy, switch_cost: Callable[[Strategy, Strategy], float]
-) -> tuple[Strategy, ...]:
-    """The instantiation strategy last (it then updates in place); the others in the order
-    that makes the chain of switches from and back to it cheapest. Ties keep the given
-    order reversed, i.e. shortest sequences first, as in HotSPa."""
-    middle = [s for s in reversed(strategies) if s != instantiation]
+) -> tuple[Strategy | Stage, ...]:
+    """The instantiation strategy last (it then updates in place); the others (device groups
+    packed into side-by-side stages) in the order that makes the chain of switches from and
+    back to it cheapest. Ties keep the given order reversed, i.e. shortest sequences first, as
+    in HotSPa."""
+    rest = list(reversed(strategies))
+    whole: list[Strategy | Stage] = [s for s in rest if s != instantiation and not s.is_group]
+    middle = [*group_stages([s for s in rest if s.is_group]), *whole]
     best, best_cost = tuple(middle), None
     for order in itertools.permutations(middle):
         chain = (instantiation, *order, instantiation)
-        cost = sum(switch_cost(a, b) for a, b in itertools.pairwise(chain))
+        cost = sum(_stage_cost(a, b, switch_cost) for a, b in itertools.pairwise(chain))
         if best_cost is None or cost < best_cost - 1e-12:
             best, best_cost = order, cost
     return (*best, instantiation)
+
+
+def _stage_cost(a: Strategy | Stage, b: Strategy | Stage, switch_cost: Callable[[Strategy, Strategy], float]) -> float:
+    """A switch between two stages: between every strategy of one and every strategy of the other."""
+    return sum(switch_cost(x, y) for x in as_stage(a) for y in as_stage(b))
+
+
+def as_stage(item: Strategy | Stage) -> Stage:
+    return item if isinstance(item, tuple) else (item,)
+
+
+def sequential_order(order: Sequence[Strategy | Stage]) -> tuple[Strategy, ...]:
+    """An execution order of strategies one after another: what the cost model and the
+    simulator price (device groups side by side are not profiled, so not priced, yet)."""
+    flat = tuple(item for item in order if not isinstance(item, tuple))
+    if len(flat) != len(order):
+        raise ValueError("device groups side by side are not profiled, so the cost model cannot price them yet")
+    return flat

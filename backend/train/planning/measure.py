@@ -98,18 +98,20 @@ def measure_strategy(engine: Engine, strategy: Strategy, lengths: list[int]) -> 
     at each length, "overhead": per micro-batch, "memory_bytes": per sequence at each
     length, or None off CUDA}."""
     state, device = engine.states[strategy], engine.device
+    graph = state.graph
+    assert graph is not None, f"{strategy} has no graph on rank {engine.rank}: device groups are not profiled"
     filled, rows, peak_bytes = [], [], []
     for length in lengths:
         tokens = filled_batch(engine, length)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)
-        filled.append(timed(partial(state.graph.run, [as_run(engine, tokens)], 0.0), device))
+        filled.append(timed(partial(graph.run, [as_run(engine, tokens)], 0.0), device))
         if device.type == "cuda":
             peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / len(tokens))
         rows.append(len(tokens))
     shortest = filled_batch(engine, lengths[0])[:1]
-    one = timed(partial(state.graph.run, [as_run(engine, shortest)], 0.0), device, repeats=5)
+    one = timed(partial(graph.run, [as_run(engine, shortest)], 0.0), device, repeats=5)
     state.grads.flat.zero_()
     overhead, seconds = per_sequence(one, filled, rows)
     return {"seconds": seconds, "overhead": overhead, "memory_bytes": peak_bytes or None}
@@ -122,6 +124,7 @@ def measure_pipeline_increment(engine: Engine, strategy: Strategy, length: int) 
     if strategy.pp == 1:
         return 1.0
     state, tokens, count = engine.states[strategy], filled_batch(engine, length), 2 * strategy.pp
+    assert state.graph is not None, f"{strategy} has no graph on rank {engine.rank}: device groups are not profiled"
     run = partial(state.graph.run, scale=0.0, schedule=engine.schedule)
     one, many = (timed(partial(run, [(tokens, tokens)] * n), engine.device) for n in (1, count))
     state.grads.flat.zero_()

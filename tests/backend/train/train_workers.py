@@ -134,8 +134,8 @@ def reference_gradients(steps: int):
 def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: bool = False):
     """For each (plan spec, schedule[, steps]), trained from scratch on GQA31 for ``steps`` (or
     the run's own count): per step, the gradients gathered on the master layout before
-    clipping, the norm the engine clipped by, and the loss. ``packed``: micro-batches of
-    documents back to back (the reference stays unpacked)."""
+    clipping, the norm the engine clipped by, the loss; and the strategies that trained some
+    sequences. ``packed``: micro-batches of documents back to back (the reference stays unpacked)."""
     out = {}
     for spec, schedule, *own in runs:
         plan = HotSwitchPlan.of(spec)
@@ -143,14 +143,14 @@ def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: 
         optim = OptimizerConfig()
         engine = Engine(GQA31, plan.strategies, instantiation, optim, SEED, BUDGET, schedule=schedule, packed=packed)
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
-        batches, grads, norms, losses = stream(), [], [], []
+        batches, grads, norms, losses, used = stream(), [], [], [], set()
         for _ in range(own[0] if own else steps):
-            result = engine.step(
-                plan.assign(batches.next_batch()), order, lambda m, keep=grads: keep.append(m.global_grads())
-            )
+            groups = plan.assign(batches.next_batch())
+            used |= {str(s) for s, seqs in groups.items() if seqs}
+            result = engine.step(groups, order, lambda m, keep=grads: keep.append(m.global_grads()))
             norms.append(result.grad_norm)
             losses.append(result.loss)
-        out[f"{spec}/{schedule}"] = (grads, norms, losses) if rank == 0 else None
+        out[f"{spec}/{schedule}"] = (grads, norms, losses, used) if rank == 0 else None
     return out
 
 

@@ -26,6 +26,8 @@ from ..matching import worst_tensor
 from ..train_workers import gradient_runs, reference_gradients
 
 STEPS = 4
+# the batches' lengths: 5 of 8 sequences are 256 tokens, the rest 73-248; bounds at 250 and 200
+# give every bucket of a plan some sequences from the first step on (the test checks it)
 RUNS = [  # static layouts run 3 steps (step 1 is where a wrong gradient shows), hot plans all 4
     ("dp4", "1f1b", 3),
     ("tp4", "1f1b", 3),
@@ -34,9 +36,9 @@ RUNS = [  # static layouts run 3 steps (step 1 is where a wrong gradient shows),
     ("tp2pp2", "1f1b", 3),
     ("dp2pp2", "1f1b", 3),
     ("pp4", "gpipe", 3),
-    ([("tp4", 128), ("dp2tp2", 48), ("dp4", 0)], "1f1b"),
-    ([("tp2pp2", 96), ("dp2tp2sp", 40), ("dp4", 0)], "1f1b"),
-    ([("tp2pp2sel", 96), ("dp2tp2spsel", 40), ("dp4sel", 0)], "1f1b", 2),  # selective recompute
+    ([("tp4", 250), ("dp2tp2", 200), ("dp4", 0)], "1f1b"),
+    ([("tp2pp2", 250), ("dp2tp2sp", 200), ("dp4", 0)], "1f1b"),
+    ([("tp2pp2sel", 250), ("dp2tp2spsel", 200), ("dp4sel", 0)], "1f1b", 2),  # selective recompute
     # context parallelism (zig-zag ring attention, Ulysses), a few steps each to keep the spawn short
     ("cp4", "1f1b", 2),
     ("dp2cp2", "1f1b", 2),
@@ -44,6 +46,11 @@ RUNS = [  # static layouts run 3 steps (step 1 is where a wrong gradient shows),
     ("cp2pp2", "1f1b", 2),
     ("ul2tp2", "1f1b", 2),
     ([("cp4", 200), ("dp2cp2", 100), ("dp4", 0)], "1f1b", 3),
+    # device groups side by side in one stage (the master weights on dp4 unless a whole strategy holds them)
+    ([("tp2@0-1", 250), ("dp2@2-3", 0)], "1f1b", 2),
+    ([("pp2@0-1", 250), ("dp2@2-3", 0)], "1f1b", 2),
+    ([("cp2@0-1", 250), ("dp2@2-3", 0)], "1f1b", 2),
+    ([("tp4", 250), ("tp2@0-1", 200), ("dp2@2-3", 0)], "1f1b", 2),  # a sequential bucket, then two groups
 ]
 
 
@@ -55,9 +62,10 @@ def runs():
 @pytest.mark.parametrize("run", [f"{spec}/{schedule}" for spec, schedule, *_ in RUNS])
 def test_every_steps_gradients_clipping_norm_and_loss_equal_one_devices(runs, run):
     (ref_grads, ref_norms, ref_losses), results = runs
-    grads, norms, losses = results[run]
-    steps = next(own[0] if own else STEPS for spec, schedule, *own in RUNS if f"{spec}/{schedule}" == run)
+    grads, norms, losses, used = results[run]
+    spec, steps = next((spec, own[0] if own else STEPS) for spec, schedule, *own in RUNS if f"{spec}/{schedule}" == run)
     assert len(grads) == len(norms) == len(losses) == steps
+    assert len(used) == (1 if isinstance(spec, str) else len(spec)), f"{run}: every bucket must train some sequences"
     for step, loss, ref_loss in zip(range(1, steps + 1), losses, ref_losses):
         assert abs(loss - ref_loss) <= 1e-5, f"{run} step {step}: loss {loss} vs {ref_loss}"
     for step, (g, ref, norm, ref_norm) in enumerate(zip(grads, ref_grads, norms, ref_norms), 1):

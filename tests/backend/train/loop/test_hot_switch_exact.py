@@ -34,7 +34,8 @@ def test_a_control_command_changes_the_strategies_mid_run(reference):
 
 def test_resume_under_another_strategy_set_and_world_size(reference, tmp_path):
     path = str(tmp_path / "step10")
-    first = spawn_ranks(checkpointed_run, 4, 10, PLAN, path)[0]
+    side_by_side = [("tp4", 250), ("tp2@0-1", 200), ("dp2@2-3", 0)]  # then two device groups at once
+    first = spawn_ranks(checkpointed_run, 4, 10, side_by_side, path)[0]
     assert_close_prefix = max(relative(a, b) for a, b in zip(first, reference[0][:10], strict=True))
     assert assert_close_prefix <= 1e-5
     start, losses, params = spawn_ranks(resumed_run, 2, STEPS, [("tp2", 96), ("dp2", 0)], path)[0]

@@ -29,7 +29,8 @@ RUNS = [
     ("dp2cp2", "1f1b"),
     ("ul2tp2", "1f1b"),  # Ulysses
     ("dp2tp2sel", "1f1b"),  # selective recompute
-    ([("cp4", 200), ("tp2pp2", 100), ("dp2tp2sp", 40), ("dp4", 0)], "1f1b"),  # a hot plan mixing them
+    ([("cp4", 250), ("tp2pp2", 200), ("dp2tp2sp", 100), ("dp4", 0)], "1f1b"),  # a hot plan mixing them
+    ([("cp2@0-1", 250), ("dp2@2-3", 0)], "1f1b"),  # device groups side by side: ring attention beside dp
 ]
 
 
@@ -58,8 +59,10 @@ def test_a_target_never_crosses_a_document():
 
 @pytest.mark.parametrize("run", [f"{spec}/{schedule}" for spec, schedule in RUNS])
 def test_packed_steps_equal_one_unpacked_device(runs, run):
+    spec = next(spec for spec, schedule in RUNS if f"{spec}/{schedule}" == run)
     (ref_grads, ref_norms, ref_losses), results = runs
-    grads, norms, losses = results[run]
+    grads, norms, losses, used = results[run]
+    assert len(used) == (1 if isinstance(spec, str) else len(spec)), f"{run}: every bucket must train some sequences"
     for step, (loss, ref_loss) in enumerate(zip(losses, ref_losses, strict=True), 1):
         assert abs(loss - ref_loss) <= 1e-5, f"{run} step {step}: loss {loss} vs {ref_loss}"
     for step, (g, ref, norm, ref_norm) in enumerate(zip(grads, ref_grads, norms, ref_norms, strict=True), 1):

@@ -1,0 +1,132 @@
+"""One step's walk over its stages: strategies one after another (HotSPa), or several device
+groups side by side in one stage, each on its own ranks at the same time.
+
+A stage is a tuple of strategies on disjoint ranks: one strategy over every device, or
+device groups (``Strategy.first``). Every rank takes part in every switch of the step (each
+switch is planned over all ranks, so a group's ranks also send what others need); a rank
+computes only in the group holding it and reduces its gradients over that group's replicas.
+Gradients enter a stage through its first strategy (the others start from zero) and leave it
+from every group: the first group's as a switch that writes, each other's as one that adds, so
+that the next strategy (or the master layout) holds the sum of every group's gradients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+
+from hotswitch.backend.data.stream import Sequence as Seq
+from hotswitch.backend.runtime.devices import device_clock
+from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.planning.dispatch import Stage, as_stage
+
+if TYPE_CHECKING:
+    from hotswitch.backend.train.loop.engine import Engine, StepTimes
+
+
+def as_stages(order: Sequence[Strategy | Stage]) -> list[Stage]:
+    """An execution order as stages (a bare strategy is a stage of its own), each checked:
+    a stage of several strategies holds device groups on disjoint ranks."""
+    stages = [as_stage(item) for item in order]
+    for stage in stages:
+        if len(stage) > 1:
+            check_side_by_side(stage)
+    return stages
+
+
+def check_side_by_side(stage: Stage) -> None:
+    """Raise, naming the fix, unless ``stage``'s strategies are device groups on disjoint ranks."""
+    whole = [str(s) for s in stage if not s.is_group]
+    if whole:
+        raise ValueError(
+            f"{whole} span every device and cannot train beside other strategies; place each side-by-side "
+            "strategy on its ranks, e.g. 'tp2@0-1' beside 'dp2@2-3'"
+        )
+    taken: dict[int, Strategy] = {}
+    for s in stage:
+        for rank in s.ranks:
+            if rank in taken:
+                raise ValueError(
+                    f"{taken[rank]} and {s} both claim rank {rank}; side-by-side groups need disjoint ranks"
+                )
+            taken[rank] = s
+
+
+class StageWalk:
+    """``engine``'s walk over one step's stages, accumulating gradients and the loss."""
+
+    def __init__(self, engine: Engine, times: StepTimes, scale: float):
+        self.engine, self.times, self.scale = engine, times, scale
+        self.loss = torch.zeros((), dtype=torch.float64, device=engine.device)
+        self.previous: Stage = ()
+
+    def stage(self, stage: Stage, groups: dict[Strategy, list[Seq]]) -> None:
+        """Train ``stage``'s share of the batch: gradients and parameters in, compute, reduce."""
+        engine = self.engine
+        ran = tuple(s for s in stage if groups.get(s) or s == engine.instantiation)
+        if not ran:
+            return
+        for s in ran:
+            engine.states[s].allocate()  # a released one comes back with undefined values: the switches define them
+        if self.previous:
+            self.move_grads(self.previous, ran[0], "grads")
+        else:
+            engine.states[ran[0]].grads.flat.zero_()
+        for s in ran[1:]:
+            engine.states[s].grads.flat.zero_()
+        source = self.previous[0] if len(self.previous) == 1 else engine.instantiation
+        for s in ran:
+            if s != engine.instantiation:
+                self.times.switch += engine.run_switch("params", source, s)
+                self.times.switches += 1
+        self.release(self.previous)  # its parameters and gradients have moved on
+        self.compute(ran, groups)
+        self.previous = ran
+
+    def compute(self, ran: Stage, groups: dict[Strategy, list[Seq]]) -> None:
+        """This rank's group of the stage through its graph, then its gradients reduced over its replicas."""
+        engine, times = self.engine, self.times
+        mine = next((s for s in ran if engine.rank in s.ranks), None)
+        seconds = torch.zeros(len(ran), dtype=torch.float64)
+        for i, s in enumerate(ran):
+            seqs = groups.get(s, [])
+            shares = engine.batching.split(s, seqs)
+            entry = {"tokens": sum(q.length for q in seqs), "padding": engine.batching.padding(s, shares)}
+            times.per_strategy[str(s)] = {**entry, "seconds": 0.0}
+            if s != mine:
+                continue
+            started = device_clock(engine.device)
+            local = engine.run_group(s, shares[s.coords(engine.rank).dp], self.scale)
+            computed = device_clock(engine.device)
+            seconds[i] = computed - started
+            if s.coords(engine.rank).tp == 0:
+                self.loss += local
+            if s.replicas > 1:
+                dist.all_reduce(engine.states[s].grads.flat, group=engine.groups[s.replica_group(engine.rank)])
+            times.grad_sync += device_clock(engine.device) - computed
+        if len(ran) > 1:  # each group timed itself; every rank reports all of them
+            dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+        for i, s in enumerate(ran):
+            times.per_strategy[str(s)]["seconds"] = seconds[i].item()
+        times.compute += seconds.max().item()
+
+    def finish(self) -> None:
+        """The last stage's gradients into the master layout (the instantiation strategy's)."""
+        engine = self.engine
+        assert self.previous, "the order ends with the instantiation strategy, which always runs"
+        if self.previous != (engine.instantiation,):
+            self.move_grads(self.previous, engine.instantiation, "grads_final")
+            self.release(self.previous)
+
+    def move_grads(self, stage: Stage, dst: Strategy, what: str) -> None:
+        """Every group's reduced gradients of ``stage`` into ``dst``: the first written, the others added."""
+        for i, s in enumerate(stage):
+            self.times.switch += self.engine.run_switch(what, s, dst, add=i > 0)  # type: ignore[arg-type]
+            self.times.switches += 1
+
+    def release(self, stage: Stage) -> None:
+        for s in stage:
+            self.engine.release(self.engine.states[s])
