@@ -5,16 +5,16 @@ It runs apart from the kernel because the SDK's ``LocalProcessBackend`` changes 
 directory of the process it runs in for as long as a job runs, and on cancel ends only the shell
 it started; here it is a process the launcher tracks with every descendant (shell, torchrun,
 ranks) and ends together. The backend makes a fresh virtual environment per job (from the
-``python`` on PATH: the kernel's, put first), installs the kernel's torch there for its
-torchrun, and runs ``hotswitch_rank`` on ``nproc`` ranks; the ranks import hotswitch from the
-kernel's environment. The environment is made in the job folder and removed when the job ends,
-however it ends short of SIGKILL. Output: the backend's (environment, install, torchrun), line
+``python`` on PATH: the kernel's, put first), points it at the kernel's torch for its torchrun
+(``kubeflow_torch_pointer``: a wheel of a few files, not a copy of torch), and runs
+``hotswitch_rank`` on ``nproc`` ranks; the ranks import hotswitch from the kernel's environment.
+The environment is made in the job folder and removed when the job ends, however it ends short
+of SIGKILL. Output: the backend's (environment, install, torchrun), line
 by line; exit status 0 when the TrainJob completes, 1 when it fails, also written to
 ``$HOTSWITCH_AGENT_EXIT`` for a kernel that attaches later."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import shutil
 import signal
@@ -27,6 +27,7 @@ from typing import Any
 from hotswitch.kernel.launch.job_files import read_launch
 from hotswitch.kernel.launch.kubeflow_manifest import RUNTIME
 from hotswitch.kernel.launch.kubeflow_rank import hotswitch_rank
+from hotswitch.kernel.launch.kubeflow_torch_pointer import pointer_wheel
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.loopback_agent import ENV_AGENT_EXIT
 
@@ -34,9 +35,9 @@ POLL_S = 0.2
 VENVS = "kubeflow-venv"  # where the backend makes the job's virtual environment
 
 
-def local_trainer(spec: LaunchSpec):
+def local_trainer(spec: LaunchSpec, venvs: Path):
     """The SDK's ``CustomTrainer`` for ``spec`` on this machine: ``nproc`` ranks by torchrun's
-    own environment variables (a standalone rendezvous on a free port)."""
+    own environment variables (a standalone rendezvous on a free port), torch the kernel's."""
     from kubeflow.trainer import CustomTrainer
 
     env = {**os.environ, **spec.env, "PET_NPROC_PER_NODE": str(spec.nproc), "PET_STANDALONE": "1"}
@@ -45,7 +46,7 @@ def local_trainer(spec: LaunchSpec):
     return CustomTrainer(
         func=hotswitch_rank,
         func_args={"body": str(spec.body_path), "path": [p for p in sys.path if p and os.path.isdir(p)]},
-        packages_to_install=[f"torch=={importlib.metadata.version('torch')}"],
+        packages_to_install=[f"torch @ {pointer_wheel(venvs / 'wheels').as_uri()}"],
         env=env,
         **indexes,
     )
@@ -61,7 +62,7 @@ def run_job(spec: LaunchSpec, venvs: Path) -> int:
     tempfile.tempdir = str(venvs)  # where the backend makes the job's virtual environment
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     client = TrainerClient(backend_config=LocalProcessBackendConfig(cleanup_venv=True))
-    name = client.train(runtime=RUNTIME, trainer=local_trainer(spec), options=[Name(name=spec.job_dir.name)])
+    name = client.train(runtime=RUNTIME, trainer=local_trainer(spec, venvs), options=[Name(name=spec.job_dir.name)])
     shown, status = 0, None
     while status not in (constants.TRAINJOB_COMPLETE, constants.TRAINJOB_FAILED):
         time.sleep(POLL_S)

@@ -1,5 +1,5 @@
 """``--launcher kubeflow --kubeflow-backend local``: real jobs through the Kubeflow SDK's local
-backend (a fresh virtual environment per job with torch installed, its torchrun, the ranks
+backend (a fresh virtual environment per job pointed at the kernel's torch, its torchrun, the ranks
 running ``hotswitch_rank``). Headless training through it equals local torchrun's to the bit; in
 a notebook, a failing rank fails the job with its traceback, the other rank is torn down, and
 neither a process nor the job's virtual environment is left."""
@@ -17,9 +17,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_cluster_at_a_time")
 
 AGENT = "hotswitch.kernel.launch.kubeflow_local_agent"
 FAILING = """
+import os
 import time
+import torch
 job.emit({"type": "step", "step": 0, "loss": float(job.rank)})
-print(f"rank {job.rank} of {job.world_size} runs")
+print(f"rank {job.rank} of {job.world_size} runs torch from {os.path.realpath(torch.__file__)}")
 if job.rank == 1:
     time.sleep(1.0)
     raise RuntimeError("rank 1 gives up")
@@ -55,6 +57,8 @@ def test_kubeflow_local_failing_rank_fails_the_job_and_ends_the_other(kernel):
     text = kernel.text(msg_id)
     assert kernel.value("jobs['kfail'].status") == "failed", text
     assert "RuntimeError: rank 1 gives up" in text and "[stdout:0] rank 0 of 2 runs" in text
+    kernel_torch = kernel.value("__import__('os').path.realpath(__import__('torch').__file__)")
+    assert f"rank 0 of 2 runs torch from {kernel_torch}" in text, "the job's environment imports the kernel's torch"
     assert "rank 1" in kernel.value("jobs['kfail'].exit_reason")
     assert kernel.value("jobs['kfail'].handle").startswith("kubeflow-local:")
     assert "rank 0 of 2 runs" in kernel.value("jobs['kfail'].launcher.logs(jobs['kfail'].handle, 0)")
