@@ -63,6 +63,7 @@ class WorkerChannel:
         self._in_flight_bytes = 0
         self._heard_at = time.monotonic()  # when the kernel's latest valid message arrived
         self._ever_heard = False
+        self._away_after = AWAY_S  # silence after which the kernel is taken as gone
         self.longest_silence = 0.0  # the longest gap between two of the kernel's messages, seconds
         self.unsent = 0  # messages given up on while the kernel was away
         self._told_unsent = 0  # of those, how many the kernel has been told of
@@ -166,7 +167,7 @@ class WorkerChannel:
                         pass
             if not wait:
                 return False
-            if self.silent_for() > AWAY_S:  # a detached job's kernel may be away for hours
+            if self.silent_for() > self._away_after:  # a detached job's kernel may be away for hours
                 self._give_up()
                 return False
             self._wait_for_kernel()
@@ -187,7 +188,7 @@ class WorkerChannel:
     def _tell_unsent(self) -> None:
         """Once the kernel is heard again after the rank gave up on it, say how much it missed."""
         missed = self.unsent - self._told_unsent
-        if missed and self.silent_for() < AWAY_S:
+        if missed and self.silent_for() < self._away_after:
             self._told_unsent = self.unsent
             self.on_note(f"hotswitch: the kernel is back; {missed} messages to it were dropped while it was away")
             self._send_in_order({"kind": "unsent", "count": missed, "total": self.unsent}, wait=True)
@@ -229,6 +230,12 @@ class WorkerChannel:
         while self._in_flight and self._in_flight[0][0] <= seq:
             self._in_flight_bytes -= self._in_flight.popleft()[1]
 
+    def kernel_gone(self) -> None:
+        """Take the kernel as gone unless it is heard from again: what follows is counted, not
+        waited for, and ``close`` waits for no confirmation (a detached pool that ended itself
+        after an idle time in which no kernel followed it)."""
+        self._away_after = 0.0
+
     def silent_for(self) -> float:
         """Seconds since the kernel's latest valid message (or since this channel opened)."""
         return time.monotonic() - self._heard_at
@@ -251,7 +258,7 @@ class WorkerChannel:
         with self._order:
             self._send_lines(wait=True)
             while self._in_flight and not self.closed:
-                if self.silent_for() > (AWAY_S if self._ever_heard else FIRST_WORD_S):
+                if self.silent_for() > (self._away_after if self._ever_heard else min(FIRST_WORD_S, self._away_after)):
                     break
                 self._wait_for_kernel()
             with self._lock:

@@ -22,7 +22,13 @@ from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.heartbeat import heartbeat_timeout, start_heartbeat
 from hotswitch.kernel.worker.pushed import read_pushed
-from hotswitch.kernel.worker.rank_log import Tee, note_in_rank_log, open_rank_log
+from hotswitch.kernel.worker.rank_log import (
+    Tee,
+    no_stacks_on_signal,
+    note_in_rank_log,
+    open_rank_log,
+    stacks_on_signal,
+)
 from hotswitch.kernel.worker.rank_stream import RankStream
 from hotswitch.kernel.worker.watchdog import start_watchdog
 
@@ -122,6 +128,7 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
     """Run the body (in ``namespace``, see ``run_body``) with output on the channel; report its
     end; its exit status. ``sys.stdout`` and ``sys.stderr`` are as they were once it returns."""
     log = open_rank_log(job.rank)
+    stacks_on_signal(log)
     stdout, stderr = sys.__stdout__, sys.__stderr__
     if stdout is None or stderr is None:  # torchrun gives every rank both
         raise RuntimeError("a rank needs the process's stdout and stderr; start it with torchrun, not pythonw")
@@ -156,6 +163,7 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
         except Exception as error:
             report_own_error(job.rank, error)
         sys.stdout, sys.stderr = outer
+        no_stacks_on_signal()
     if log is not None:
         with log:
             if report["kind"] == "error":

@@ -84,7 +84,10 @@ def serve(pool: WorkerContext) -> None:
         try:
             message = tasks.get(timeout=idle)
         except queue.Empty:
+            nobody = idle is not None and pool.kernel_silent_for() >= idle  # no kernel followed it meanwhile
             pool.emit({"type": "pool.idle", "seconds": idle})
+            if nobody:
+                pool.kernel_gone()  # its last word is counted in its log, not waited on for AWAY_S
             return
         task = int(message["task"])
         status = 1

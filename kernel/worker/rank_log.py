@@ -4,8 +4,10 @@ kept in the job's log folder (``LaunchSpec.log_dir``) after the kernel has gone;
 
 from __future__ import annotations
 
+import faulthandler
 import io
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -34,6 +36,21 @@ def note_in_rank_log(rank: int, text: str) -> None:
     if log is not None:
         with log:
             log.write(text + "\n")
+
+
+def stacks_on_signal(log: TextIO | None) -> None:
+    """From now on ``kill -USR1 PID`` writes every thread's stack to the rank's log (else to the
+    agent's output) and the rank goes on: what a rank that seems hung is waiting on. Where the
+    signal does not exist (Windows), nothing."""
+    target = log if log is not None else sys.__stderr__
+    if hasattr(signal, "SIGUSR1") and target is not None:
+        faulthandler.register(signal.SIGUSR1, file=target, all_threads=True)
+
+
+def no_stacks_on_signal() -> None:
+    """Undo ``stacks_on_signal`` (before its log file closes)."""
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.unregister(signal.SIGUSR1)
 
 
 class Tee(io.TextIOBase):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from hotswitch.kernel.launch.launcher import rank_log
 
 START_TIMEOUT_S = 90
 STOP_GRACE_S = 20
@@ -53,6 +56,19 @@ class LabServer:
             if alive and "hotswitch.kernel.worker" in cmdline and "torch.distributed.run" not in cmdline:
                 found.append(p)
         return found
+
+    def rank_stacks(self, chars: int = 4000) -> str:
+        """Every live rank's stacks (SIGUSR1: the worker writes them to its log) and its log's tail:
+        what a job that stopped moving waits on."""
+        out = []
+        for rank in self.ranks():
+            with suppress(psutil.Error, OSError, KeyError, ValueError):
+                env = rank.environ()
+                rank.send_signal(signal.SIGUSR1)
+                time.sleep(1.0)
+                log = rank_log(Path(env["HOTSWITCH_LOG_DIR"]), int(env["RANK"]))
+                out.append(f"--- rank {env['RANK']} (pid {rank.pid}) ---\n{log.read_text(errors='replace')[-chars:]}")
+        return "\n".join(out) or "no live ranks"
 
     def log_tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:]

@@ -34,7 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 200  # far more than the test waits for: the job is still training when it is steered
+STEPS = 100_000  # never reached: the job is still training when it is steered (200 ran out on a loaded machine)
 TP4, DP4 = "dp1tp4pp1", "dp4tp1pp1"
 HOT_SWITCH_STEPS, TP4_STEPS = 8, 12  # drawn before and after the switch (dashboard.png shows both)
 
@@ -43,7 +43,7 @@ from hotswitch.backend.models import get_config
 from hotswitch.widgets import GraphView
 GraphView.of(LogicalGraph.build(get_config("tiny"), ["dp4", "tp4", "dp2tp2"]))"""
 # within 4.5 MB per rank dp4 holds sequences up to 80 tokens, tp4 all 96: a hot-switch plan
-TRAIN_CELL = f"""%%train -n 4 --name live --timeout 600
+TRAIN_CELL = f"""%%train -n 4 --name live --timeout 1500
 from hotswitch.backend.train.run.recipe import run
 run({{"model": "tiny", "steps": {STEPS}, "batch_size": 8, "max_len": 96, "plan": [["tp4", 64], ["dp4", 0]],
      "memory_budget": 4.5e6}}, job.emit, job.control)"""
@@ -62,7 +62,7 @@ POINTS = f"({PLOTS}[0]?.data?.[0]?.x?.length ?? 0)"
 DRAWN_POINTS = "[0, 1].map(c => [...document.querySelectorAll('.jp-Notebook .jp-Cell')[c].querySelectorAll('.js-plotly-plot')].map(p => (p.data || []).map(t => (t.x || []).length)))"  # noqa: E501
 OUTPUT = f"({CELL}?.querySelector('.jp-OutputArea')?.innerText ?? '')"
 PROGRESS = f"({CELL}?.querySelector('.widget-html-content')?.innerText ?? '')"  # the dashboard's first HTML
-STEP_SHOWN = f"(parseInt({PROGRESS}) || 0)"  # "N / 200 steps — ETA ..."
+STEP_SHOWN = f"(parseInt({PROGRESS}) || 0)"  # "N / 100000 steps — ETA ..."
 RUN_CELL = """(index) => {
     const notebook = window.jupyterapp.shell.currentWidget.content;
     notebook.activeCellIndex = index;
@@ -249,8 +249,10 @@ def test_live_job_dashboard_renders_redraws_and_obeys_its_controls(lab):
         except Exception:
             page.screenshot(path=str(artifacts / "widgets-failure.png"), full_page=True)
             print("points per trace, per plot of each cell:", page.evaluate(DRAWN_POINTS))
+            print("the job cell's output:", page.evaluate(OUTPUT % TRAIN)[-3000:])
             print("browser console:", *console[-40:], sep="\n")
             print(lab.log_tail())
+            print(lab.rank_stacks())
             raise
         finally:
             browser.close()
