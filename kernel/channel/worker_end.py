@@ -230,11 +230,11 @@ class WorkerChannel:
         while self._in_flight and self._in_flight[0][0] <= seq:
             self._in_flight_bytes -= self._in_flight.popleft()[1]
 
-    def kernel_gone(self) -> None:
-        """Take the kernel as gone unless it is heard from again: what follows is counted, not
-        waited for, and ``close`` waits for no confirmation (a detached pool that ended itself
-        after an idle time in which no kernel followed it)."""
-        self._away_after = 0.0
+    def away_after(self, seconds: float) -> None:
+        """From now on take the kernel as gone once it has been silent for ``seconds`` (``AWAY_S``
+        until then): a rank about to end for good waits for a following kernel's confirmations,
+        which come within a second, but not for a kernel away for hours."""
+        self._away_after = seconds
 
     def silent_for(self) -> float:
         """Seconds since the kernel's latest valid message (or since this channel opened)."""

@@ -44,13 +44,9 @@ class WorkerContext:
         the ones it returned."""
         return self._channel.receive_all()
 
-    def kernel_silent_for(self) -> float:
-        """Seconds since the kernel was last heard."""
-        return self._channel.silent_for()
-
-    def kernel_gone(self) -> None:
-        """Stop waiting for a kernel: see ``WorkerChannel.kernel_gone``."""
-        self._channel.kernel_gone()
+    def kernel_away_after(self, seconds: float) -> None:
+        """Take the kernel as gone after ``seconds`` of silence: see ``WorkerChannel.away_after``."""
+        self._channel.away_after(seconds)
 
     def __repr__(self) -> str:
         return f"WorkerContext(name={self.name!r}, rank={self.rank}, world_size={self.world_size})"

@@ -24,6 +24,7 @@ from hotswitch.kernel.worker.pool_tasks import run_job, run_ranks
 LISTEN_EVERY_S = 0.002  # how often a rank looks for the kernel's messages (a %%ranks round trip)
 # Seconds without a task after which the ranks of a detached pool end themselves (unset: never).
 ENV_IDLE_TIMEOUT = "HOTSWITCH_POOL_IDLE_TIMEOUT_S"
+ENDING_PATIENCE_S = 5.0  # the kernel's silence after which a pool ending itself stops waiting for it
 
 
 class TaskLine:
@@ -84,10 +85,10 @@ def serve(pool: WorkerContext) -> None:
         try:
             message = tasks.get(timeout=idle)
         except queue.Empty:
-            nobody = idle is not None and pool.kernel_silent_for() >= idle  # no kernel followed it meanwhile
+            # the pool ends for good: a following kernel confirms within a second or so; one
+            # that went away is not waited for (AWAY_S is for kernels away for hours)
+            pool.kernel_away_after(ENDING_PATIENCE_S)
             pool.emit({"type": "pool.idle", "seconds": idle})
-            if nobody:
-                pool.kernel_gone()  # its last word is counted in its log, not waited on for AWAY_S
             return
         task = int(message["task"])
         status = 1
