@@ -9,18 +9,26 @@ parameters, gradients accumulate in ``grad`` (fp32 by default) and the update ca
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
+if TYPE_CHECKING:  # torch is imported on use: planning and the run configuration read precisions without it
+    import torch
 
 DType = Literal["fp32", "bf16"]
-DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
+TORCH_NAMES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16"}  # each DType's torch dtype
+ITEMSIZES: dict[str, int] = {"fp32": 4, "bf16": 2}
 
 
 def _checked(what: str, value: str) -> DType:
-    if value not in DTYPES:
-        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(DTYPES)}")
+    if value not in TORCH_NAMES:
+        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(TORCH_NAMES)}")
     return value  # type: ignore[return-value]
+
+
+def torch_dtype(name: DType) -> torch.dtype:
+    import torch
+
+    return getattr(torch, TORCH_NAMES[name])
 
 
 @dataclass(frozen=True)
@@ -46,20 +54,20 @@ class Precision:
 
     @property
     def compute_dtype(self) -> torch.dtype:
-        return DTYPES[self.compute]
+        return torch_dtype(self.compute)
 
     @property
     def grad_dtype(self) -> torch.dtype:
-        return DTYPES[self.grad]
+        return torch_dtype(self.grad)
 
     @property
     def param_bytes(self) -> int:
         """Bytes per element of the parameter copies strategies compute with (and switch)."""
-        return self.compute_dtype.itemsize
+        return ITEMSIZES[self.compute]
 
     @property
     def grad_bytes(self) -> int:
-        return self.grad_dtype.itemsize
+        return ITEMSIZES[self.grad]
 
     @property
     def master_bytes(self) -> int:
@@ -80,6 +88,8 @@ def check_supported(precision: Precision, device: str) -> None:
     """Raise, naming the fix, when ``device`` cannot compute in ``precision``."""
     if precision.compute != "bf16":
         return
+    import torch
+
     if device.startswith("cuda") and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
         raise ValueError("precision 'bf16': this GPU has no bf16 support; train with --precision fp32")
     if device == "cpu":

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 
 PAD = 0
+IGNORE = -100  # a target the loss skips (padding): PyTorch's cross-entropy default ignore_index
 
 
 class Tokenizer(Protocol):

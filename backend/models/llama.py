@@ -24,11 +24,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from hotswitch.backend.data.tokenizer import IGNORE
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 
-IGNORE = -100
 SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scaled_dot_product_attention(enable_gqa=)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.precision import DTYPES, Precision, check_supported
+from hotswitch.backend.precision import TORCH_NAMES, Precision, check_supported
 from hotswitch.backend.train.config.setting import bad_setting, choice, positive, setting, whole
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.backend.train.planning.memory import check_budget_holds_states
@@ -22,10 +22,10 @@ class PrecisionSettings:
     ``grad_dtype`` (bf16 only) is what gradients accumulate and switch in."""
 
     compute: str = setting(
-        "fp32", "fp32, or bf16: bf16 compute with fp32 master weights", key="precision", choices=tuple(DTYPES)
+        "fp32", "fp32, or bf16: bf16 compute with fp32 master weights", key="precision", choices=tuple(TORCH_NAMES)
     )
     grad_dtype: str | None = setting(
-        None, "bf16 only: what gradients accumulate and switch in; default: fp32", choices=tuple(DTYPES)
+        None, "bf16 only: what gradients accumulate and switch in; default: fp32", choices=tuple(TORCH_NAMES)
     )
     memory_budget: float | None = setting(
         None,
@@ -49,8 +49,8 @@ class PrecisionSettings:
         positive("memory_budget", self.memory_budget, EXAMPLE_BUDGET, optional=True)
         if not isinstance(self.packing, bool):
             raise bad_setting("packing", self.packing, "give true or false")
-        choice("precision", self.compute, tuple(DTYPES))
-        choice("grad_dtype", self.grad_dtype, tuple(DTYPES), none=True)
+        choice("precision", self.compute, tuple(TORCH_NAMES))
+        choice("grad_dtype", self.grad_dtype, tuple(TORCH_NAMES), none=True)
         if self.grad_dtype not in (None, "fp32") and self.compute == "fp32":
             why = "gradients accumulate in fp32 under precision 'fp32'; drop it"
             raise bad_setting("grad_dtype", self.grad_dtype, why)

@@ -16,15 +16,14 @@ import heapq
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.data.tokenizer import PAD
-from hotswitch.backend.models.documents import row_positions
-from hotswitch.backend.models.llama import IGNORE
+from hotswitch.backend.data.tokenizer import IGNORE, PAD
 from hotswitch.backend.strategy import Strategy
+
+if TYPE_CHECKING:  # torch is imported where micro-batches become tensors: planning runs without it
+    import torch
 
 
 class Measured(Protocol):
@@ -76,6 +75,10 @@ def collate(seqs: list[Sequence], packed: bool = False) -> MicroBatch:
 def collate_rows(rows: list[list[Sequence]]) -> MicroBatch:
     """Rows of sequences back to back, padded on the right to the longest row; positions
     restart at every sequence and continue over the padding (``models.documents``)."""
+    import torch
+
+    from hotswitch.backend.models.documents import row_positions
+
     length = max(sum(s.length for s in row) for row in rows)
     tokens = torch.full((len(rows), length), PAD, dtype=torch.long)
     targets = torch.full((len(rows), length), IGNORE, dtype=torch.long)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch is imported where AdamW is made: the run configuration reads these settings without it
+    import torch
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class OptimizerConfig:
         1b preset: the update's per-tensor loop launched about ten kernels for each of its 147
         tensors and took 18.5 ms of a 2,048-token step's 88); elsewhere the per-tensor loop that
         the one-device reference runs too."""
+        import torch
+
         params = list(params)
         fused = bool(params) and params[0].is_cuda
         return torch.optim.AdamW(
@@ -71,6 +75,8 @@ class OptimizerConfig:
     def step_count(optimizer: torch.optim.Optimizer, param: torch.Tensor, step: float) -> torch.Tensor:
         """AdamW's step count for ``param`` as ``optimizer`` keeps it: fused kernels read it on
         the parameter's device, the per-tensor loop on the CPU."""
+        import torch
+
         fused = optimizer.defaults.get("fused")
         return torch.tensor(float(step), dtype=torch.float32, device=param.device if fused else "cpu")
 

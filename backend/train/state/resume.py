@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.train.state import checkpoint
 
 
 @dataclass(frozen=True)
@@ -21,6 +20,8 @@ class ResumePoint:
     def read(cls, path: str | Path, model: ModelConfig) -> ResumePoint:
         """Read ``path``'s metadata; CheckpointError naming the fix where it is not a checkpoint
         of ``model`` (no metadata, damaged, another architecture)."""
+        from hotswitch.backend.train.state import checkpoint  # torch: only where a run resumes
+
         return cls(Path(path), checkpoint.read_meta(path, model))
 
     @classmethod
