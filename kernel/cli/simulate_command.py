@@ -59,18 +59,12 @@ def add_parser(sub) -> None:
 
 
 def parse_plan(text: str):
-    """``"dp8"`` (static) or ``"tp8:16384,dp8:0"`` (strategy:lower-bound buckets)."""
+    """``"dp8"`` (static) or ``"tp8:16384,dp8:0"`` (strategy:lower-bound buckets), as ``--plan``
+    of ``hotswitch train`` reads it."""
+    from hotswitch.backend.train.config.parallelism import plan_from_text
     from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
-    if ":" not in text:
-        return HotSwitchPlan.of(text)
-    buckets = []
-    for part in text.split(","):
-        strategy, _, above = part.partition(":")
-        if not above.strip().isdigit():
-            raise ValueError(f"--plan bucket {part!r} needs a lower bound in tokens, e.g. 'dp2tp4:4096'")
-        buckets.append((strategy.strip(), int(above)))
-    return HotSwitchPlan.of(buckets)
+    return HotSwitchPlan.of(plan_from_text(text))
 
 
 def _check(args) -> None:

@@ -75,8 +75,8 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
     groups = [str(s) for s in plan.strategies if s.is_group]
     if groups:
         raise ValueError(
-            f"device groups {groups} are not profiled, so a memory budget cannot check them yet; train side-by-side "
-            "plans without memory_budget (or plan with whole strategies)"
+            f"device groups {groups} are not profiled yet, so neither a memory budget nor the simulator can check or "
+            "price them; train side-by-side plans without memory_budget"
         )
     upper = max_len
     for bucket in plan.buckets:
