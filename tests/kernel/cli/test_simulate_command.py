@@ -59,7 +59,7 @@ def test_context_parallel_adds_auto_with_cp_beside_auto_at_128k(capsys):
 def test_plans_parse_as_a_strategy_or_buckets():
     assert str(parse_plan("dp8")) == "dp8tp1pp1(L>0)"
     assert str(parse_plan("tp8sp:1024, dp8:0")) == "dp1tp8pp1sp(L>1024) | dp8tp1pp1(L>0)"
-    with pytest.raises(ValueError, match="needs a lower bound"):
+    with pytest.raises(ValueError, match="needs a whole-number lower bound"):
         parse_plan("tp8:,dp8:0")
 
 
