@@ -93,7 +93,7 @@ def check(spec: dict, nproc: int) -> dict:
     the full spec, flat."""
     from hotswitch.backend.layout import check_strategy
     from hotswitch.backend.train.planning.auto import auto_candidates
-    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
+    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, check_device_groups, instantiation_strategy
     from hotswitch.backend.train.run.spec import check_run
 
     checked = check_run(spec)
@@ -104,6 +104,7 @@ def check(spec: dict, nproc: int) -> dict:
         for strategy in plan.strategies:
             strategy.check_fits(nproc)
             check_strategy(model, strategy)
+        check_device_groups(plan.strategies, nproc)
     else:  # auto instantiates on the candidate splitting the model states most, as the trainer does
         candidates = auto_candidates(model, nproc, max_len, parallelism.context_parallel)
         run.precision.check_budget(model, HotSwitchPlan.of(instantiation_strategy(candidates)), max_len)

@@ -40,7 +40,7 @@ from hotswitch.backend.train.loop.stages import StageWalk, as_stages
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.loop.switches import Switches, SwitchKind
 from hotswitch.backend.train.planning.batching import MicroBatching
-from hotswitch.backend.train.planning.dispatch import Stage
+from hotswitch.backend.train.planning.dispatch import Stage, check_device_groups
 from hotswitch.backend.train.state.master import InitialValue, Master
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
@@ -123,6 +123,7 @@ class Engine:
             return  # already runnable: a new plan over resident strategies changes nothing here
         for s in wanted:
             s.check_fits(self.world)
+        check_device_groups(wanted, self.world)
         graph = LogicalGraph.build(self.config, wanted)
         self.groups = ProcessGroups(strategy_rank_sets(wanted))
         self.logical = graph

@@ -33,7 +33,7 @@ class HotSwitchPlan:
     buckets: tuple[Bucket, ...]  # bounds strictly decreasing, the last one 0
 
     @classmethod
-    def of(cls, spec: Sequence[tuple[str | Strategy, int]] | str | Strategy) -> HotSwitchPlan:
+    def of(cls, spec: Sequence[tuple[str | Strategy, int]] | Sequence[list] | str | Strategy) -> HotSwitchPlan:
         """``"dp4"`` (static), or ``[("tp4", 256), ("dp2tp2", 64), ("dp4", 0)]``."""
         if isinstance(spec, str | Strategy):
             spec = [(spec, 0)]
@@ -50,6 +50,7 @@ class HotSwitchPlan:
         sizes = {s.world_size for s in strategies if not s.is_group}
         if len(sizes) > 1:
             raise ValueError(f"strategies {[str(s) for s in strategies]} use different device counts {sorted(sizes)}")
+        _check_disjoint([s for s in strategies if s.is_group])
         if sizes:
             world = sizes.pop()
             beyond = [str(s) for s in strategies if s.is_group and s.ranks[-1] >= world]
@@ -85,6 +86,18 @@ class HotSwitchPlan:
         return " | ".join(str(b) for b in self.buckets)
 
 
+def _check_disjoint(groups: Sequence[Strategy]) -> None:
+    owner: dict[int, Strategy] = {}
+    for g in groups:
+        for rank in g.ranks:
+            if rank in owner:
+                raise ValueError(
+                    f"device groups {owner[rank]} and {g} share rank {rank}: groups train side by side, each on its "
+                    "own ranks; place them on disjoint ranks (or make one a strategy over every device)"
+                )
+            owner[rank] = g
+
+
 def instantiation_strategy(strategies: Sequence[Strategy]) -> Strategy:
     """The strategy over every device keeping the fewest model states per device (most split
     by tp x pp); among equals the first given, i.e. the one serving the longest sequences.
@@ -96,28 +109,30 @@ def instantiation_strategy(strategies: Sequence[Strategy]) -> Strategy:
     return max(whole, key=lambda s: (s.tp * s.pp, -whole.index(s)))
 
 
-def group_stages(groups: Sequence[Strategy]) -> list[Stage]:
-    """Device groups packed into side-by-side stages, each group into the first stage whose
-    ranks it does not share (in the given order)."""
-    stages: list[list[Strategy]] = []
-    for g in groups:
-        home = next((st for st in stages if not any(set(g.ranks) & set(o.ranks) for o in st)), None)
-        if home is None:
-            stages.append(home := [])
-        home.append(g)
-    return [tuple(st) for st in stages]
+def check_device_groups(strategies: Sequence[Strategy], world: int) -> None:
+    """Raise, naming the group and the fix, unless the device groups among ``strategies`` (if
+    any) cover the ``world`` devices: a rank outside every group would idle while they train."""
+    taken = {rank for s in strategies if s.is_group for rank in s.ranks}
+    idle = sorted(set(range(world)) - taken)
+    if taken and idle:
+        groups = [str(s) for s in strategies if s.is_group]
+        raise ValueError(
+            f"device groups {groups} leave ranks {idle} of {world} idle while they train; place a group on them "
+            "or widen one (each group's degrees multiply to its number of ranks)"
+        )
 
 
 def execution_order(
     strategies: Sequence[Strategy], instantiation: Strategy, switch_cost: Callable[[Strategy, Strategy], float]
 ) -> tuple[Strategy | Stage, ...]:
     """The instantiation strategy last (it then updates in place); the others (device groups
-    packed into side-by-side stages) in the order that makes the chain of switches from and
+    side by side as one stage) in the order that makes the chain of switches from and
     back to it cheapest. Ties keep the given order reversed, i.e. shortest sequences first, as
     in HotSPa."""
     rest = list(reversed(strategies))
     whole: list[Strategy | Stage] = [s for s in rest if s != instantiation and not s.is_group]
-    middle = [*group_stages([s for s in rest if s.is_group]), *whole]
+    groups = tuple(s for s in rest if s.is_group)  # on disjoint ranks (HotSwitchPlan.of): one stage
+    middle = [groups, *whole] if groups else whole
     best, best_cost = tuple(middle), None
     for order in itertools.permutations(middle):
         chain = (instantiation, *order, instantiation)

@@ -12,7 +12,12 @@ from hotswitch.backend.models.config import get_config
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.planner import plan_switch
 from hotswitch.backend.train.loop.stages import as_stages
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.planning.dispatch import (
+    HotSwitchPlan,
+    check_device_groups,
+    execution_order,
+    instantiation_strategy,
+)
 
 S = Strategy.parse
 
@@ -50,16 +55,22 @@ def test_the_layout_of_a_group_lives_on_its_ranks_only():
     assert {r for p in layout.values() for r in p.state.devices} == {2, 3}
 
 
-def test_disjoint_groups_share_a_stage_and_overlapping_ones_follow_each_other():
-    plan = HotSwitchPlan.of([("tp2@0-1", 200), ("dp2@2-3", 100), ("dp2@0-1", 0)])
+def test_groups_share_one_stage_and_keep_the_master_weights_data_parallel():
+    plan = HotSwitchPlan.of([("tp2@0-1", 200), ("dp2@2-3", 0)])
     instantiation = instantiation_strategy(plan.strategies)
     assert instantiation == S("dp4"), "groups alone keep the master weights data-parallel over their ranks"
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
-    assert {frozenset(map(str, stage)) for stage in as_stages(order[:-1])} == {
-        frozenset({"dp2tp1pp1@0-1", "dp2tp1pp1@2-3"}),
-        frozenset({"dp1tp2pp1@0-1"}),
-    }
-    assert order[-1] == instantiation
+    assert order == ((S("dp2@2-3"), S("tp2@0-1")), instantiation)
+
+
+def test_overlapping_groups_and_idle_ranks_are_refused_naming_the_group_and_the_fix():
+    with pytest.raises(ValueError, match=r"dp1tp2pp1@0-1 and dp2tp1pp1@1-2 share rank 1.*disjoint ranks"):
+        HotSwitchPlan.of([("tp2@0-1", 200), ("dp2@1-2", 0)])
+    plan = HotSwitchPlan.of([("tp2@0-1", 200), ("dp1@2", 0)])
+    with pytest.raises(ValueError, match=r"leave ranks \[3\] of 4 idle.*place a group on them"):
+        check_device_groups(plan.strategies, 4)
+    check_device_groups(plan.strategies, 3)
+    check_device_groups([S("dp4")], 4)  # no groups: nothing to cover
 
 
 def test_a_whole_strategy_holds_the_master_weights_beside_groups():
