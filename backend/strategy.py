@@ -81,7 +81,10 @@ class Strategy:
 
     @cached_property
     def _hash(self) -> int:  # computed once: strategies key every cost table the plan search reads
-        return hash((self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel, self.first))
+        # ints only: a rank receives strategies pickled with their cached hash, and before
+        # Python 3.12 hash(None) differs between processes
+        first = -1 if self.first is None else self.first
+        return hash((self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel, first))
 
     def __hash__(self) -> int:
         return self._hash

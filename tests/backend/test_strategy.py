@@ -88,3 +88,25 @@ def test_cluster_presets():
         Cluster.local(4, nodes=3)
     with pytest.raises(ValueError, match="outside this cluster"):
         local.node_of(4)
+
+
+def test_a_strategy_pickled_in_one_process_keys_the_same_dicts_in_another():
+    """Ranks receive plans pickled on rank 0, each strategy with its cached hash; a hash that
+    differs between processes (Python 3.11's hash(None)) made ranks disagree on a plan and hang."""
+    import pickle
+    import subprocess
+    import sys
+
+    sent = [Strategy.parse(text) for text in ("tp2", "dp2@2-3")]
+    for s in sent:
+        hash(s)  # cached, so that it travels with the pickle
+    check = (
+        "import pickle, sys\n"
+        "from hotswitch.backend.strategy import Strategy\n"
+        "got = pickle.loads(sys.stdin.buffer.read())\n"
+        "local = {Strategy.parse('tp2'): 0, Strategy.parse('dp2@2-3'): 1}\n"
+        "print([local.get(s) for s in got])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], input=pickle.dumps(sent), capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == "[0, 1]"
