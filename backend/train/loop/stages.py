@@ -21,7 +21,7 @@ import torch.distributed as dist
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.dispatch import Stage, as_stage
+from hotswitch.backend.train.planning.dispatch import Stage, as_stage, check_disjoint
 
 if TYPE_CHECKING:
     from hotswitch.backend.train.loop.engine import Engine, StepTimes
@@ -45,14 +45,7 @@ def check_side_by_side(stage: Stage) -> None:
             f"{whole} span every device and cannot train beside other strategies; place each side-by-side "
             "strategy on its ranks, e.g. 'tp2@0-1' beside 'dp2@2-3'"
         )
-    taken: dict[int, Strategy] = {}
-    for s in stage:
-        for rank in s.ranks:
-            if rank in taken:
-                raise ValueError(
-                    f"{taken[rank]} and {s} both claim rank {rank}; side-by-side groups need disjoint ranks"
-                )
-            taken[rank] = s
+    check_disjoint(stage)
 
 
 class StageWalk:

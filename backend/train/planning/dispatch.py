@@ -50,7 +50,7 @@ class HotSwitchPlan:
         sizes = {s.world_size for s in strategies if not s.is_group}
         if len(sizes) > 1:
             raise ValueError(f"strategies {[str(s) for s in strategies]} use different device counts {sorted(sizes)}")
-        _check_disjoint([s for s in strategies if s.is_group])
+        check_disjoint([s for s in strategies if s.is_group])
         if sizes:
             world = sizes.pop()
             beyond = [str(s) for s in strategies if s.is_group and s.ranks[-1] >= world]
@@ -86,7 +86,8 @@ class HotSwitchPlan:
         return " | ".join(str(b) for b in self.buckets)
 
 
-def _check_disjoint(groups: Sequence[Strategy]) -> None:
+def check_disjoint(groups: Sequence[Strategy]) -> None:
+    """Raise, naming both groups and the fix, where two device groups share a rank."""
     owner: dict[int, Strategy] = {}
     for g in groups:
         for rank in g.ranks:

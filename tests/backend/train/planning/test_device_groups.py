@@ -83,7 +83,7 @@ def test_a_whole_strategy_holds_the_master_weights_beside_groups():
 def test_strategies_over_every_device_cannot_share_a_stage():
     with pytest.raises(ValueError, match="span every device"):
         as_stages([(S("dp4"), S("tp2@0-1"))])
-    with pytest.raises(ValueError, match="both claim rank 1"):
+    with pytest.raises(ValueError, match="share rank 1"):
         as_stages([(S("tp2@0-1"), S("dp2@1-2"))])
 
 
