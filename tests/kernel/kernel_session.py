@@ -71,8 +71,25 @@ class KernelSession:
         reply = self.client.get_shell_msg(timeout=timeout)
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = self.client.get_shell_msg(timeout=timeout)
-        self.drain(0.1)
+        if reply["content"]["status"] == "aborted":
+            # sent while the kernel still dropped the requests queued behind a failed cell (ipykernel's
+            # stop_on_error): it never ran, so send it again
+            return self.execute(code, timeout, wait)
+        self.drain_until_idle(msg_id)
         return msg_id, reply["content"]
+
+    def drain_until_idle(self, msg_id: str, timeout: float = 60) -> None:
+        """Drain iopub until the kernel reports idle for ``msg_id``: all its output is in by then
+        (iopub and the shell reply travel apart, and a loaded machine delays one or the other)."""
+        deadline = time.monotonic() + timeout
+        self.drain(0.1)
+        while not self._idle(msg_id) and time.monotonic() < deadline:
+            self.drain(0.1)
+
+    def _idle(self, msg_id: str) -> bool:
+        return any(
+            m["msg_type"] == "status" and m["content"]["execution_state"] == "idle" for m in self.outputs[msg_id]
+        )
 
     def drain(self, seconds: float = 0.2) -> None:
         """Move iopub messages that arrive within ``seconds`` into ``outputs`` by parent id."""

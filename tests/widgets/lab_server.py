@@ -44,6 +44,13 @@ class LabServer:
         except psutil.NoSuchProcess:
             return []
 
+    def kernels(self) -> list[psutil.Process]:
+        """The kernels the server started (its own children)."""
+        try:
+            return psutil.Process(self.process.pid).children()
+        except psutil.NoSuchProcess:
+            return []
+
     def ranks(self) -> list[psutil.Process]:
         """The training ranks still alive (not the torchrun agent, whose command line names the worker too)."""
         found = []

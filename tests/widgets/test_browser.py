@@ -86,57 +86,91 @@ def lab(tmp_path):
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
     notebook.metadata["kernelspec"] = {"name": "hotswitch", "display_name": "hotswitch", "language": "python"}
     nbformat.write(notebook, root / "live.ipynb")
-    with lab_server(root, home, {"HOTSWITCH_CACHE": str(home / "cache")}) as server:  # profiles measured afresh
+    env = {"HOTSWITCH_CACHE": str(home / "cache"), "HOTSWITCH_RUNS": str(home / "runs")}  # profiles measured afresh
+    with lab_server(root, home, env) as server:
         yield server
 
 
 # Waits end when their condition holds. They fail only once nothing has progressed for STALL_S
-# (no CPU spent by the kernel or the ranks, nothing new on the page), or after CAP_S in all:
-# a busy machine slows a test down, it never fails it.
+# (the ranks and the kernel idle, nothing new on the page), or once the test has run CAP_S in
+# all, before pytest's own limit, so that a failure prints what the job was doing: a busy machine
+# slows the test down, it never fails it.
 STALL_S = 180
-CAP_S = 1500
+CAP_S = 800
+BUSY = 0.2  # a process spending more CPU than this share of the time works (idle threads poll)
 
 
-def _activity(page, lab) -> tuple:
-    """What moves while work goes on: CPU seconds of the server's processes, the page's text."""
-    cpu = 0.0
-    for process in lab.descendants():
-        with contextlib.suppress(psutil.Error):  # it ended meanwhile
-            cpu += sum(process.cpu_times()[:2])
-    return round(cpu, 1), page.evaluate("document.body.innerText.length")
+class Progress:
+    """CPU the kernel and the processes it launched spend, and the page's text: what moves
+    while work goes on."""
+
+    def __init__(self, page, lab):
+        self.page, self.lab = page, lab
+        self.started = time.monotonic()
+        self.seen = self._sample()
+
+    def _sample(self) -> tuple:
+        kernels = self.lab.kernels()
+        cpu = [0.0, 0.0]  # the kernels', the rest's
+        for process in self.lab.descendants():
+            with contextlib.suppress(psutil.Error):  # it ended meanwhile
+                cpu[process not in kernels] += sum(process.cpu_times()[:2])
+        return time.monotonic(), cpu, self.page.evaluate("document.body.innerText.length")
+
+    def moved(self) -> bool:
+        """Whether anything worked since the last call that said so."""
+        now, cpu, text = sample = self._sample()
+        then, cpu_then, text_then = self.seen
+        busy = any((c - c0) > BUSY * (now - then) for c, c0 in zip(cpu, cpu_then))
+        if busy or text != text_then:
+            self.seen = sample
+            return True
+        return False
+
+    def idle_s(self) -> float:
+        return time.monotonic() - self.seen[0]
 
 
-def _wait_for(page, lab, script: str, what: str):
+def _wait_for(progress: Progress, script: str, what: str):
     """Wait until ``script`` is truthy; fail saying ``what`` never happened once nothing has
-    progressed for ``STALL_S`` seconds (or after ``CAP_S``)."""
-    started = changed = time.monotonic()
-    seen = None
+    progressed for ``STALL_S`` seconds (or the test has run ``CAP_S``)."""
+    started = time.monotonic()
     while True:
         try:
-            return page.wait_for_function(script, timeout=2_000)
+            done = progress.page.wait_for_function(script, timeout=2_000)
+            print(f"{time.strftime('%H:%M:%S')} {what}: after {time.monotonic() - started:.0f} s")
+            return done
         except PlaywrightTimeout:
             pass
-        now, activity = time.monotonic(), _activity(page, lab)
-        if activity != seen:
-            seen, changed = activity, now
-        if now - changed > STALL_S or now - started > CAP_S:
-            why = f"nothing progressed for {now - changed:.0f} s" if now - changed > STALL_S else f"{CAP_S} s passed"
-            raise AssertionError(f"{what} did not happen: {why}")
+        progress.moved()
+        if progress.idle_s() > STALL_S or time.monotonic() - progress.started > CAP_S:
+            why = f"nothing progressed for {progress.idle_s():.0f} s" if progress.idle_s() > STALL_S else ""
+            raise AssertionError(f"{what} did not happen: {why or f'the test ran {CAP_S} s'}")
 
 
-def _choose(page, lab, select, value: str, effect: str, what: str, tries: int = 3) -> None:
+def _choose(progress, select, value: str, effect: str, what: str, tries: int = 3) -> None:
     """Pick ``value`` and wait for ``effect``; on a loaded machine the first pick can land
     before the widget view listens, so pick again (its change event fires each time) before failing."""
     for attempt in range(tries):
         select.select_option(value)
         try:
             if attempt == tries - 1:
-                _wait_for(page, lab, effect, what)
+                _wait_for(progress, effect, what)
             else:
-                page.wait_for_function(effect, timeout=30_000)
+                progress.page.wait_for_function(effect, timeout=30_000)
             return
         except PlaywrightTimeout:
             continue
+
+
+def _job_events(runs: Path, lines: int = 15) -> str:
+    """The newest run folder's outcome and last events: how far the job got."""
+    found = sorted(runs.glob("*/events.jsonl"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return f"no run folder with events in {runs}"
+    summary = found[-1].with_name("job.json")
+    tail = found[-1].read_text(errors="replace").splitlines()[-lines:]
+    return "\n".join([f"run {found[-1].parent.name}:", summary.read_text()[-1500:] if summary.exists() else "", *tail])
 
 
 def _accept_kernel_dialog(page) -> None:
@@ -149,42 +183,46 @@ def _accept_kernel_dialog(page) -> None:
     select.click()
 
 
-def _open_notebook(page, lab) -> None:
+def _open_notebook(progress) -> None:
+    page, lab = progress.page, progress.lab
     page.goto(lab.page("live.ipynb"))
     page.wait_for_selector(".jp-Notebook", timeout=90_000)
     _accept_kernel_dialog(page)
     idle = "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'"
-    _wait_for(page, lab, idle, "the hotswitch kernel starting")
+    _wait_for(progress, idle, "the hotswitch kernel starting")
     assert page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.name") == "hotswitch"
 
 
-def _check_graph_view(page, lab, artifacts: Path) -> None:
-    _wait_for(page, lab, DRAWN % (GRAPH, 1), "the graph view drawing its nodes")
+def _check_graph_view(progress, artifacts: Path) -> None:
+    page = progress.page
+    _wait_for(progress, DRAWN % (GRAPH, 1), "the graph view drawing its nodes")
     assert page.evaluate(f"{PLOTS % GRAPH}.map(p => p.data.length)") == [9]  # edges + 8 node kinds
     select = page.locator(".jp-Cell").nth(GRAPH).locator(".widget-dropdown:has(label:text-is('strategy')) select")
     title = f"{PLOTS % GRAPH}[0].layout.title.text"
-    _choose(page, lab, select, TP4, f"{title}.includes('{TP4}')", f"the graph view redrawing for {TP4}")
+    _choose(progress, select, TP4, f"{title}.includes('{TP4}')", f"the graph view redrawing for {TP4}")
     assert "0 dummy" in page.evaluate(title)  # tp4 needs every comm node of the tiny model
     page.screenshot(path=str(artifacts / "widgets-rendered.png"), full_page=True)
 
 
-def _check_dashboard_is_live(page, lab) -> None:
-    _wait_for(page, lab, DRAWN % (TRAIN, 2), "the job's dashboard drawing its first training steps")
+def _check_dashboard_is_live(progress) -> None:
+    page = progress.page
+    _wait_for(progress, DRAWN % (TRAIN, 2), "the job's dashboard drawing its first training steps")
     assert page.evaluate(f"{PLOTS % TRAIN}.map(p => p.data.length)") == [4, 4]  # tokens/s, loss, marks, eval; 4 phases
     shown, steps = page.evaluate(POINTS % TRAIN), page.evaluate(STEP_SHOWN % TRAIN)
     more = max(3, HOT_SWITCH_STEPS - shown)
     advanced = f"{POINTS % TRAIN} >= {shown + more} && {STEP_SHOWN % TRAIN} >= {steps + more}"
-    _wait_for(page, lab, advanced, f"the dashboard plotting {more} more steps and counting them after step {steps}")
+    _wait_for(progress, advanced, f"the dashboard plotting {more} more steps and counting them after step {steps}")
 
 
-def _switch_in_dashboard(page, lab) -> int:
+def _switch_in_dashboard(progress) -> int:
     """Pick tp4 for every sequence; return the step at which the new plan was shown."""
+    page = progress.page
     cell = page.locator(".jp-Cell").nth(TRAIN)
     select = cell.locator(".widget-dropdown:has(label:text-is('strategy')) select")
     offered = f"[...{CELL % TRAIN}.querySelectorAll('option')].some(o => o.value === '{TP4}')"
-    _wait_for(page, lab, offered, f"the dashboard offering {TP4}")
+    _wait_for(progress, offered, f"the dashboard offering {TP4}")
     fixed = f"{OUTPUT % TRAIN}.includes('plan (fixed)') && {PLOTS % TRAIN}[0].data[2].x.length === 1"
-    _choose(page, lab, select, TP4, fixed, f"the dashboard showing the job's new plan and its mark after picking {TP4}")
+    _choose(progress, select, TP4, fixed, f"the dashboard showing the job's new plan and its mark after picking {TP4}")
     plan = cell.locator(".widget-html-content:has-text('plan (fixed)')").inner_text()
     assert TP4 in plan and DP4 not in plan, plan
     return page.evaluate(STEP_SHOWN % TRAIN)
@@ -204,14 +242,15 @@ def _screenshot_live(page, cell: int, path: Path) -> None:
     page.screenshot(path=str(path), clip=box)
 
 
-def _stop_in_dashboard(page, lab) -> None:
-    page.locator(".jp-Cell").nth(TRAIN).locator("button:has-text('stop')").click()
-    _wait_for(page, lab, f"{PROGRESS % TRAIN}.includes('stopped')", "the dashboard showing the job stopped")
+def _stop_in_dashboard(progress) -> None:
+    progress.page.locator(".jp-Cell").nth(TRAIN).locator("button:has-text('stop')").click()
+    _wait_for(progress, f"{PROGRESS % TRAIN}.includes('stopped')", "the dashboard showing the job stopped")
 
 
-def _check_job_in_kernel(page, lab) -> None:
+def _check_job_in_kernel(progress) -> None:
+    page, lab = progress.page, progress.lab
     page.evaluate(RUN_CELL, CHECK)
-    _wait_for(page, lab, f"{OUTPUT % CHECK}.includes('ranks left:')", "the check cell printing the job's state")
+    _wait_for(progress, f"{OUTPUT % CHECK}.includes('ranks left:')", "the check cell printing the job's state")
     text = page.evaluate(OUTPUT % CHECK)
     assert "status: stopped" in text, text
     assert f"plan: fixed [['{TP4}', 0]]" in text, text
@@ -222,7 +261,8 @@ def _check_job_in_kernel(page, lab) -> None:
     assert lab.ranks() == [], f"rank processes outlived the stopped job: {lab.ranks()}"
 
 
-def test_live_job_dashboard_renders_redraws_and_obeys_its_controls(lab):
+@pytest.mark.timeout(CAP_S + 100)  # the test's own limit comes first: its failure says what the job did
+def test_live_job_dashboard_renders_redraws_and_obeys_its_controls(lab, tmp_path):
     from playwright.sync_api import sync_playwright
 
     artifacts = _artifacts()
@@ -233,18 +273,19 @@ def test_live_job_dashboard_renders_redraws_and_obeys_its_controls(lab):
         console: list[str] = []  # the page's errors and warnings, shown when the test fails
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda error: console.append(f"page error: {error}"))
+        progress = Progress(page, lab)
         try:
-            _open_notebook(page, lab)
+            _open_notebook(progress)
             page.evaluate(RUN_CELL, GRAPH)
             page.evaluate(RUN_CELL, TRAIN)  # queued: runs once the graph cell is done, returns at once
-            _check_graph_view(page, lab, artifacts)
-            _check_dashboard_is_live(page, lab)
-            switched_at = _switch_in_dashboard(page, lab)
+            _check_graph_view(progress, artifacts)
+            _check_dashboard_is_live(progress)
+            switched_at = _switch_in_dashboard(progress)
             after = switched_at + TP4_STEPS
-            _wait_for(page, lab, f"{POINTS % TRAIN} >= {after}", f"steps under the new plan being drawn up to {after}")
+            _wait_for(progress, f"{POINTS % TRAIN} >= {after}", f"steps under the new plan being drawn up to {after}")
             _screenshot_live(page, TRAIN, artifacts / "dashboard.png")
-            _stop_in_dashboard(page, lab)
-            _check_job_in_kernel(page, lab)
+            _stop_in_dashboard(progress)
+            _check_job_in_kernel(progress)
             page.screenshot(path=str(artifacts / "widgets-after-controls.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(artifacts / "widgets-failure.png"), full_page=True)
@@ -252,6 +293,7 @@ def test_live_job_dashboard_renders_redraws_and_obeys_its_controls(lab):
             print("the job cell's output:", page.evaluate(OUTPUT % TRAIN)[-3000:])
             print("browser console:", *console[-40:], sep="\n")
             print(lab.log_tail())
+            print(_job_events(tmp_path / "home" / "runs"))
             print(lab.rank_stacks())
             raise
         finally:

@@ -169,15 +169,15 @@ class TrainMagics(Magics):
         except PoolError as error:  # busy, or gone since the check
             raise UsageError(str(error)) from None
         self.jobs.add(job)
-        record_run(job, run_dir, cell)
-        print(f"[hotswitch] job {name!r}: events recorded in {run_dir}")
-        if args.wait:
-            try:
+        try:  # an interrupt from here on stops the launched job: the cell never handed it over
+            record_run(job, run_dir, cell)
+            print(f"[hotswitch] job {name!r}: events recorded in {run_dir}")
+            if args.wait:
                 job.wait()
-            except KeyboardInterrupt:
-                print(f"[hotswitch] interrupted: stopping job {name!r}")
-                job.stop(grace=2.0)
-                raise
+        except KeyboardInterrupt:
+            print(f"[hotswitch] interrupted: stopping job {name!r}")
+            job.stop(grace=2.0)
+            raise
         return job
 
     @line_magic
