@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import traceback
 from collections.abc import Iterable
 from html import escape
 
@@ -104,7 +105,11 @@ class Dashboard(widgets.VBox):
             self.state.ingest(e)
         if self.job is not None and self.job.done:  # how it ended, even if no "done" event came
             self.state.ended = self.job.status
-        self._render()
+        try:
+            self._render()
+        except Exception as error:  # on the timer thread: shown in the dashboard, not lost on stderr
+            traceback.print_exc()
+            self.status.value = f"<span style='color:#c00'>drawing failed: {escape(repr(error))}</span>"
 
     # -- widgets ----------------------------------------------------------------------------------
     def _build(self) -> None:

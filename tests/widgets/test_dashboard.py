@@ -225,3 +225,21 @@ def test_events_a_body_emits_itself_never_stop_the_dashboard():
     assert view.state.events == 2 and view.state.progress[0] == 1
     assert any("could not be shown" in n for n in view.state.notices)
     view.close()
+
+
+def test_a_redraw_that_fails_on_the_timer_thread_is_shown_and_the_next_one_draws(monkeypatch):
+    import hotswitch.widgets.dashboard as dashboard
+
+    job = FakeJob()
+    view = Dashboard(job, interval=0.05)
+    drawn = dashboard.band_shapes
+    monkeypatch.setattr(dashboard, "band_shapes", lambda *a: 1 / 0)
+    job.feed(recorded_events(steps=3, switch_at=2)).join()
+    assert view.wait_idle(10)
+    assert "drawing failed: ZeroDivisionError" in view.status.value
+    assert view.progress_text.value == "0 / 0 steps"  # as first drawn: the failing redraw never got there
+    monkeypatch.setattr(dashboard, "band_shapes", drawn)
+    job.feed([e for e in recorded_events(steps=5, switch_at=2) if e.get("step") == 4]).join()
+    assert view.wait_idle(10)
+    assert len(view.live.data[0].x) == view.state.progress[0] > 0
+    view.close()
