@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 import os
-import re
+import sys
 
 import torch
 import torch.fx
@@ -42,16 +42,28 @@ METHOD_OPS = {
 MODULE_OPS = {nn.Linear: "linear", nn.Embedding: "embedding"}
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_SOURCE = "hotswitch_source"  # node.meta key: the model line that made the node
 
 
 def source_line(node: torch.fx.Node) -> str:
     """'file.py:line in function' of the model code that created ``node``."""
-    frames = [m for m in _FRAME.finditer(node.stack_trace or "") if not m.group(1).startswith(_TORCH_DIR)]
-    if not frames:
-        return "unknown source"
-    path, line, func = frames[-1].groups()
-    return f"{os.path.basename(path)}:{line} in {func}"
+    return node.meta.get(_SOURCE, "unknown source")
+
+
+class _SourceTracer(torch.fx.Tracer):
+    """fx's tracer, noting on every node the model line that made it. (fx's own
+    ``record_stack_traces`` symbolizes through the profiler, whose first use imports
+    ``torch._dynamo`` and ``torch._inductor``: seconds of CPU in every rank.)"""
+
+    def create_node(self, *args, **kwargs) -> torch.fx.Node:
+        node = super().create_node(*args, **kwargs)
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith((_TORCH_DIR, __file__)):
+            frame = frame.f_back
+        if frame is not None:
+            code = frame.f_code
+            node.meta[_SOURCE] = f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}"
+        return node
 
 
 def op_kind(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
@@ -74,9 +86,7 @@ def op_kind(node: torch.fx.Node, modules: dict[str, nn.Module]) -> str:
 def trace(model: nn.Module, batch: int = 2, seq: int = 16) -> torch.fx.GraphModule:
     """Trace ``model(tokens, targets, positions)`` and record every node's sample shape (meta
     tensors)."""
-    tracer = torch.fx.Tracer()
-    tracer.record_stack_traces = True
-    graph = tracer.trace(model)
+    graph = _SourceTracer().trace(model)
     module = torch.fx.GraphModule(model, graph)
     sample = torch.zeros(batch, seq, dtype=torch.long, device="meta")
     ShapeProp(module).propagate(sample, sample, sample)

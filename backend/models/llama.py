@@ -28,6 +28,7 @@ from hotswitch.backend.data.tokenizer import IGNORE
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
+from hotswitch.backend.models.no_init import skip_default_init
 
 SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scaled_dot_product_attention(enable_gqa=)
 
@@ -142,6 +143,9 @@ class TransformerBlock(nn.Module):
 
 def rotary_tables(config: ModelConfig, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     half = config.head_dim // 2
+    if torch.device(device or "cpu").type == "meta":  # shapes only (meta arithmetic would import torch._dynamo)
+        table = torch.empty(config.max_seq_len, half, device="meta")
+        return table, torch.empty_like(table)
     freqs = config.rope_theta ** (-torch.arange(half, dtype=torch.float32, device=device) / half)
     angles = torch.outer(torch.arange(config.max_seq_len, dtype=torch.float32, device=device), freqs)
     return angles.cos(), angles.sin()
@@ -185,7 +189,7 @@ def init_param(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
 
 def build_model(config: ModelConfig, seed: int = 0, device: str | torch.device = "cpu") -> Transformer:
     """The model with every parameter set by ``init_param`` (on ``meta``: shapes only)."""
-    with torch.device(device):
+    with torch.device(device), skip_default_init():  # every parameter is set below
         model = Transformer(config)
     if str(device) != "meta":
         with torch.no_grad():
