@@ -15,12 +15,13 @@ from plotly.subplots import make_subplots
 
 from hotswitch.backend.train.loop.events import read_events
 from hotswitch.widgets.dashboard_state import PHASES, DashboardState, throughput_text
-from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.html_table import html_table
 from hotswitch.widgets.plan_bands import band_labels, band_shapes, x_extent
+from hotswitch.widgets.plot_output import PlotOutput
 from hotswitch.widgets.throttle import Throttle
 
-UPDATE_INTERVAL_S = 0.1  # at most 10 redraws a second
+UPDATE_INTERVAL_S = 0.1  # at most 10 updates of the text a second
+PLOT_INTERVAL_S = 1.0  # plots are sent whole: at most one redraw a second
 LOG_LINES = 200
 LIVE_WIDTH_PX = 680  # fixed, so that the plan labels can be laid out for the space they get
 LIVE_MARGIN = {"t": 40, "b": 30, "l": 60, "r": 20}
@@ -56,10 +57,11 @@ class Dashboard(widgets.VBox):
         self._pending: list[dict] = []
         self._lock = threading.Lock()
         self._throttle = Throttle(self._flush, interval)
+        self._redraws: Throttle | None = None
         self._build()
         self._render()
-        self.live = FigureWidget(self.live)  # made with its data: a view rendered later never misses the first draw
-        self.breakdown = FigureWidget(self.breakdown)
+        self.live_plot, self.breakdown_plot = PlotOutput(self.live), PlotOutput(self.breakdown)  # drawn as rendered
+        self._redraws = Throttle(self._redraw, max(interval, PLOT_INTERVAL_S))
         super().__init__(self._children())
         self._unsubscribe = None
         if job is not None and follow:
@@ -87,7 +89,7 @@ class Dashboard(widgets.VBox):
         while time.monotonic() < deadline:
             with self._lock:
                 queued = bool(self._pending)
-            if not queued and not self._throttle.pending:
+            if not queued and not self._throttle.pending and not (self._redraws and self._redraws.pending):
                 return True
             time.sleep(0.02)
         return False
@@ -96,6 +98,8 @@ class Dashboard(widgets.VBox):
         if self._unsubscribe is not None:
             self._unsubscribe()
         self._throttle.cancel()
+        if self._redraws is not None:
+            self._redraws.cancel()
         super().close()
 
     def _flush(self) -> None:
@@ -166,8 +170,8 @@ class Dashboard(widgets.VBox):
             self.controls,
             self.status,
             self.summary_html,
-            widgets.HBox([self.live, widgets.VBox([self.plan_html, self.notices_html])]),
-            self.breakdown,
+            widgets.HBox([self.live_plot, widgets.VBox([self.plan_html, self.notices_html])]),
+            self.breakdown_plot,
             self.logs,
         ]
 
@@ -219,6 +223,12 @@ class Dashboard(widgets.VBox):
             shown = {**summary, "tokens_per_s": throughput_text(summary["tokens_per_s"])}
             rows = [{"figure": k, "value": v} for k, v in shown.items()]
             self.summary_html.value = html_table(rows, caption="run summary")
+        if self._redraws is not None:
+            self._redraws.request()
+
+    def _redraw(self) -> None:
+        self.live_plot.redraw()
+        self.breakdown_plot.redraw()
 
     def _render_progress(self) -> None:
         done, planned = self.state.progress

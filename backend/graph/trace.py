@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 import os
 import sys
+from types import FrameType
 
 import torch
 import torch.fx
@@ -57,7 +58,7 @@ class _SourceTracer(torch.fx.Tracer):
 
     def create_node(self, *args, **kwargs) -> torch.fx.Node:
         node = super().create_node(*args, **kwargs)
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename.startswith((_TORCH_DIR, __file__)):
             frame = frame.f_back
         if frame is not None:

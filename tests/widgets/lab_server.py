@@ -101,6 +101,14 @@ SETTINGS = {
 }
 
 
+def _page_config(config_dir: Path) -> None:
+    """No build check: the page would ask the server, which runs node for ten seconds of CPU to
+    answer that the prebuilt extensions need no build."""
+    path = config_dir / "labconfig" / "page_config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"buildCheck": False, "buildAvailable": False}))
+
+
 def _settings(folder: Path) -> None:
     for plugin, values in SETTINGS.items():
         path = folder / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
@@ -145,6 +153,7 @@ def lab_server(root: Path, home: Path, env: dict[str, str]) -> Iterator[LabServe
     is added to the server's (and so the kernels') environment."""
     _install_kernel(home / "prefix")
     _settings(home / "settings")
+    _page_config(home / "config")
     port, token = _free_port(), secrets.token_hex(16)
     server_env = {
         **os.environ,

@@ -243,3 +243,20 @@ def test_a_redraw_that_fails_on_the_timer_thread_is_shown_and_the_next_one_draws
     assert view.wait_idle(10)
     assert len(view.live.data[0].x) == view.state.progress[0] > 0
     view.close()
+
+
+def test_the_plots_are_sent_whole_and_at_most_once_a_second_while_events_stream():
+    job = FakeJob()
+    view = Dashboard(job, interval=0.05)
+    began = time.monotonic()
+    job.feed(recorded_events(steps=200, switch_at=80), every_s=0.005).join()
+    assert view.wait_idle(10)
+    elapsed = time.monotonic() - began
+    assert view.live_plot.redraws - 1 <= elapsed / 1.0 + 2  # one redraw at construction
+    (shown,) = view.live_plot.outputs  # one output: the whole figure as it is now
+    drawn = shown["data"]["application/vnd.plotly.v1+json"]["data"]
+    assert drawn[0]["x"] == list(view.live.data[0].x) and len(drawn[0]["x"]) == view.state.progress[0]
+    assert drawn[2]["x"] == list(view.live.data[2].x) != []  # the plan change's mark
+    bars = view.breakdown_plot.outputs[0]["data"]["application/vnd.plotly.v1+json"]["data"]
+    assert [b["name"] for b in bars] == ["compute", "switch", "grad_sync", "update"] and bars[0]["y"]
+    view.close()

@@ -40,9 +40,10 @@ def test_plotly_alone_would_open_empty_and_send_the_figure_later(sent):
 
 def test_a_dashboards_figures_open_with_their_traces(sent):
     Dashboard.replay(recorded_events(steps=3, switch_at=2))
-    opened = [state["_widget_data"] for kind, state in sent if kind == "comm_open" and "_widget_data" in state]
-    assert [[t["name"] for t in data] for data in opened] == [
+    opened = [state["outputs"] for kind, state in sent if kind == "comm_open" and state.get("outputs")]
+    figures = [outputs[0]["data"]["application/vnd.plotly.v1+json"]["data"] for outputs in opened]
+    assert [[t["name"] for t in data] for data in figures] == [
         ["tokens/s", "loss", "plan change", "held-out loss"],
         ["compute", "switch", "grad_sync", "update"],
     ]
-    assert list(opened[0][1]["y"]) == [e["loss"] for e in recorded_events(steps=3, switch_at=2) if e["type"] == "step"]
+    assert figures[0][1]["y"] == [e["loss"] for e in recorded_events(steps=3, switch_at=2) if e["type"] == "step"]
