@@ -57,11 +57,10 @@ class Dashboard(widgets.VBox):
         self._pending: list[dict] = []
         self._lock = threading.Lock()
         self._throttle = Throttle(self._flush, interval)
-        self._redraws: Throttle | None = None
+        self._redraws = Throttle(self._redraw, max(interval, PLOT_INTERVAL_S))  # the plots, after a flush
         self._build()
         self._render()
         self.live_plot, self.breakdown_plot = PlotOutput(self.live), PlotOutput(self.breakdown)  # drawn as rendered
-        self._redraws = Throttle(self._redraw, max(interval, PLOT_INTERVAL_S))
         super().__init__(self._children())
         self._unsubscribe = None
         if job is not None and follow:
@@ -89,7 +88,7 @@ class Dashboard(widgets.VBox):
         while time.monotonic() < deadline:
             with self._lock:
                 queued = bool(self._pending)
-            if not queued and not self._throttle.pending and not (self._redraws and self._redraws.pending):
+            if not queued and not self._throttle.pending and not self._redraws.pending:
                 return True
             time.sleep(0.02)
         return False
@@ -98,8 +97,7 @@ class Dashboard(widgets.VBox):
         if self._unsubscribe is not None:
             self._unsubscribe()
         self._throttle.cancel()
-        if self._redraws is not None:
-            self._redraws.cancel()
+        self._redraws.cancel()
         super().close()
 
     def _flush(self) -> None:
@@ -114,6 +112,7 @@ class Dashboard(widgets.VBox):
         except Exception as error:  # on the timer thread: shown in the dashboard, not lost on stderr
             traceback.print_exc()
             self.status.value = f"<span style='color:#c00'>drawing failed: {escape(repr(error))}</span>"
+        self._redraws.request()
 
     # -- widgets ----------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -223,8 +222,6 @@ class Dashboard(widgets.VBox):
             shown = {**summary, "tokens_per_s": throughput_text(summary["tokens_per_s"])}
             rows = [{"figure": k, "value": v} for k, v in shown.items()]
             self.summary_html.value = html_table(rows, caption="run summary")
-        if self._redraws is not None:
-            self._redraws.request()
 
     def _redraw(self) -> None:
         self.live_plot.redraw()
