@@ -97,6 +97,7 @@ def lab(tmp_path):
 # slows the test down, it never fails it.
 STALL_S = 180
 CAP_S = 800
+POLL_MS = 250  # checks run on a timer: a page busy redrawing can starve animation frames
 BUSY = 0.2  # a process spending more CPU than this share of the time works (idle threads poll)
 
 
@@ -117,15 +118,12 @@ class Progress:
                 cpu[process not in kernels] += sum(process.cpu_times()[:2])
         return time.monotonic(), cpu, self.page.evaluate("document.body.innerText.length")
 
-    def moved(self) -> bool:
-        """Whether anything worked since the last call that said so."""
+    def look(self) -> None:
+        """Note the time if anything worked since it was last noted."""
         now, cpu, text = sample = self._sample()
         then, cpu_then, text_then = self.seen
-        busy = any((c - c0) > BUSY * (now - then) for c, c0 in zip(cpu, cpu_then))
-        if busy or text != text_then:
+        if text != text_then or any((c - c0) > BUSY * (now - then) for c, c0 in zip(cpu, cpu_then)):
             self.seen = sample
-            return True
-        return False
 
     def idle_s(self) -> float:
         return time.monotonic() - self.seen[0]
@@ -137,15 +135,16 @@ def _wait_for(progress: Progress, script: str, what: str):
     started = time.monotonic()
     while True:
         try:
-            done = progress.page.wait_for_function(script, timeout=2_000)
+            done = progress.page.wait_for_function(script, timeout=2_000, polling=POLL_MS)
             print(f"{time.strftime('%H:%M:%S')} {what}: after {time.monotonic() - started:.0f} s")
             return done
         except PlaywrightTimeout:
             pass
-        progress.moved()
-        if progress.idle_s() > STALL_S or time.monotonic() - progress.started > CAP_S:
-            why = f"nothing progressed for {progress.idle_s():.0f} s" if progress.idle_s() > STALL_S else ""
-            raise AssertionError(f"{what} did not happen: {why or f'the test ran {CAP_S} s'}")
+        progress.look()
+        if progress.idle_s() > STALL_S:
+            raise AssertionError(f"{what} did not happen: nothing progressed for {progress.idle_s():.0f} s")
+        if time.monotonic() - progress.started > CAP_S:
+            raise AssertionError(f"{what} did not happen: the test ran {CAP_S} s")
 
 
 def _choose(progress, select, value: str, effect: str, what: str, tries: int = 3) -> None:
@@ -157,7 +156,7 @@ def _choose(progress, select, value: str, effect: str, what: str, tries: int = 3
             if attempt == tries - 1:
                 _wait_for(progress, effect, what)
             else:
-                progress.page.wait_for_function(effect, timeout=30_000)
+                progress.page.wait_for_function(effect, timeout=30_000, polling=POLL_MS)
             return
         except PlaywrightTimeout:
             continue
