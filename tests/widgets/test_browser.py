@@ -19,7 +19,6 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.widgets.lab_server import lab_server
 
@@ -97,7 +96,7 @@ def lab(tmp_path):
 # slows the test down, it never fails it.
 STALL_S = 180
 CAP_S = 800
-POLL_MS = 250  # checks run on a timer: a page busy redrawing can starve animation frames
+POLL_S = 0.25  # between checks of a condition on the page
 BUSY = 0.2  # a process spending more CPU than this share of the time works (idle threads poll)
 
 
@@ -134,12 +133,9 @@ def _wait_for(progress: Progress, script: str, what: str):
     progressed for ``STALL_S`` seconds (or the test has run ``CAP_S``)."""
     started = time.monotonic()
     while True:
-        try:
-            done = progress.page.wait_for_function(script, timeout=2_000, polling=POLL_MS)
+        if done := _holds_within(progress.page, script, 2.0):
             print(f"{time.strftime('%H:%M:%S')} {what}: after {time.monotonic() - started:.0f} s")
             return done
-        except PlaywrightTimeout:
-            pass
         progress.look()
         if progress.idle_s() > STALL_S:
             raise AssertionError(f"{what} did not happen: nothing progressed for {progress.idle_s():.0f} s")
@@ -147,19 +143,29 @@ def _wait_for(progress: Progress, script: str, what: str):
             raise AssertionError(f"{what} did not happen: the test ran {CAP_S} s")
 
 
+def _holds_within(page, script: str, seconds: float):
+    """``script``'s value once it is truthy within ``seconds``, else None. Each check is one
+    evaluation that waits its turn on the page: playwright's wait_for_function raced its own
+    timeout on a page busy redrawing, and under load it timed out for minutes while its
+    condition held."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if value := page.evaluate(script):
+            return value
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(POLL_S)
+
+
 def _choose(progress, select, value: str, effect: str, what: str, tries: int = 3) -> None:
     """Pick ``value`` and wait for ``effect``; on a loaded machine the first pick can land
     before the widget view listens, so pick again (its change event fires each time) before failing."""
     for attempt in range(tries):
         select.select_option(value)
-        try:
-            if attempt == tries - 1:
-                _wait_for(progress, effect, what)
-            else:
-                progress.page.wait_for_function(effect, timeout=30_000, polling=POLL_MS)
+        if attempt == tries - 1:
+            _wait_for(progress, effect, what)
+        elif _holds_within(progress.page, effect, 30.0):
             return
-        except PlaywrightTimeout:
-            continue
 
 
 def _job_events(runs: Path, lines: int = 15) -> str:
@@ -220,7 +226,7 @@ def _switch_in_dashboard(progress) -> int:
     select = cell.locator(".widget-dropdown:has(label:text-is('strategy')) select")
     offered = f"[...{CELL % TRAIN}.querySelectorAll('option')].some(o => o.value === '{TP4}')"
     _wait_for(progress, offered, f"the dashboard offering {TP4}")
-    fixed = f"{OUTPUT % TRAIN}.includes('plan (fixed)') && {PLOTS % TRAIN}[0].data[2].x.length === 1"
+    fixed = f"{OUTPUT % TRAIN}.includes('plan (fixed)') && {PLOTS % TRAIN}[0]?.data?.[2]?.x?.length === 1"
     _choose(progress, select, TP4, fixed, f"the dashboard showing the job's new plan and its mark after picking {TP4}")
     plan = cell.locator(".widget-html-content:has-text('plan (fixed)')").inner_text()
     assert TP4 in plan and DP4 not in plan, plan

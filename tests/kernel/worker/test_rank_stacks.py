@@ -15,8 +15,8 @@ import os, sys, threading, time
 from hotswitch.kernel.worker.rank_log import open_rank_log, stacks_on_signal
 stacks_on_signal(open_rank_log(0))
 threading.Thread(target=lambda: time.sleep(600), name="side", daemon=True).start()
-print("ready", flush=True)
 def waits_for_a_peer():
+    print("ready", flush=True)  # from here on the main thread's stack names this function
     time.sleep(600)
 waits_for_a_peer()
 """
