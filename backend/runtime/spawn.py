@@ -54,8 +54,9 @@ def _loads(data: bytes) -> Any:
 
 # what the fork server imports once, for every rank it forks (an import that fails is skipped);
 # torch._dynamo because tracing a model on meta tensors imports it (PyTorch's meta kernels are
-# Python references guarded by it): 2-6 s of CPU per rank otherwise
-PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "hotswitch.backend.train.loop.engine"]
+# Python references guarded by it): 2-6 s of CPU per rank otherwise; scipy.optimize because
+# planning a switch solves a linear program (1.6 s of CPU per rank)
+PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "scipy.optimize", "hotswitch.backend.train.loop.engine"]
 
 
 def _context() -> mp.context.SpawnContext | mp.context.ForkServerContext:
