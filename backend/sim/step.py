@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import CostModel, SizedSequence, pipelined_s
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, sequential_order
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, as_stage, execution_order, walk_stages
 
 KINDS = ("switch", "compute", "bubble", "sync", "update")
 
@@ -30,7 +30,7 @@ class Segment:
 @dataclass(frozen=True)
 class SimulatedStep:
     seconds: float  # CostModel.step_s
-    order: tuple[str, ...]  # strategies as they run, the instantiation last
+    order: tuple[str, ...]  # strategies as they run (a stage's device groups one after another), the instantiation last
     segments: tuple[Segment, ...]
     activation_bytes: dict[str, float]  # per strategy: its largest micro-batch's, per device
     micro_batches: dict[str, int]  # per strategy, on its busiest replica
@@ -54,15 +54,23 @@ class _Timeline:
             self.segments += [Segment(r, self.now, self.now + seconds, kind, str(strategy)) for r in range(self.world)]
             self.now += seconds
 
-    def group(self, strategy: Strategy, replica_busy: list[float], seconds: float) -> None:
-        """Each rank computes its replica's share of the work, then waits for the group's end."""
-        for rank in range(self.world):
-            busy = replica_busy[strategy.coords(rank)[1]] if replica_busy else 0.0
-            if busy > 0:
-                self.segments.append(Segment(rank, self.now, self.now + busy, "compute", str(strategy)))
-            if seconds > busy:
-                self.segments.append(Segment(rank, self.now + busy, self.now + seconds, "bubble", str(strategy)))
-        self.now += seconds
+    def stage(self, groups: list[tuple[Strategy, list[float], float, float]]) -> None:
+        """Device groups side by side (or one strategy over every rank): each rank computes its
+        replica's share of its group's work, waits for its group's end, reduces its gradients
+        over the group's replicas, then waits for the stage's slowest group."""
+        end = max(seconds + sync for _, _, seconds, sync in groups)
+        for strategy, replica_busy, seconds, sync in groups:
+            for rank in strategy.ranks if strategy.is_group else range(self.world):
+                busy = replica_busy[strategy.coords(rank).dp] if replica_busy else 0.0
+                self._add(rank, 0.0, busy, "compute", strategy)
+                self._add(rank, busy, seconds, "bubble", strategy)
+                self._add(rank, seconds, seconds + sync, "sync", strategy)
+                self._add(rank, seconds + sync, end, "bubble", strategy)
+        self.now += end
+
+    def _add(self, rank: int, start: float, end: float, kind: str, strategy: Strategy) -> None:
+        if end > start:
+            self.segments.append(Segment(rank, self.now + start, self.now + end, kind, str(strategy)))
 
 
 def _group(cost: CostModel, strategy: Strategy, lengths: list[int]) -> tuple[list[float], float, float, int]:
@@ -90,27 +98,23 @@ def simulate_step(
     """``plan``'s step on ``lengths`` with ``instantiation`` updating, laid out on ``world`` ranks:
     the same terms in the same order as ``CostModel.ordered_step_s``."""
     groups = plan.assign_lengths(lengths)
-    order = sequential_order(execution_order(plan.strategies, instantiation, cost.switch_cost))
-    line, previous = _Timeline(world), None
+    order = execution_order(plan.strategies, instantiation, cost.switch_cost)
+    stages, final = walk_stages(groups, order, instantiation)
+    line = _Timeline(world)
     activations, micro = {}, {}
-    for strategy in order:
-        group = groups.get(strategy, [])
-        if not group and strategy != instantiation:
-            continue
-        switch = cost.switch_s.get(("grads", previous, strategy), 0.0) if previous is not None else 0.0
-        if strategy != instantiation:
-            switch += cost.switch_s.get(("params", previous or instantiation, strategy), 0.0)
-        line.all_ranks(switch, "switch", strategy)
-        busy, seconds, activations[str(strategy)], micro[str(strategy)] = _group(cost, strategy, group)
-        line.group(strategy, busy, seconds)
-        line.all_ranks(cost.strategies[strategy].sync_s if strategy.replicas > 1 else 0.0, "sync", strategy)
-        previous = strategy
-    if previous is not None and previous != instantiation:  # (None: nothing ran, nothing to switch)
-        line.all_ranks(cost.switch_s.get(("grads", previous, instantiation), 0.0), "switch", instantiation)
+    for stage in stages:
+        line.all_ranks(cost.switches_s(stage.switches), "switch", stage.ran[0])
+        timed = []
+        for strategy in stage.ran:
+            name = str(strategy)
+            busy, seconds, activations[name], micro[name] = _group(cost, strategy, groups.get(strategy, []))
+            timed.append((strategy, busy, seconds, cost.sync_s(strategy)))
+        line.stage(timed)
+    line.all_ranks(cost.switches_s(final), "switch", instantiation)
     line.all_ranks(cost.update_s, "update", instantiation)
     return SimulatedStep(
         seconds=cost.step_s(plan, lengths, instantiation),
-        order=tuple(str(s) for s in order),
+        order=tuple(str(s) for item in order for s in as_stage(item)),
         segments=tuple(line.segments),
         activation_bytes=activations,
         micro_batches=micro,

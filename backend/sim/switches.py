@@ -24,8 +24,8 @@ _SECONDS: dict[tuple, float] = {}
 def layout_of(strategy: Strategy) -> Strategy:
     """The parameter layout a strategy has: sequence parallelism and checkpointing change none;
     context parallelism replicates parameters like dp, and its ranks sit between dp's and tp's
-    in the mesh, so dp x cp replicas are one dp of the same ranks."""
-    return Strategy(strategy.replicas, strategy.tp, strategy.pp)
+    in the mesh, so dp x cp replicas are one dp of the same ranks. A device group keeps its ranks."""
+    return Strategy(strategy.replicas, strategy.tp, strategy.pp, first=strategy.first)
 
 
 class PlannedSwitches(Mapping[SwitchKey, float]):
@@ -80,7 +80,7 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
         what, src, dst = key
         if what not in ("params", "grads") or src == dst or not {src, dst} <= self.strategies:
             raise KeyError(key)
-        if self.estimate:
+        if self.estimate and not (src.is_group or dst.is_group):  # the bound assumes layouts over every rank
             if key in self.estimates:  # a search asks for the same pairs many times
                 return self.estimates[key]
             shared: tuple = (

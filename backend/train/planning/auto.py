@@ -72,11 +72,11 @@ def _allowed(config: ModelConfig, strategy: Strategy) -> bool:
 
 def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
     """Raise, naming the bucket, if a strategy cannot hold the longest sequence sent to it."""
-    groups = [str(s) for s in plan.strategies if s.is_group]
-    if groups:
+    unpriced = [str(s) for s in plan.strategies if s not in cost.strategies]
+    if unpriced:
         raise ValueError(
-            f"device groups {groups} are not profiled yet, so neither a memory budget nor the simulator can check or "
-            "price them; train side-by-side plans without memory_budget"
+            f"{unpriced} have no profile in the cost model, so their memory cannot be checked; the ranks do not "
+            "profile device groups yet (the simulator prices them): train side-by-side plans without memory_budget"
         )
     upper = max_len
     for bucket in plan.buckets:

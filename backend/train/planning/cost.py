@@ -22,9 +22,11 @@ from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.train.planning.batching import MicroBatching
 from hotswitch.backend.train.planning.dispatch import (
     HotSwitchPlan,
+    Stage,
+    SwitchKey,
     execution_order,
     instantiation_strategy,
-    sequential_order,
+    walk_stages,
 )
 
 GroupSeconds = Callable[[Strategy, list[int]], float]
@@ -221,11 +223,11 @@ class CostModel:
         group_s: GroupSeconds | None = None,
     ) -> float:
         """Predicted seconds of one step of ``plan`` on a batch of ``lengths``, as the trainer
-        runs it: each bucket's group in the execution order, with ``instantiation`` (by default
-        the plan's own, ``instantiation_strategy``) updating last. ``group_s`` stands in for
-        ``self.group_s`` (a search caches it)."""
+        runs it: each bucket's group in the execution order (device groups side by side as one
+        stage), with ``instantiation`` (by default the plan's own, ``instantiation_strategy``)
+        updating last. ``group_s`` stands in for ``self.group_s`` (a search caches it)."""
         instantiation = instantiation or instantiation_strategy(plan.strategies)
-        order = sequential_order(execution_order(plan.strategies, instantiation, self.switch_cost))
+        order = execution_order(plan.strategies, instantiation, self.switch_cost)
         return self.ordered_step_s(plan.assign_lengths(lengths), order, instantiation, group_s)
 
     def static_step_s(self, strategy: Strategy, lengths: Sequence[int]) -> float:
@@ -235,24 +237,25 @@ class CostModel:
     def ordered_step_s(
         self,
         groups: dict[Strategy, list[int]],
-        order: Sequence[Strategy],
+        order: Sequence[Strategy | Stage],
         instantiation: Strategy,
         group_s: GroupSeconds | None = None,
     ) -> float:
-        """The step of given groups in a given order: compute, gradient syncs, the switches
-        along the order (and back to ``instantiation``), the update."""
+        """The step of given groups in a given order: the switches into each stage, its
+        slowest group's compute and gradient sync (groups side by side run at once), the
+        gradients back to ``instantiation``, the update."""
         group_s = group_s or self.group_s
-        total, previous = self.update_s, None
-        for strategy in order:
-            lengths = groups.get(strategy, [])
-            if not lengths and strategy != instantiation:
-                continue
-            if previous is not None:
-                total += self.switch_s.get(("grads", previous, strategy), 0.0)
-            if strategy != instantiation:
-                total += self.switch_s.get(("params", previous or instantiation, strategy), 0.0)
-            total += group_s(strategy, lengths) + (self.strategies[strategy].sync_s if strategy.replicas > 1 else 0.0)
-            previous = strategy
-        if previous is not None and previous != instantiation:
-            total += self.switch_s.get(("grads", previous, instantiation), 0.0)
+        stages, final = walk_stages(groups, order, instantiation)
+        total = self.update_s + self.switches_s(final)
+        for stage in stages:
+            total += self.switches_s(stage.switches)
+            total += max(group_s(s, groups.get(s, [])) + self.sync_s(s) for s in stage.ran)
         return total
+
+    def switches_s(self, keys: Sequence[SwitchKey]) -> float:
+        """Seconds of switches run one after another (each over every rank, as the engine runs them)."""
+        return sum(self.switch_s.get(key, 0.0) for key in keys)
+
+    def sync_s(self, strategy: Strategy) -> float:
+        """Reducing a group's gradients over its replicas (none with one replica)."""
+        return self.strategies[strategy].sync_s if strategy.replicas > 1 else 0.0

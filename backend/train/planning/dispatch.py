@@ -152,10 +152,34 @@ def as_stage(item: Strategy | Stage) -> Stage:
     return item if isinstance(item, tuple) else (item,)
 
 
-def sequential_order(order: Sequence[Strategy | Stage]) -> tuple[Strategy, ...]:
-    """An execution order of strategies one after another: what the cost model and the
-    simulator price (device groups side by side are not profiled, so not priced, yet)."""
-    flat = tuple(item for item in order if not isinstance(item, tuple))
-    if len(flat) != len(order):
-        raise ValueError("device groups side by side are not profiled, so the cost model cannot price them yet")
-    return flat
+SwitchKey = tuple[str, Strategy, Strategy]
+"""("params" | "grads", source, destination): one switch, as ``CostModel.switch_s`` keys it."""
+
+
+@dataclass(frozen=True)
+class WalkedStage:
+    ran: Stage  # the stage's strategies that train this step (the instantiation always does)
+    switches: tuple[SwitchKey, ...]  # into the stage, in the engine's order: gradients, then parameters
+
+
+def walk_stages(
+    groups: dict[Strategy, list], order: Sequence[Strategy | Stage], instantiation: Strategy
+) -> tuple[list[WalkedStage], tuple[SwitchKey, ...]]:
+    """The stages a step of ``groups`` runs in ``order`` and the switches between them, as the
+    engine walks them (``train/loop/stages.py``): a stage's gradients enter through its first
+    strategy, from every group of the stage before; its parameters come from the stage before
+    when that was one strategy, else from the instantiation (which keeps them); the last
+    stage's gradients go back to the instantiation. Also the switches after the last stage."""
+    walked: list[WalkedStage] = []
+    previous: Stage = ()
+    for item in order:
+        ran = tuple(s for s in as_stage(item) if groups.get(s) or s == instantiation)
+        if not ran:
+            continue
+        source = previous[0] if len(previous) == 1 else instantiation
+        switches = [("grads", p, ran[0]) for p in previous]
+        switches += [("params", source, s) for s in ran if s != instantiation]
+        walked.append(WalkedStage(ran, tuple(switches)))
+        previous = ran
+    final = () if previous in ((), (instantiation,)) else tuple(("grads", p, instantiation) for p in previous)
+    return walked, final

@@ -91,6 +91,12 @@ def profile(
     engine: Engine, strategies: list[Strategy], lengths: list[int], budget: float, use_cache: bool = True
 ) -> CostModel:
     """Measure (or read back) compute, sync, update and link profiles and assemble the model."""
+    groups = [str(s) for s in strategies if s.is_group]
+    if groups:  # every rank raises alike, before any collective
+        raise ValueError(
+            f"device groups {groups} are not profiled on the ranks yet, so a memory budget cannot check them: train "
+            "side-by-side plans without memory_budget (hotswitch simulate prices them on a described cluster)"
+        )
     path = cache_dir("profiles") / f"{_key(engine, strategies, lengths, engine.device.type)}.json"
     box = [json.loads(path.read_text()) if use_cache and engine.rank == 0 and path.is_file() else None]
     dist.broadcast_object_list(box, src=0)
