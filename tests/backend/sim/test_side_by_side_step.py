@@ -65,7 +65,7 @@ def test_a_group_that_cannot_hold_its_bucket_is_refused_naming_it(setup):
 
 
 def test_switches_into_a_group_are_planned_on_its_ranks(setup):
-    plan, instantiation, cost = _priced(setup, SIDE_BY_SIDE)
+    instantiation = Strategy.parse("dp8")
     tp4_group, whole_tp4 = Strategy.parse("tp4@0-3"), Strategy.parse("dp2tp4")
     setup.cost_model([instantiation, tp4_group, whole_tp4], instantiation)
     on_group = setup.switches.plan("params", instantiation, tp4_group)
