@@ -22,7 +22,10 @@ against the paper's baselines: ``vs_megatron_paper``, ``vs_deepspeed_paper``,
 ``calibration``, ``calibration_h200``, ``grid_s``, ``packing`` (``--packing``: the engine's own
 contenders, its statics, c1 and ``auto``, pack their micro-batches; the paper's baselines run as
 their authors ran them) and ``validation`` (null without
-``--validate``; else its ``cases``, ``worst_rel_err`` and ``speedups``). ``--smoke``: one grid
+``--validate``; else its ``cases``, ``worst_rel_err`` and ``speedups``). ``--side-by-side``: each setting also
+runs ``auto+groups`` (``auto`` weighing two device groups side by side); rows gain
+``vs_sequential_auto`` and ``auto_groups_vs_static``, the summary ``vs_sequential_auto_mean``.
+``--smoke``: one grid
 cell (7B on 8 GPUs, CommonCrawl, 4K) and the validation on 2 ranks with ``e2e.py``'s smoke
 model, one step of 4 documents of up to 64 byte tokens (the output's ``smoke``).
 
@@ -156,14 +159,21 @@ def main() -> None:
     parser.add_argument(
         "--packing", action="store_true", help="the engine's contenders pack micro-batches (documents back to back)"
     )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="each setting also runs auto+groups (two device groups side by side allowed): rows gain "
+        "vs_sequential_auto and auto_groups_vs_static, the summary their means",
+    )
     parser.add_argument("--smoke", action="store_true", help=f"a tiny run: {SMOKE}")
     parser.set_defaults(grid={})
     args = parser.parse_args()
     if args.smoke:
         vars(args).update(SMOKE)
     started = time.perf_counter()
-    rows = [] if args.skip_grid else paper_grid(**args.grid, device=args.device, packing=args.packing)
-    out = {"device": args.device, "packing": args.packing, "settings": rows, "summary": summary(rows) if rows else None}
+    grid = dict(device=args.device, packing=args.packing, side_by_side=args.side_by_side)
+    rows = [] if args.skip_grid else paper_grid(**args.grid, **grid)
+    out = {**grid, "settings": rows, "summary": summary(rows) if rows else None}
     out["calibration"] = report()  # the device model's fit: error on every logged point it used or held out
     out["calibration_h200"] = calibrate_h200.report()  # the H200 preset on the engine's own measured GPU steps
     out["grid_s"] = time.perf_counter() - started

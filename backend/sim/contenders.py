@@ -13,6 +13,7 @@ from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategie
 from hotswitch.backend.train.planning.boundaries import Shared
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
+from hotswitch.backend.train.planning.side_by_side import group_splits, placed, side_by_side_plan
 
 
 @dataclass(frozen=True)
@@ -106,15 +107,16 @@ def run_static(setup: Setup, strategy: Strategy | str) -> Contender:
     return run_plan(setup, HotSwitchPlan.of(strategy), str(strategy))
 
 
-def sim_candidates(setup: Setup) -> list[Strategy]:
+def sim_candidates(setup: Setup, world: int | None = None) -> list[Strategy]:
     """The trainer's ``auto`` candidates, and the tensor-parallel ones with sequence parallelism
     also with activation checkpointing: at 32K tokens the engine's activations (which keep the
     gathered input of every column-parallel linear) need it where the paper's system did not.
     Those and pure data parallelism also with selective recompute (``with_selective``: kept by
     ``auto`` where it lets a bucket fit). The trainer leaves these out to keep its search (and its
     profile) small; ``auto_plan`` takes them alike. With ``setup.context_parallel``, also the cp
-    layouts whose group spans the whole cluster (``planning.context.context_candidates``)."""
-    world = setup.cluster.world_size
+    layouts whose group spans the whole cluster (``planning.context.context_candidates``).
+    ``world``: the candidates over that many devices (a device group's) instead of every one."""
+    world = world or setup.cluster.world_size
     # cp serves the few longest documents, one at a time on the whole cluster (dp 1): the search
     # over every cp x dp layout takes minutes where this takes seconds
     candidates = [
@@ -157,6 +159,9 @@ def run_auto(
     setup.switches.estimate = True  # the search on switch-time bounds; the step reported as the setup says
     try:
         best, errors = _search(setup, candidates, queue, instantiations is None)
+        groups = _side_by_side(setup) if setup.side_by_side else None
+        if groups is not None and (best is None or groups[0] < best[0] - 1e-12):
+            best = groups
     finally:
         setup.switches.estimate = reported
     if best is None:
@@ -190,3 +195,26 @@ def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], gro
             if grow:
                 queue += [s for s in plan.strategies if s not in tried and cost.fits(s, setup.context)]
     return best, errors
+
+
+def group_candidates(setup: Setup) -> list[Strategy]:
+    """Device groups for ``auto`` to place side by side: for each split of ``group_splits``, the
+    candidates of the long sequences' group at rank 0 and of the rest's beside it."""
+    world, out = setup.cluster.world_size, []
+    for size in group_splits(world):
+        for first, devices in ((0, size), (size, world - size)):
+            for s in sim_candidates(setup, devices):
+                try:
+                    out.append(setup.check(placed(s, first)))
+                except ValueError:  # a layout the model does not split into on this cluster
+                    continue
+    return list(dict.fromkeys(out))
+
+
+def _side_by_side(setup: Setup) -> tuple | None:
+    """The fastest plan of two device groups side by side, as ``_search``'s best is: (predicted,
+    plan, cost, instantiation), the master weights data-parallel over every device."""
+    instantiation = Strategy(dp=setup.cluster.world_size)
+    cost = setup.cost_model(group_candidates(setup), instantiation)
+    found = side_by_side_plan(setup.lengths, cost, instantiation, setup.context)
+    return None if found is None else (found[1], found[0], cost, instantiation)

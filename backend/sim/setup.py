@@ -68,6 +68,7 @@ class Setup:
     context_parallel: bool = False
     latency_aware: bool = False  # ``auto``'s Pareto pruning also weighs one sequence's time alone
     packing: bool = False
+    side_by_side: bool = False  # ``auto`` also weighs two device groups trained side by side
     notices: list[str] = field(default_factory=list)
     config: ModelConfig = field(init=False)
     spec: DeviceSpec = field(init=False)

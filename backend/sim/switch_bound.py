@@ -26,7 +26,7 @@ def _overlap(a: int, of_a: int, b: int, of_b: int) -> float:
 def _parts(src: Strategy, dst: Strategy, rank: int, on_node: set[tuple[int, int]]) -> tuple[float, float, int]:
     """(fraction of its dst shard ``rank`` lacks that its server holds, that it does not, cells)."""
     p, t = dst.coords(rank).pp, dst.coords(rank).tp
-    sp, st = (src.coords(rank).pp, src.coords(rank).tp) if rank < src.world_size else (-1, -1)  # idle: owns nothing
+    sp, st = (src.coords(rank).pp, src.coords(rank).tp) if rank in src.ranks else (-1, -1)  # idle: owns nothing
     near, far, cells = 0.0, 0.0, 0
     for ps in range(src.pp):
         for ts in range(src.tp):
@@ -44,16 +44,16 @@ def bound_seconds(
     """Seconds to bring every ``dst`` rank its shard of ``total_bytes`` from ``src``'s layout.
     ``partial``: the destination is partial over its dp replicas (accumulated gradients): each
     region needs landing once among the replicas of its cell, the most local of them taking it."""
-    per_node, world = cluster.devices_per_node, dst.world_size
-    on_node: dict[int, set[tuple[int, int]]] = {rank // per_node: set() for rank in range(world)}
-    for rank in range(src.world_size):
+    per_node = cluster.devices_per_node
+    on_node: dict[int, set[tuple[int, int]]] = {rank // per_node: set() for rank in dst.ranks}
+    for rank in src.ranks:  # a device group's ranks, or every device
         p, t = src.coords(rank).pp, src.coords(rank).tp
         on_node.setdefault(rank // per_node, set()).add((p, t))
     shard = total_bytes / (dst.tp * dst.pp)
-    parts = {rank: _parts(src, dst, rank, on_node[rank // per_node]) for rank in range(world)}
+    parts = {rank: _parts(src, dst, rank, on_node[rank // per_node]) for rank in dst.ranks}
     if partial:  # per cell: the replica lacking least, its lack shared by the cell's replicas
         cells: dict[tuple[int, int], list[int]] = {}
-        for rank in range(world):
+        for rank in dst.ranks:
             p, t = dst.coords(rank).pp, dst.coords(rank).tp
             cells.setdefault((p, t), []).append(rank)
         for ranks in cells.values():

@@ -80,7 +80,7 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
         what, src, dst = key
         if what not in ("params", "grads") or src == dst or not {src, dst} <= self.strategies:
             raise KeyError(key)
-        if self.estimate and not (src.is_group or dst.is_group):  # the bound assumes layouts over every rank
+        if self.estimate:
             if key in self.estimates:  # a search asks for the same pairs many times
                 return self.estimates[key]
             shared: tuple = (

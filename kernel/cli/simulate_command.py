@@ -49,6 +49,12 @@ def add_parser(sub) -> None:
         "both autos then weigh one sequence's time alone too, as benchmarks/context.py does",
     )
     p.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="also 'auto+groups': auto weighing two device groups trained side by side (e.g. 'tp4@0-3' for the "
+        "longest documents beside 'dp4@4-7'), balanced by predicted compute",
+    )
+    p.add_argument(
         "--packing",
         action="store_true",
         help="our strategies pack micro-batches (documents back to back, attention per document) instead of "
@@ -118,6 +124,7 @@ def report(comparison) -> dict:
         "contenders": [c.summary() for c in comparison.contenders()],
         "notices": list(setup.notices),  # e.g. Ulysses asked where the heads do not split: ring runs
         "cp_speedup": comparison.cp_speedup,  # auto over auto+cp, with --context-parallel
+        "groups_speedup": comparison.groups_speedup,  # auto over auto+groups, with --side-by-side
     }
 
 
@@ -137,6 +144,8 @@ def _print_table(out: dict) -> None:
         print(f"{c['name']:<26}{step:>10}{predicted:>11}{memory:>10.1f}  {detail}")
     if out["cp_speedup"]:
         print(f"context parallelism: auto+cp is {out['cp_speedup']:.2f}x auto")
+    if out["groups_speedup"]:
+        print(f"device groups side by side: auto+groups is {out['groups_speedup']:.2f}x auto")
     for notice in out["notices"]:
         print(f"notice: {notice}")
 
@@ -160,7 +169,9 @@ def run(args) -> int:
         packing=args.packing,
     )
     contenders = _contenders(args)
-    comparison = compare(setup, args.model.lower(), plan, contenders, _progress, args.context_parallel)
+    comparison = compare(
+        setup, args.model.lower(), plan, contenders, _progress, args.context_parallel, args.side_by_side
+    )
     out = report(comparison)
     if args.json:
         print(json.dumps(out, indent=2))

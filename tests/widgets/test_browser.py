@@ -11,16 +11,15 @@ there is the live dashboard after the plan change (the README shows it).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from pathlib import Path
 
 import nbformat
-import psutil
 import pytest
 
 from tests.widgets.lab_server import lab_server
+from tests.widgets.page_waits import CAP_S, STALL_S, Progress, holds_within, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -90,81 +89,14 @@ def lab(tmp_path):
         yield server
 
 
-# Waits end when their condition holds. They fail only once nothing has progressed for STALL_S
-# (the ranks and the kernel idle, nothing new on the page), or once the test has run CAP_S in
-# all, before pytest's own limit, so that a failure prints what the job was doing: a busy machine
-# slows the test down, it never fails it.
-STALL_S = 180
-CAP_S = 800
-POLL_S = 0.25  # between checks of a condition on the page
-BUSY = 0.2  # a process spending more CPU than this share of the time works (idle threads poll)
-
-
-class Progress:
-    """CPU the kernel and the processes it launched spend, and the page's text: what moves
-    while work goes on."""
-
-    def __init__(self, page, lab):
-        self.page, self.lab = page, lab
-        self.started = time.monotonic()
-        self.seen = self._sample()
-
-    def _sample(self) -> tuple:
-        kernels = self.lab.kernels()
-        cpu = [0.0, 0.0]  # the kernels', the rest's
-        for process in self.lab.descendants():
-            with contextlib.suppress(psutil.Error):  # it ended meanwhile
-                cpu[process not in kernels] += sum(process.cpu_times()[:2])
-        return time.monotonic(), cpu, self.page.evaluate("document.body.innerText.length")
-
-    def look(self) -> None:
-        """Note the time if anything worked since it was last noted."""
-        now, cpu, text = sample = self._sample()
-        then, cpu_then, text_then = self.seen
-        if text != text_then or any((c - c0) > BUSY * (now - then) for c, c0 in zip(cpu, cpu_then)):
-            self.seen = sample
-
-    def idle_s(self) -> float:
-        return time.monotonic() - self.seen[0]
-
-
-def _wait_for(progress: Progress, script: str, what: str):
-    """Wait until ``script`` is truthy; fail saying ``what`` never happened once nothing has
-    progressed for ``STALL_S`` seconds (or the test has run ``CAP_S``)."""
-    started = time.monotonic()
-    while True:
-        if done := _holds_within(progress.page, script, 2.0):
-            print(f"{time.strftime('%H:%M:%S')} {what}: after {time.monotonic() - started:.0f} s")
-            return done
-        progress.look()
-        if progress.idle_s() > STALL_S:
-            raise AssertionError(f"{what} did not happen: nothing progressed for {progress.idle_s():.0f} s")
-        if time.monotonic() - progress.started > CAP_S:
-            raise AssertionError(f"{what} did not happen: the test ran {CAP_S} s")
-
-
-def _holds_within(page, script: str, seconds: float):
-    """``script``'s value once it is truthy within ``seconds``, else None. Each check is one
-    evaluation that waits its turn on the page: playwright's wait_for_function raced its own
-    timeout on a page busy redrawing, and under load it timed out for minutes while its
-    condition held."""
-    deadline = time.monotonic() + seconds
-    while True:
-        if value := page.evaluate(script):
-            return value
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(POLL_S)
-
-
 def _choose(progress, select, value: str, effect: str, what: str, tries: int = 3) -> None:
     """Pick ``value`` and wait for ``effect``; on a loaded machine the first pick can land
     before the widget view listens, so pick again (its change event fires each time) before failing."""
     for attempt in range(tries):
         select.select_option(value)
         if attempt == tries - 1:
-            _wait_for(progress, effect, what)
-        elif _holds_within(progress.page, effect, 30.0):
+            wait_for(progress, effect, what)
+        elif holds_within(progress.page, effect, 30.0):
             return
 
 
@@ -194,13 +126,13 @@ def _open_notebook(progress) -> None:
     page.wait_for_selector(".jp-Notebook", timeout=90_000)
     _accept_kernel_dialog(page)
     idle = "document.querySelector('.jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'"
-    _wait_for(progress, idle, "the hotswitch kernel starting")
+    wait_for(progress, idle, "the hotswitch kernel starting")
     assert page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.name") == "hotswitch"
 
 
 def _check_graph_view(progress, artifacts: Path) -> None:
     page = progress.page
-    _wait_for(progress, DRAWN % (GRAPH, 1), "the graph view drawing its nodes")
+    wait_for(progress, DRAWN % (GRAPH, 1), "the graph view drawing its nodes")
     assert page.evaluate(f"{PLOTS % GRAPH}.map(p => p.data.length)") == [9]  # edges + 8 node kinds
     select = page.locator(".jp-Cell").nth(GRAPH).locator(".widget-dropdown:has(label:text-is('strategy')) select")
     title = f"{PLOTS % GRAPH}[0].layout.title.text"
@@ -211,12 +143,12 @@ def _check_graph_view(progress, artifacts: Path) -> None:
 
 def _check_dashboard_is_live(progress) -> None:
     page = progress.page
-    _wait_for(progress, DRAWN % (TRAIN, 2), "the job's dashboard drawing its first training steps")
+    wait_for(progress, DRAWN % (TRAIN, 2), "the job's dashboard drawing its first training steps")
     assert page.evaluate(f"{PLOTS % TRAIN}.map(p => p.data.length)") == [4, 4]  # tokens/s, loss, marks, eval; 4 phases
     shown, steps = page.evaluate(POINTS % TRAIN), page.evaluate(STEP_SHOWN % TRAIN)
     more = max(3, HOT_SWITCH_STEPS - shown)
     advanced = f"{POINTS % TRAIN} >= {shown + more} && {STEP_SHOWN % TRAIN} >= {steps + more}"
-    _wait_for(progress, advanced, f"the dashboard plotting {more} more steps and counting them after step {steps}")
+    wait_for(progress, advanced, f"the dashboard plotting {more} more steps and counting them after step {steps}")
 
 
 def _switch_in_dashboard(progress) -> int:
@@ -225,7 +157,7 @@ def _switch_in_dashboard(progress) -> int:
     cell = page.locator(".jp-Cell").nth(TRAIN)
     select = cell.locator(".widget-dropdown:has(label:text-is('strategy')) select")
     offered = f"[...{CELL % TRAIN}.querySelectorAll('option')].some(o => o.value === '{TP4}')"
-    _wait_for(progress, offered, f"the dashboard offering {TP4}")
+    wait_for(progress, offered, f"the dashboard offering {TP4}")
     fixed = f"{OUTPUT % TRAIN}.includes('plan (fixed)') && {PLOTS % TRAIN}[0]?.data?.[2]?.x?.length === 1"
     _choose(progress, select, TP4, fixed, f"the dashboard showing the job's new plan and its mark after picking {TP4}")
     plan = cell.locator(".widget-html-content:has-text('plan (fixed)')").inner_text()
@@ -249,13 +181,13 @@ def _screenshot_live(page, cell: int, path: Path) -> None:
 
 def _stop_in_dashboard(progress) -> None:
     progress.page.locator(".jp-Cell").nth(TRAIN).locator("button:has-text('stop')").click()
-    _wait_for(progress, f"{PROGRESS % TRAIN}.includes('stopped')", "the dashboard showing the job stopped")
+    wait_for(progress, f"{PROGRESS % TRAIN}.includes('stopped')", "the dashboard showing the job stopped")
 
 
 def _check_job_in_kernel(progress) -> None:
     page, lab = progress.page, progress.lab
     page.evaluate(RUN_CELL, CHECK)
-    _wait_for(progress, f"{OUTPUT % CHECK}.includes('ranks left:')", "the check cell printing the job's state")
+    wait_for(progress, f"{OUTPUT % CHECK}.includes('ranks left:')", "the check cell printing the job's state")
     text = page.evaluate(OUTPUT % CHECK)
     assert "status: stopped" in text, text
     assert f"plan: fixed [['{TP4}', 0]]" in text, text
@@ -287,7 +219,7 @@ def test_live_job_dashboard_renders_redraws_and_obeys_its_controls(lab, tmp_path
             _check_dashboard_is_live(progress)
             switched_at = _switch_in_dashboard(progress)
             after = switched_at + TP4_STEPS
-            _wait_for(progress, f"{POINTS % TRAIN} >= {after}", f"steps under the new plan being drawn up to {after}")
+            wait_for(progress, f"{POINTS % TRAIN} >= {after}", f"steps under the new plan being drawn up to {after}")
             _screenshot_live(page, TRAIN, artifacts / "dashboard.png")
             _stop_in_dashboard(progress)
             _check_job_in_kernel(progress)

@@ -75,6 +75,7 @@ class Comparison:
     auto: Contender
     paper: dict[str, Contender] = field(default_factory=dict)  # sim.paper.baselines, by name
     auto_cp: Contender | None = None  # ``auto`` with the cp layouts too, where asked for
+    auto_groups: Contender | None = None  # ``auto`` also weighing device groups side by side, where asked for
 
     @property
     def cp_speedup(self) -> float | None:
@@ -83,12 +84,19 @@ class Comparison:
         return self.auto.step_s / cp.step_s if cp and cp.step_s and self.auto.step_s else None
 
     @property
+    def groups_speedup(self) -> float | None:
+        """``auto`` (sequential buckets) over ``auto+groups`` (None where either has no plan or
+        groups were not asked for)."""
+        groups = self.auto_groups
+        return self.auto.step_s / groups.step_s if groups and groups.step_s and self.auto.step_s else None
+
+    @property
     def best_static(self) -> Contender | None:
         fitting = [c for c in self.statics if c.step is not None]
         return min(fitting, key=step_seconds) if fitting else None
 
     def contenders(self) -> list[Contender]:
-        extra = [self.auto_cp] if self.auto_cp else []
+        extra = [c for c in (self.auto_cp, self.auto_groups) if c]
         return [*self.statics, *self.hot.values(), *self.paper.values(), self.auto, *extra]
 
     @property
@@ -107,10 +115,12 @@ def compare(
     baselines: tuple[str, ...] = PAPER_CONTENDERS,
     progress: Callable[[str, int, int], None] | None = None,
     context_parallel: bool = False,
+    side_by_side: bool = False,
 ) -> Comparison:
     """Simulate every contender of ``setup`` (the paper's c1/c2 when ``model_name`` and the GPU
     count are one of its settings; ``plan`` when given; the named paper ``baselines``; with
-    ``context_parallel``, ``auto+cp``: ``auto`` with the cp layouts too), calling
+    ``context_parallel``, ``auto+cp``: ``auto`` with the cp layouts too; with ``side_by_side``,
+    ``auto+groups``: ``auto`` also weighing two device groups side by side), calling
     ``progress(what, done, total)`` before each."""
     unknown = [n for n in baselines if n not in PAPER_CONTENDERS]
     if unknown:
@@ -120,7 +130,10 @@ def compare(
     layouts = static_strategies(setup, model_name)
     offers = {w: setups.hand_picked(model_name or setup.config.name, setup.cluster.world_size, w) for w in ("c1", "c2")}
     picked = {w: p for w, p in offers.items() if p is not None}
-    total, done = len(layouts) + len(picked) + (plan is not None) + len(baselines) + 1 + context_parallel, 0
+    total, done = (
+        len(layouts) + len(picked) + (plan is not None) + len(baselines) + 1 + context_parallel + side_by_side,
+        0,
+    )
     statics = []
     for s in layouts:
         progress(f"static {s}", done, total)
@@ -147,5 +160,9 @@ def compare(
     if context_parallel:
         progress("auto with cp", done + 1, total)
         auto_cp = replace(run_auto(replace(setup, context_parallel=True), seeds=seeds), name="auto+cp")
+    auto_groups = None
+    if side_by_side:
+        progress("auto with device groups", total - 1, total)
+        auto_groups = replace(run_auto(replace(setup, side_by_side=True), seeds=seeds), name="auto+groups")
     progress("done", total, total)
-    return Comparison(setup, statics, hot, auto, named, auto_cp)
+    return Comparison(setup, statics, hot, auto, named, auto_cp, auto_groups)

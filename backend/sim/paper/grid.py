@@ -15,15 +15,23 @@ CONTEXTS = (4096, 8192, 16384, 32768)
 
 
 def simulate_setting(
-    model: str, gpus: int, dataset: str, context: int, device: str = "A800", seed: int = 0, packing: bool = False
+    model: str,
+    gpus: int,
+    dataset: str,
+    context: int,
+    device: str = "A800",
+    seed: int = 0,
+    packing: bool = False,
+    side_by_side: bool = False,
 ) -> Comparison:
     """Every contender of one setting on one global batch of the paper's size; ``packing``: the
-    engine's own contenders (its statics, c1, ``auto``) pack their micro-batches."""
+    engine's own contenders (its statics, c1, ``auto``) pack their micro-batches; ``side_by_side``:
+    also ``auto+groups``."""
     if dataset not in SELECTABLE:  # before any work, whatever the lengths
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(SELECTABLE)}")
     lengths = batch_lengths(dataset, context, seed=seed)
     setup = Setup(model, gpus, context, lengths, device=device, packing=packing)
-    return compare(setup, model_name=model)
+    return compare(setup, model_name=model, side_by_side=side_by_side)
 
 
 def _speedup(slow: float | None, fast: float | None) -> float | None:
@@ -54,6 +62,21 @@ def row(comparison: Comparison, model: str, dataset: str) -> dict:
         "auto_vs_c1": _speedup(c1.step_s if c1 else None, auto.step_s),
         "statics_fitting": sum(c.step is not None for c in comparison.statics),
         **paper_baselines(comparison),
+        **side_by_side_figures(comparison, best_s),
+    }
+
+
+def side_by_side_figures(comparison: Comparison, best_s: float | None) -> dict:
+    """``auto+groups`` (device groups side by side allowed) against sequential-only ``auto`` and
+    the strong static, where it ran."""
+    groups = comparison.auto_groups
+    if groups is None:
+        return {}
+    return {
+        "auto_groups_s": groups.step_s,
+        "auto_groups_plan": str(groups.plan) if groups.plan else None,
+        "vs_sequential_auto": comparison.groups_speedup,
+        "auto_groups_vs_static": _speedup(best_s, groups.step_s),
     }
 
 
@@ -81,10 +104,15 @@ def paper_grid(
     contexts: Iterable[int] = CONTEXTS,
     device: str = "A800",
     packing: bool = False,
+    side_by_side: bool = False,
 ) -> list[dict]:
     """``row`` for every (model, GPUs) of the paper's c1 settings, dataset and context."""
     return [
-        row(simulate_setting(model, gpus, dataset, context, device, packing=packing), model, dataset)
+        row(
+            simulate_setting(model, gpus, dataset, context, device, packing=packing, side_by_side=side_by_side),
+            model,
+            dataset,
+        )
         for model, gpus in settings or setups.settings()
         for dataset in datasets
         for context in contexts
@@ -111,4 +139,20 @@ def summary(rows: list[dict]) -> dict:
         "commoncrawl_speedup_by_context": {k: [x for _, x in sorted(v)] for k, v in growing.items()},
         "commoncrawl_gains_more_at_the_longest_context": {k: max(v)[1] > min(v)[1] for k, v in growing.items()},
         "paper": paper_block(rows),
+        **side_by_side_summary(rows),
+    }
+
+
+def side_by_side_summary(rows: list[dict]) -> dict:
+    """Over a grid run with ``side_by_side``: ``auto+groups`` against sequential ``auto`` and the
+    strong static, mean and extremes (nothing without it)."""
+    vs_auto = [r["vs_sequential_auto"] for r in rows if r.get("vs_sequential_auto")]
+    vs_static = [r["auto_groups_vs_static"] for r in rows if r.get("auto_groups_vs_static")]
+    if not vs_auto:
+        return {}
+    return {
+        "vs_sequential_auto_mean": sum(vs_auto) / len(vs_auto),
+        "vs_sequential_auto_range": [min(vs_auto), max(vs_auto)],
+        "auto_groups_vs_static_mean": sum(vs_static) / len(vs_static) if vs_static else None,
+        "groups_chosen": sum(1 for r in rows if "@" in (r.get("auto_groups_plan") or "")),
     }

@@ -56,6 +56,20 @@ def test_context_parallel_adds_auto_with_cp_beside_auto_at_128k(capsys):
     assert "dp1cp4tp4pp1spckpt(L>8192) | dp4tp4pp1sp(L>0)" in text and "auto+cp" not in text
 
 
+def test_side_by_side_adds_auto_with_device_groups_and_prices_a_plan_of_groups(capsys):
+    args = ["simulate", "--gpus", "8", "--context", "16384", "--dataset", "commoncrawl", "--batch", "64"]
+    assert main([*args, "--contenders", "none", "--side-by-side", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_name = {c["name"]: c for c in out["contenders"]}
+    auto, groups = by_name["auto"], by_name["auto+groups"]
+    assert out["groups_speedup"] == pytest.approx(auto["step_s"] / groups["step_s"])
+    # it weighs sequential plans too: the fitted costs choose, so it is never predicted slower
+    assert groups["predicted_s"] <= auto["predicted_s"] * (1 + 1e-9)
+    assert main([*args, "--contenders", "none", "--plan", "tp4@0-3:4096,dp2tp2@4-7:0"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("plan "))
+    assert "dp1tp4pp1@0-3(L>4096) | dp2tp2pp1@4-7(L>0)" in row and row.split()[1].endswith("s"), row
+
+
 def test_plans_parse_as_a_strategy_or_buckets():
     assert str(parse_plan("dp8")) == "dp8tp1pp1(L>0)"
     assert str(parse_plan("tp8sp:1024, dp8:0")) == "dp1tp8pp1sp(L>1024) | dp8tp1pp1(L>0)"
