@@ -217,6 +217,11 @@ def at_paper_scale(nb) -> None:
     cp = shown(nb, "context-parallel")
     assert float(_one(r"^auto with cp\s+(\S+) s", cp)) <= float(_one(r"^auto without cp\s+(\S+) s", cp)), cp
 
+    groups = shown(nb, "side-by-side")
+    sequential = float(_one(r"^auto, sequential buckets\s+(\S+) s", groups))
+    side_s, plan = _one(r"^auto with device groups\s+(\S+) s: (.*)  \(", groups)
+    assert "@0-" in plan and float(side_s) <= sequential, groups  # here groups win, on the device model too
+
 
 def warm_ranks(nb) -> None:
     first, second = shown(nb, "first"), shown(nb, "second")
