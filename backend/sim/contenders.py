@@ -13,7 +13,7 @@ from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategie
 from hotswitch.backend.train.planning.boundaries import Shared
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
-from hotswitch.backend.train.planning.side_by_side import group_splits, placed, side_by_side_plan
+from hotswitch.backend.train.planning.side_by_side import group_splits, mixed_plan, placed, side_by_side_plan
 
 
 @dataclass(frozen=True)
@@ -159,9 +159,9 @@ def run_auto(
     setup.switches.estimate = True  # the search on switch-time bounds; the step reported as the setup says
     try:
         best, errors = _search(setup, candidates, queue, instantiations is None)
-        groups = _side_by_side(setup) if setup.side_by_side else None
-        if groups is not None and (best is None or groups[0] < best[0] - 1e-12):
-            best = groups
+        for groups in _side_by_side(setup, best) if setup.side_by_side else []:
+            if best is None or groups[0] < best[0] - 1e-12:
+                best = groups
     finally:
         setup.switches.estimate = reported
     if best is None:
@@ -211,10 +211,20 @@ def group_candidates(setup: Setup) -> list[Strategy]:
     return list(dict.fromkeys(out))
 
 
-def _side_by_side(setup: Setup) -> tuple | None:
-    """The fastest plan of two device groups side by side, as ``_search``'s best is: (predicted,
-    plan, cost, instantiation), the master weights data-parallel over every device."""
+def _side_by_side(setup: Setup, sequential: tuple | None) -> list[tuple]:
+    """Plans with device groups side by side, as ``_search``'s best is: (predicted, plan, cost,
+    instantiation): two groups alone (the master weights data-parallel over every device), and
+    the ``sequential`` best's longest bucket followed by two groups (its instantiation kept)."""
+    groups, found = group_candidates(setup), []
     instantiation = Strategy(dp=setup.cluster.world_size)
-    cost = setup.cost_model(group_candidates(setup), instantiation)
-    found = side_by_side_plan(setup.lengths, cost, instantiation, setup.context)
-    return None if found is None else (found[1], found[0], cost, instantiation)
+    cost = setup.cost_model(groups, instantiation)
+    alone = side_by_side_plan(setup.lengths, cost, instantiation, setup.context)
+    if alone is not None:
+        found.append((alone[1], alone[0], cost, instantiation))
+    if sequential is not None and len(sequential[1].buckets) > 1:
+        first, instantiation = sequential[1].buckets[0], sequential[3]
+        cost = setup.cost_model([*groups, first.strategy], instantiation)
+        mixed = mixed_plan(setup.lengths, cost, instantiation, setup.context, first)
+        if mixed is not None:
+            found.append((mixed[1], mixed[0], cost, instantiation))
+    return found

@@ -6,7 +6,9 @@ their predicted compute (``CostModel.group_s``: attention's quadratic term inclu
 tokens: raising the bound moves sequences from the long group to the short one, so one group's
 seconds fall as the other's rise, and a bisection finds where they cross. Among the pairs of
 strategies (each split of the world, each pair of the cost model's groups on its two sides),
-the least predicted step wins, switches and syncs included (``CostModel.step_s``).
+the least predicted step wins, switches and syncs included (``CostModel.step_s``). A mixture
+keeps a sequential bucket over every device for the longest sequences and puts the groups
+after it (``mixed_plan``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.auto import pareto
 from hotswitch.backend.train.planning.cost import CostModel
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.dispatch import Bucket, HotSwitchPlan
 
 
 def group_splits(world: int) -> list[int]:
@@ -74,6 +76,21 @@ def side_by_side_plan(
         if best is None or predicted < best[0] - 1e-12:
             best = (predicted, plan)
     return None if best is None else (best[1], best[0])
+
+
+def mixed_plan(
+    lengths: Sequence[int], cost: CostModel, instantiation: Strategy, max_len: int, first: Bucket
+) -> tuple[HotSwitchPlan, float] | None:
+    """A mixture: the bucket ``first`` (a strategy over every device, e.g. the best sequential
+    plan's longest bucket) trains the sequences above its bound, then two groups side by side
+    (``side_by_side_plan``) the rest; with its predicted step. None where no pair holds the rest."""
+    rest = [n for n in lengths if n <= first.above]
+    found = side_by_side_plan(rest, cost, instantiation, first.above) if rest else None
+    if found is None or first.strategy.is_group:
+        return None
+    groups = [(b.strategy, b.above) for b in found[0].buckets]
+    plan = HotSwitchPlan.of([(first.strategy, first.above), *groups])
+    return plan, cost.step_s(plan, lengths, instantiation)
 
 
 def balanced_bound(ordered: list[int], cost: CostModel, long: Strategy, short: Strategy, max_len: int) -> int | None:

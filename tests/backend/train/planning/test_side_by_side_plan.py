@@ -10,7 +10,13 @@ from hotswitch.backend.sim.datasets import batch_lengths
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
-from hotswitch.backend.train.planning.side_by_side import balanced_bound, group_pairs, group_splits, side_by_side_plan
+from hotswitch.backend.train.planning.side_by_side import (
+    balanced_bound,
+    group_pairs,
+    group_splits,
+    mixed_plan,
+    side_by_side_plan,
+)
 
 CONTEXT = 16384
 LENGTHS = batch_lengths("commoncrawl", CONTEXT, size=128)
@@ -72,3 +78,17 @@ def test_no_pair_holds_the_context_then_there_is_no_plan():
     setup = Setup("7b", 2, CONTEXT, LENGTHS, planned_switches=False)  # one device cannot hold 7B at 16K
     cost = setup.cost_model(group_candidates(setup), Strategy(dp=2))
     assert side_by_side_plan(LENGTHS, cost, Strategy(dp=2), CONTEXT) is None
+
+
+def test_a_mixture_keeps_a_sequential_bucket_for_the_longest_and_groups_for_the_rest():
+    setup = Setup("7b", 8, CONTEXT, LENGTHS, planned_switches=False)
+    tp8 = Strategy.parse("tp8sp")
+    cost = setup.cost_model([*group_candidates(setup), tp8], tp8)
+    first = HotSwitchPlan.of([(tp8, 8192), ("dp8", 0)]).buckets[0]
+    plan, predicted = mixed_plan(LENGTHS, cost, tp8, CONTEXT, first)
+    assert plan.buckets[0] == first and [s.is_group for s in plan.strategies] == [False, True, True]
+    assert plan.buckets[1].above < 8192, "the groups share the sequences up to the bucket's bound"
+    assert predicted == pytest.approx(cost.step_s(plan, LENGTHS, tp8))
+    rest = [n for n in LENGTHS if n <= 8192]
+    groups, _ = side_by_side_plan(rest, cost, tp8, 8192)
+    assert [b.strategy for b in plan.buckets[1:]] == list(groups.strategies), "the best pair for the rest"
