@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import sys
@@ -94,5 +95,9 @@ def trace(model: nn.Module, batch: int = 2, seq: int = 16) -> torch.fx.GraphModu
     return module
 
 
+@functools.lru_cache(maxsize=8)
 def trace_config(config: ModelConfig, batch: int = 2, seq: int = 16) -> torch.fx.GraphModule:
+    """The model of ``config`` traced on meta tensors, once per process: about a second of CPU
+    that every engine built and every change of its strategies would otherwise spend again. The
+    graph is read, never changed (``LogicalGraph`` builds its own nodes from it)."""
     return trace(build_model(config, device="meta"), batch, min(seq, config.max_seq_len))

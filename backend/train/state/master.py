@@ -4,6 +4,7 @@ this is the one place weights change."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -238,11 +239,14 @@ class Master:
         return self._gather(self.grads)
 
     def _gather(self, buffer: FlatBuffer) -> dict[str, torch.Tensor]:
-        out = {}
-        for name, p in self.state.layout.items():
-            full = torch.zeros(p.shape, dtype=buffer.flat.dtype, device=buffer.flat.device)
-            if name in buffer.views and self._counts_once(name):  # one copy of every element
+        """Every tensor whole on every rank: each rank writes its elements (one copy of each)
+        into one flat buffer of all the tensors, summed over the ranks in one collective."""
+        layout = self.state.layout
+        sizes = [math.prod(p.shape) for p in layout.values()]
+        flat = torch.zeros(sum(sizes), dtype=buffer.flat.dtype, device=buffer.flat.device)
+        fulls = dict(zip(layout, (v.view(p.shape) for v, p in zip(flat.split(sizes), layout.values()))))
+        for name, full in fulls.items():
+            if name in buffer.views and self._counts_once(name):
                 full[buffer.boxes[name].slices()] = buffer.views[name]
-            dist.all_reduce(full)
-            out[name] = full.cpu()
-        return out
+        dist.all_reduce(flat)
+        return {name: full.cpu() for name, full in fulls.items()}
