@@ -14,11 +14,16 @@ def stream():
     return BatchStream(stdlib_documents(), BATCH, MAX_LEN, seed=SEED)
 
 
-def reference_run(steps: int):
+def reference_runs(steps: int, short: int):
+    """One one-device run: (losses, parameters) after ``short`` steps and after ``steps``."""
     trainer = ReferenceTrainer(get_config(MODEL), OptimizerConfig(), SEED, BUDGET)
     batches = stream()
-    losses = [trainer.step(batches.next_batch()) for _ in range(steps)]
-    return losses, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    losses, noted = [], []
+    for step in range(1, steps + 1):
+        losses.append(trainer.step(batches.next_batch()))
+        if step in (short, steps):
+            noted.append((list(losses), {n: p.detach().clone() for n, p in trainer.model.named_parameters()}))
+    return noted[0], noted[-1]
 
 
 def hot_switch_run(rank: int, world: int, steps: int, spec, schedule: str = "1f1b"):
