@@ -85,8 +85,10 @@ def mixed_plan(
     plan's longest bucket) trains the sequences above its bound, then two groups side by side
     (``side_by_side_plan``) the rest; with its predicted step. None where no pair holds the rest."""
     rest = [n for n in lengths if n <= first.above]
-    found = side_by_side_plan(rest, cost, instantiation, first.above) if rest else None
-    if found is None or first.strategy.is_group:
+    if first.strategy.is_group or not rest:
+        return None
+    found = side_by_side_plan(rest, cost, instantiation, first.above)
+    if found is None:
         return None
     groups = [(b.strategy, b.above) for b in found[0].buckets]
     plan = HotSwitchPlan.of([(first.strategy, first.above), *groups])
