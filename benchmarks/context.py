@@ -10,7 +10,10 @@ holds it, without cp and with it (``longest_alone_s``, ``longest_alone_cp_s``): 
 shorten, against what the step gains.
 The output: the ``cells`` (each with both arms' ``auto_s`` and ``auto_cp_s``, the ``speedup`` and
 ``meets_goal``), the ``summary`` (``long_cells_meeting_1_3x``, ``short_never_slower``), the ring's
-fitted split cost (``ring_split``) and the grid's seconds (``grid_s``).
+fitted split cost (``ring_split``) and the grid's seconds (``grid_s``). ``--side-by-side``: a
+third arm per cell, ``auto`` with cp and device groups side by side; cells gain ``auto_groups_s``,
+``vs_sequential_auto`` (over ``auto`` with cp) and ``groups_speedup`` (over ``auto`` without cp),
+the summary ``long_vs_sequential_auto_mean`` and ``long_cells_meeting_1_3x_with_groups``.
 Progress on stderr; ``--quick``: 7B on 8 and 32 GPUs at 32K, 64K and 128K only; ``--smoke``: one
 cell (7B on 8 GPUs, CommonCrawl, 4K), what the output's ``smoke`` says.
 
@@ -54,6 +57,12 @@ def main() -> None:
     parser.add_argument("--contexts", help="comma-separated contexts in tokens (default: 64K, 128K, then 4K-32K)")
     parser.add_argument("--seed", type=int, default=0, help="the batches' seed")
     parser.add_argument("--out", help="also write the JSON here after every cell (a long run's partial result)")
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="a third arm per cell: auto with cp and device groups side by side (cells gain auto_groups_s, "
+        "vs_sequential_auto, groups_speedup)",
+    )
     parser.add_argument("--smoke", action="store_true", help=f"one cell, in seconds: {SMOKE}")
     args = parser.parse_args()
     settings = (("7b", 8), ("7b", 32)) if args.quick else SETTINGS
@@ -68,7 +77,12 @@ def main() -> None:
         cell = f"{row['model']}/{row['gpus']}/{row['dataset']}/{row['context'] // 1024}K"
         print(
             f"[{done}/{total} {elapsed:5.0f}s] {cell}: {row['auto_s'] or 0:.2f}s -> {row['auto_cp_s'] or 0:.2f}s "
-            f"({row['speedup'] or 0:.2f}x) {row['auto_cp_plan']}",
+            f"({row['speedup'] or 0:.2f}x) {row['auto_cp_plan']}"
+            + (
+                f"; with groups {row['auto_groups_s'] or 0:.2f}s {row['auto_groups_plan']}"
+                if "auto_groups_s" in row
+                else ""
+            ),
             file=sys.stderr,
             flush=True,
         )
@@ -80,7 +94,7 @@ def main() -> None:
         summary = context_summary(rows)
         return {"device": args.device, "done": f"{done}/{total}", "summary": summary, "cells": rows}
 
-    context_grid(**grid, device=args.device, progress=progress, seed=args.seed)
+    context_grid(**grid, device=args.device, progress=progress, seed=args.seed, side_by_side=args.side_by_side)
     out = result(rows, len(rows), len(rows))
     if args.smoke:
         out["smoke"] = SMOKE

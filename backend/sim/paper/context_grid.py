@@ -15,6 +15,7 @@ long is the datasets' tail assumption (``sim.datasets``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.sim.contenders import Contender, run_auto, sim_candidates
@@ -64,10 +65,18 @@ def longest_alone(setup: Setup, instantiation: Strategy | None) -> tuple[float |
 
 
 def context_row(
-    model: str, gpus: int, dataset: str, context: int, device: str = "A800", quick: bool = False, seed: int = 0
+    model: str,
+    gpus: int,
+    dataset: str,
+    context: int,
+    device: str = "A800",
+    quick: bool = False,
+    seed: int = 0,
+    side_by_side: bool = False,
 ) -> dict:
     """One cell: both arms' step time and plan, the speedup and whether it meets its goal.
-    ``quick``: each arm searches from the trainer's instantiation only; ``seed``: the batch's."""
+    ``quick``: each arm searches from the trainer's instantiation only; ``seed``: the batch's;
+    ``side_by_side``: also a third arm, ``auto`` with cp and device groups (``groups_arm``)."""
     plain = context_setup(model, gpus, dataset, context, False, device, seed)
     without = _auto(plain, quick)
     setup = context_setup(model, gpus, dataset, context, True, device, seed)
@@ -98,6 +107,24 @@ def context_row(
         "goal": goal,
         "meets_goal": speedup is not None and speedup >= goal - 1e-9,
         "why": without.why or with_cp.why or None,
+        **(groups_arm(setup, quick, without, with_cp) if side_by_side else {}),
+    }
+
+
+def groups_arm(setup: Setup, quick: bool, without: Contender, with_cp: Contender) -> dict:
+    """``auto`` with the cp layouts and device groups side by side (two groups, or the best
+    sequential plan's longest bucket then two): against sequential ``auto`` with cp
+    (``vs_sequential_auto``) and against ``auto`` without cp (``groups_speedup``)."""
+    groups = _auto(replace(setup, side_by_side=True), quick)
+
+    def over(other: Contender) -> float | None:
+        return other.step_s / groups.step_s if other.step_s and groups.step_s else None
+
+    return {
+        "auto_groups_s": groups.step_s,
+        "auto_groups_plan": _plan(groups),
+        "vs_sequential_auto": over(with_cp),
+        "groups_speedup": over(without),
     }
 
 
@@ -108,13 +135,14 @@ def context_grid(
     device: str = "A800",
     progress: Callable[[dict, int, int], None] | None = None,
     seed: int = 0,
+    side_by_side: bool = False,
 ) -> list[dict]:
     """``context_row`` for every cell, calling ``progress(row, done, total)`` after each; cells go
     context by context in the order given (the long ones first, if given first)."""
     cells = [(m, g, d, c) for c in contexts for m, g in settings for d in datasets]
     rows = []
     for model, gpus, dataset, context in cells:
-        rows.append(context_row(model, gpus, dataset, context, device, seed=seed))
+        rows.append(context_row(model, gpus, dataset, context, device, seed=seed, side_by_side=side_by_side))
         if progress:
             progress(rows[-1], len(rows), len(cells))
     return rows
@@ -141,4 +169,18 @@ def context_summary(rows: list[dict]) -> dict:
         "short_slowest": min((r["speedup"] for r in short if r["speedup"]), default=None),
         "cells_using_cp": sum(r["uses_cp"] for r in rows),
         "long_longest_alone_gain": [min(gains, default=None), max(gains, default=None)],
+        **groups_summary(long),
+    }
+
+
+def groups_summary(long: list[dict]) -> dict:
+    """At 64K and beyond, with the groups arm: its gain over sequential ``auto`` with cp, and
+    the cells where it reaches the 1.3x goal over ``auto`` without cp (nothing without the arm)."""
+    vs_auto = [r["vs_sequential_auto"] for r in long if r.get("vs_sequential_auto")]
+    if not vs_auto:
+        return {}
+    return {
+        "long_vs_sequential_auto_mean": sum(vs_auto) / len(vs_auto),
+        "long_vs_sequential_auto_range": [min(vs_auto), max(vs_auto)],
+        "long_cells_meeting_1_3x_with_groups": sum((r.get("groups_speedup") or 0) >= GOAL_LONG - 1e-9 for r in long),
     }

@@ -82,3 +82,13 @@ def test_the_longest_document_alone_takes_the_fastest_layout_that_holds_it():
     cp_seconds, cp_layout = longest_alone(with_cp, instantiation)
     assert Strategy.parse(cp_layout).cp > 1 and cp_seconds < seconds  # more candidates, and one splits it better
     assert longest_alone(plain, None) == (None, None)  # an arm that found no plan
+
+
+def test_the_groups_arm_weighs_device_groups_beside_cp_against_both_arms():
+    from hotswitch.backend.sim.paper.context_grid import context_row
+
+    row = context_row("7b", 8, "commoncrawl", 16384, quick=True, side_by_side=True)
+    assert row["auto_groups_s"] > 0 and row["auto_groups_plan"]
+    assert row["vs_sequential_auto"] == pytest.approx(row["auto_cp_s"] / row["auto_groups_s"])
+    assert row["groups_speedup"] == pytest.approx(row["auto_s"] / row["auto_groups_s"])
+    assert "auto_groups_s" not in context_row("7b", 8, "commoncrawl", 4096, quick=True)  # only when asked
