@@ -20,6 +20,7 @@ from dataclasses import replace
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.sim.contenders import Contender, run_auto, sim_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
+from hotswitch.backend.sim.paper.grid import versus_sequential_auto
 from hotswitch.backend.sim.setup import LONG_CONTEXT, Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import instantiation_strategy
@@ -176,11 +177,10 @@ def context_summary(rows: list[dict]) -> dict:
 def groups_summary(long: list[dict]) -> dict:
     """At 64K and beyond, with the groups arm: its gain over sequential ``auto`` with cp, and
     the cells where it reaches the 1.3x goal over ``auto`` without cp (nothing without the arm)."""
-    vs_auto = [r["vs_sequential_auto"] for r in long if r.get("vs_sequential_auto")]
-    if not vs_auto:
+    versus = versus_sequential_auto(long)
+    if not versus:
         return {}
     return {
-        "long_vs_sequential_auto_mean": sum(vs_auto) / len(vs_auto),
-        "long_vs_sequential_auto_range": [min(vs_auto), max(vs_auto)],
+        **{f"long_{key}": value for key, value in versus.items()},
         "long_cells_meeting_1_3x_with_groups": sum((r.get("groups_speedup") or 0) >= GOAL_LONG - 1e-9 for r in long),
     }

@@ -146,13 +146,24 @@ def summary(rows: list[dict]) -> dict:
 def side_by_side_summary(rows: list[dict]) -> dict:
     """Over a grid run with ``side_by_side``: ``auto+groups`` against sequential ``auto`` and the
     strong static, mean and extremes (nothing without it)."""
-    vs_auto = [r["vs_sequential_auto"] for r in rows if r.get("vs_sequential_auto")]
     vs_static = [r["auto_groups_vs_static"] for r in rows if r.get("auto_groups_vs_static")]
+    versus = versus_sequential_auto(rows)
+    if not versus:
+        return {}
+    return {
+        **versus,
+        "auto_groups_vs_static_mean": sum(vs_static) / len(vs_static) if vs_static else None,
+        "groups_chosen": sum(1 for r in rows if "@" in (r.get("auto_groups_plan") or "")),
+    }
+
+
+def versus_sequential_auto(rows: list[dict]) -> dict:
+    """Mean and range of the rows' ``vs_sequential_auto`` (``auto`` with device groups over
+    sequential ``auto``); nothing where no row has it. The paper grid's and the context grid's."""
+    vs_auto = [r["vs_sequential_auto"] for r in rows if r.get("vs_sequential_auto")]
     if not vs_auto:
         return {}
     return {
         "vs_sequential_auto_mean": sum(vs_auto) / len(vs_auto),
         "vs_sequential_auto_range": [min(vs_auto), max(vs_auto)],
-        "auto_groups_vs_static_mean": sum(vs_static) / len(vs_static) if vs_static else None,
-        "groups_chosen": sum(1 for r in rows if "@" in (r.get("auto_groups_plan") or "")),
     }
