@@ -1,11 +1,22 @@
 import atexit
+import compileall
 import fcntl
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+# Hundreds of processes the tests start (ranks, kernels, agents, command lines) import the
+# project's modules afresh. Where PYTHONDONTWRITEBYTECODE is set, as on CI, an editable install's
+# sources are compiled again by every one of them (about 0.5 s of CPU each); compiled once here
+# (under a second), before pytest-xdist starts its workers, they are read by all.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    ROOT = Path(__file__).resolve().parents[1]
+    for folder in ("backend", "kernel", "widgets", "tests", "benchmarks"):
+        compileall.compile_dir(ROOT / folder, quiet=1, workers=0)
 
 # CI must not flake: the same examples every run (plus hypothesis' explicit database-free search).
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)

@@ -10,6 +10,11 @@ from collections.abc import Iterable
 from html import escape
 
 import ipywidgets as widgets
+
+# imported whole before plotly is used: plotly looks numpy up in sys.modules without importing it,
+# and in a kernel a job's thread may be importing numpy (with torch) at that moment, so plotly
+# would see the module half made ("partially initialized module 'numpy'"); an import waits for it
+import numpy  # noqa: F401
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 

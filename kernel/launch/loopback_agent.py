@@ -4,7 +4,8 @@
 torchrun's TCPStore servers (the c10d rendezvous store and the store its workers meet in) bind
 every interface, whatever host the endpoint names, so a local job would be reachable from the
 network. Here every store server whose host is a loopback name listens on a socket bound to
-127.0.0.1 (handed to TCPStore as ``master_listen_fd``); then torchrun's own ``main`` runs.
+127.0.0.1 (handed to TCPStore as ``master_listen_fd``); then torchrun's own ``main`` runs, its
+ranks forked from this process (``forked_ranks``) rather than started afresh.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import socket
 import sys
 from pathlib import Path
+
+from hotswitch.kernel.launch import forked_ranks
 
 LOOPBACK = ("127.0.0.1", "localhost")
 ENV_AGENT_EXIT = "HOTSWITCH_AGENT_EXIT"  # where the agent writes its exit status
@@ -61,6 +64,7 @@ def main() -> None:
     if sys.argv[1:3] != TORCHRUN:
         raise SystemExit(f"usage: python -m {__spec__.name} -m torch.distributed.run TORCHRUN_ARGS")
     keep_stores_on_loopback()
+    forked_ranks.install()
     status = 1
     try:
         torchrun_main(sys.argv[3:])

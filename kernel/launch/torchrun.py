@@ -165,6 +165,7 @@ class TorchrunLaunch:
         self._process.poll()
 
     def alive_pids(self) -> list[int]:
+        self._refresh()  # a rank forked since the last poll counts too
         return [p.pid for p in self._alive()]
 
     def agent_output(self) -> str:

@@ -14,6 +14,8 @@ import psutil
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
+from hotswitch.kernel.launch.forked_ranks import RANK_PROCESS_NAME
+
 TRAIN_BODY = """
 import time
 import torch.distributed as dist
@@ -152,6 +154,21 @@ def hotswitch_json(argv: list[str], cwd: Path, timeout: float) -> dict:
     done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
+
+
+def is_rank(process: psutil.Process) -> bool:
+    """A live training rank: forked from its torchrun agent (named ``hotswitch-rank``; its command
+    line is the agent's) or started afresh as ``python -m hotswitch.kernel.worker``. Not the agent,
+    whose command line names the worker module too."""
+    try:
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        cmdline = " ".join(process.cmdline())
+        return "hotswitch.kernel.worker" in cmdline and (
+            process.name() == RANK_PROCESS_NAME or "torch.distributed.run" not in cmdline
+        )
+    except psutil.Error:  # it ended meanwhile
+        return False
 
 
 def processes_mentioning(text: str) -> list[psutil.Process]:

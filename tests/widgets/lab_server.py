@@ -20,7 +20,8 @@ from pathlib import Path
 
 import psutil
 
-from hotswitch.kernel.launch.launcher import rank_log
+from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
+from tests.kernel.kernel_session import is_rank
 
 START_TIMEOUT_S = 90
 STOP_GRACE_S = 20
@@ -52,29 +53,21 @@ class LabServer:
             return []
 
     def ranks(self) -> list[psutil.Process]:
-        """The training ranks still alive (not the torchrun agent, whose command line names the worker too)."""
-        found = []
-        for p in self.descendants():
-            try:
-                cmdline = " ".join(p.cmdline())
-                alive = p.status() != psutil.STATUS_ZOMBIE
-            except psutil.Error:
-                continue
-            if alive and "hotswitch.kernel.worker" in cmdline and "torch.distributed.run" not in cmdline:
-                found.append(p)
-        return found
+        """The training ranks still alive (not the torchrun agent)."""
+        return [p for p in self.descendants() if is_rank(p)]
 
     def rank_stacks(self, chars: int = 4000) -> str:
         """Every live rank's stacks (SIGUSR1: the worker writes them to its log) and its log's tail:
         what a job that stopped moving waits on."""
-        out = []
-        for rank in self.ranks():
+        out, ranks = [], self.ranks()
+        logs = set()
+        for rank in ranks:
             with suppress(psutil.Error, OSError, KeyError, ValueError):
-                env = rank.environ()
+                logs.add(Path(rank.environ()[ENV_LOG_DIR]))  # the job's: a forked rank has its agent's environment
                 rank.send_signal(signal.SIGUSR1)
-                time.sleep(1.0)
-                log = rank_log(Path(env["HOTSWITCH_LOG_DIR"]), int(env["RANK"]))
-                out.append(f"--- rank {env['RANK']} (pid {rank.pid}) ---\n{log.read_text(errors='replace')[-chars:]}")
+        time.sleep(1.0 if ranks else 0.0)
+        for log in sorted(path for folder in logs for path in folder.glob("rank-*.log")):  # launcher.rank_log
+            out.append(f"--- {log.name} ---\n{log.read_text(errors='replace')[-chars:]}")
         return "\n".join(out) or "no live ranks"
 
     def log_tail(self, chars: int = 3000) -> str:

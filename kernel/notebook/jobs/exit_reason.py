@@ -1,10 +1,12 @@
 """Why a launch ended, in words: signal names instead of negative exit codes, and the rank that
 stopped first before the ranks that failed because it did.
 
-The order of events comes from torchrun, the agent every launcher runs on each node: its error
-report numbers the failures it saw in the order it saw them (``[0]`` is its "first observed
-failure"), each with the second it saw it. The channel adds which ranks ended with a word (a
-"finished" or an error) and which stopped without one (killed, crashed, or torn down).
+The order of events comes from torchrun, the agent every launcher runs on each node. Where it
+forks its ranks (``launch/forked_ranks.py``), the agent says the moment each rank ends, to the
+microsecond. Otherwise its error report numbers the failures it saw in the order it saw them
+(``[0]`` is its "first observed failure"), each with the second it saw it: ranks that end
+within one of its polls look simultaneous there. The channel adds which ranks ended with a word
+(a "finished" or an error) and which stopped without one (killed, crashed, or torn down).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import re
 import signal
 from collections.abc import Collection
 from typing import NamedTuple
+
+from hotswitch.kernel.launch.forked_ranks import ENDED_MARK
 
 # One failure of torchrun's ChildFailedError report (each node's agent prints one):
 #   [1]:
@@ -25,6 +29,8 @@ _RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank", re.M)
 _TIME = re.compile(r"^\s*time\s*:\s*(\S+)", re.M)
 # The same without the numbering (older torchrun): "rank : 1 (local_rank: 1)" ... "exitcode : -9".
 _FAILED_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank.*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
+# What an agent that forked its ranks says as each ends (forked_ranks.ended_line).
+_ENDED = re.compile(rf"^{ENDED_MARK} rank (\d+) ended at ([\d.]+), exit code (-?\d+)$", re.M)
 
 
 class RankExit(NamedTuple):
@@ -45,9 +51,13 @@ def exit_code_in_words(code: int) -> str:
 
 
 def observed_exits(agent_output: str) -> list[RankExit]:
-    """The failed ranks torchrun reported in ``agent_output``, in the order its agents saw them
-    end: by the second each was seen, then by each agent's own numbering (ties across nodes keep
-    the order of the output). Without numbered reports, the order of the output."""
+    """The failed ranks in ``agent_output``, in the order they ended: by the time the agents saw
+    each end (their own lines where they forked the ranks; else torchrun's report: by the second
+    each was seen, then by each agent's own numbering, ties across nodes keeping the order of
+    the output; without numbered reports, the order of the output)."""
+    ended = sorted((float(at), int(rank), int(code)) for rank, at, code in _ENDED.findall(agent_output))
+    if ended:
+        return [RankExit(rank, code) for _, rank, code in ended if code != 0]
     seen = []
     for match in _REPORTED.finditer(agent_output):
         rank, time = _RANK.search(match.group(2)), _TIME.search(match.group(2))

@@ -2,10 +2,12 @@
 its exit status, ``logs`` gives each rank's own output and traceback and torchrun's report,
 ``cancel`` ends every process; handles and ranks it does not know are refused by name."""
 
+import json
 import signal
 
 import pytest
 
+from hotswitch.kernel.launch.forked_ranks import RANK_PROCESS_NAME
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
@@ -92,3 +94,36 @@ def test_cancel_ends_every_process_of_the_launch(tmp_path, force):
             assert launcher.status(job.handle) == -signal.SIGKILL
     finally:
         job.stop(grace=1.0)
+
+
+# What a rank sees of itself. It is forked from the agent (kernel/launch/forked_ranks.py), and must
+# be what `python -u -m hotswitch.kernel.worker BODY` would be: torchrun's environment for its rank,
+# its own session, the worker's argv, default signal handlers, one thread per rank as torchrun sets.
+FACTS = """
+import json, os, signal, sys
+import psutil
+me = psutil.Process()
+facts = {
+    "name": me.name(), "agent": " ".join(me.parent().cmdline()), "own_session": os.getsid(0) == os.getpid(),
+    "rank": os.environ["RANK"], "local_rank": os.environ["LOCAL_RANK"], "world": os.environ["WORLD_SIZE"],
+    "argv": sys.argv[1:], "threads": torch.get_num_threads(),
+    "sigterm": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+    "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+}
+with open(f"{os.path.dirname(sys.argv[1])}/facts-{job.rank}.json", "w") as out:
+    json.dump(facts, out)
+sys.exit(3 if job.rank == 1 else 0)
+"""
+
+
+def test_a_forked_rank_is_what_a_rank_started_afresh_would_be(tmp_path):
+    job, launcher = _job(tmp_path, FACTS, "facts")
+    wait_progressing(lambda: launcher.status(job.handle) is not None, lambda: _progress(tmp_path), "the job ending")
+    assert job.wait(CAP_S) == "failed"
+    assert "exitcode  : 3" in launcher.logs(job.handle)  # torchrun's report: rank 1's sys.exit(3)
+    for rank in (0, 1):
+        facts = json.loads((tmp_path / f"facts-{rank}.json").read_text())
+        assert facts["name"] == RANK_PROCESS_NAME and "hotswitch.kernel.launch.loopback_agent" in facts["agent"]
+        assert facts["own_session"] and facts["sigterm"] and facts["sigint"]
+        assert (facts["rank"], facts["local_rank"], facts["world"]) == (str(rank), str(rank), "2")
+        assert facts["argv"] == [str(tmp_path / "body.py")] and facts["threads"] == 1

@@ -2,6 +2,7 @@
 output, a job whose every message was rejected, a body's failure."""
 
 from hotswitch.kernel.channel.signing import ChannelStats
+from hotswitch.kernel.launch.forked_ranks import ended_line
 from hotswitch.kernel.notebook.jobs.exit_reason import RankExit, observed_exits
 from hotswitch.kernel.notebook.jobs.job_outcome import ending, worker_errors
 from hotswitch.kernel.worker.entry import WORKER_ERROR_MARK
@@ -107,3 +108,14 @@ def test_reports_of_several_nodes_are_ordered_by_the_second_each_failure_was_see
     assert observed_exits(output) == [RankExit(1, -11), RankExit(0, -15)]
     reason = ending(1, RESET, output, ChannelStats(), unreported=[1])[1]
     assert reason == f"rank 1 killed by SIGSEGV; then rank 0 raised {RESET['error']}"
+
+
+def test_an_agent_that_forked_its_ranks_orders_their_ends_to_the_microsecond():
+    # torchrun saw both at one poll and names rank 0 its first observed failure; the agent's own
+    # lines, printed as each rank ended, say rank 1 went 3 ms before (and rank 2 ended well)
+    report = KILLED_FIRST.replace("rank      : 1 (local_rank: 1)", "rank      : 9 (local_rank: 1)")
+    lines = [ended_line("0", 1795770026.104, 1), ended_line("2", 1795770026.2, 0), ended_line("1", 1795770026.101, -9)]
+    output = "\n".join([lines[0], "[rank 0] Traceback ...", *lines[1:], report])
+    assert observed_exits(output) == [RankExit(1, -9), RankExit(0, 1)]
+    reason = ending(1, RESET, output, ChannelStats(accepted=9), unreported=[1])[1]
+    assert reason == f"rank 1 killed by SIGKILL; then rank 0 raised {RESET['error']}"

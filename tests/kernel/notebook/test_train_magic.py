@@ -10,11 +10,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import psutil
 import pytest
 
 from hotswitch.backend.train.loop.events import read_events
-from tests.kernel.kernel_session import KernelSession, processes_mentioning, train_body, wait_until
+from tests.kernel.kernel_session import KernelSession, is_rank, processes_mentioning, train_body, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -50,16 +49,8 @@ def kernel(prefix):
 
 
 def _workers(session):
-    """The rank processes (not the torchrun agent, whose command line names the worker module too)."""
-    ranks = []
-    for p in session.descendants():
-        try:
-            cmdline = " ".join(p.cmdline())
-        except psutil.Error:
-            continue
-        if "hotswitch.kernel.worker" in cmdline and "torch.distributed.run" not in cmdline:
-            ranks.append(p)
-    return ranks
+    """The rank processes (not the torchrun agent)."""
+    return [p for p in session.descendants() if is_rank(p)]
 
 
 def test_kernelspec_is_listed_by_jupyter(prefix):
