@@ -63,18 +63,24 @@ def declared(script: Path) -> tuple[str, tuple[str, ...]]:
     return found["doc"], tuple(found["keys"])
 
 
-@functools.cache
-def smoke_output(script: Path) -> dict:
-    """What ``script --smoke --json`` printed (run once per session), profiles measured afresh."""
+@pytest.fixture(scope="module")
+def fresh_cache():
+    """One cache for the scripts' smoke runs, empty at first: profiles are measured afresh, not
+    read from the user's cache, and once for the scripts that share a model and world."""
     with tempfile.TemporaryDirectory(prefix="hotswitch-bench-cache-") as cache:
-        env = {**os.environ, "HOTSWITCH_CACHE": cache}
-        done = subprocess.run(
-            [sys.executable, str(script), "--smoke", "--json"],
-            cwd=BENCHMARKS.parent,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
+        yield cache
+
+
+@functools.cache
+def smoke_output(script: Path, cache: str) -> dict:
+    """What ``script --smoke --json`` printed (run once per session)."""
+    done = subprocess.run(
+        [sys.executable, str(script), "--smoke", "--json"],
+        cwd=BENCHMARKS.parent,
+        env={**os.environ, "HOTSWITCH_CACHE": cache},
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, f"{script.name} --smoke --json exited {done.returncode}:\n{done.stderr[-4000:]}"
     try:
         return json.loads(done.stdout)
@@ -114,18 +120,18 @@ def test_the_docstring_names_every_promised_key_and_the_script_checks_them(scrip
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=IDS)
-def test_the_smoke_run_prints_every_promised_key(script):
-    out = smoke_output(script)
+def test_the_smoke_run_prints_every_promised_key(script, fresh_cache):
+    out = smoke_output(script, fresh_cache)
     assert promised.missing_keys(out, declared(script)[1]) == []
     assert out.get("smoke"), f"{script.name}: a smoke run's JSON must say it is one (a 'smoke' entry)"
     for where, why in skipped_parts(out).items():
         assert isinstance(why, str) and why, f"{script.name}: {where} says nothing of why it was skipped"
 
 
-def test_a_gpu_only_part_says_whether_it_ran():
+def test_a_gpu_only_part_says_whether_it_ran(fresh_cache):
     import torch
 
-    gpu = smoke_output(BENCHMARKS / "precision.py")["gpu"]
+    gpu = smoke_output(BENCHMARKS / "precision.py", fresh_cache)["gpu"]
     if torch.cuda.is_available():
         assert gpu["runs"] and all(r["tokens"] for r in gpu["runs"])
     else:
