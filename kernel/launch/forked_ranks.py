@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,6 +49,14 @@ def ended_line(rank: str, at: float, code: int) -> str:
     return f"{ENDED_MARK} rank {rank} ended at {at:.6f}, exit code {code}"
 
 
+_ENDED = re.compile(rf"^{ENDED_MARK} rank (\d+) ended at ([\d.]+), exit code (-?\d+)$", re.M)
+
+
+def ranks_ended(output: str) -> list[tuple[float, int, int]]:
+    """(time, rank, exit code) of every ``ended_line`` in an agent's ``output``, earliest first."""
+    return sorted((float(at), int(rank), int(code)) for rank, at, code in _ENDED.findall(output))
+
+
 class ForkedRank:
     """The parts of ``subprocess.Popen`` that torchrun uses, for a forked child; says when the
     child ends (``ended_line``) as it happens."""
@@ -59,11 +68,10 @@ class ForkedRank:
 
     def _say_when_it_ends(self, rank: str) -> None:
         with contextlib.suppress(ChildProcessError):  # WNOWAIT: poll() still reaps it
-            ended = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
-            if ended is not None:
-                killed = ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
-                code = -ended.si_status if killed else ended.si_status
-                print(ended_line(rank, time.time(), code), file=sys.__stderr__, flush=True)
+            ended = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)  # blocks: never None
+            killed = ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED)  # type: ignore[union-attr]
+            code = -ended.si_status if killed else ended.si_status  # type: ignore[union-attr]
+            print(ended_line(rank, time.time(), code), file=sys.__stderr__, flush=True)
 
     def poll(self) -> int | None:
         if self.returncode is None:

@@ -85,6 +85,11 @@ def rank_log(log_dir: Path, rank: int) -> Path:
     return log_dir / f"rank-{rank}.log"
 
 
+def rank_logs(log_dir: Path) -> list[Path]:
+    """Every rank's log in ``log_dir`` (``rank_log``'s), by name."""
+    return sorted(log_dir.glob("rank-*.log"))
+
+
 class Launcher(ABC):
     """Starts and follows launches by handle; ``name`` is the value of ``%%train --launcher``.
     ``ranks_here``: the ranks run on this machine (so they can watch the kernel's pid);

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from hotswitch.kernel.launch.launcher import rank_logs
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 from tests.kernel.kernel_session import is_rank
 
@@ -66,7 +67,7 @@ class LabServer:
                 logs.add(Path(rank.environ()[ENV_LOG_DIR]))  # the job's: a forked rank has its agent's environment
                 rank.send_signal(signal.SIGUSR1)
         time.sleep(1.0 if ranks else 0.0)
-        for log in sorted(path for folder in logs for path in folder.glob("rank-*.log")):  # launcher.rank_log
+        for log in (path for folder in sorted(logs) for path in rank_logs(folder)):
             out.append(f"--- {log.name} ---\n{log.read_text(errors='replace')[-chars:]}")
         return "\n".join(out) or "no live ranks"
 

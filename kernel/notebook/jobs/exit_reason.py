@@ -16,7 +16,7 @@ import signal
 from collections.abc import Collection
 from typing import NamedTuple
 
-from hotswitch.kernel.launch.forked_ranks import ENDED_MARK
+from hotswitch.kernel.launch.forked_ranks import ranks_ended
 
 # One failure of torchrun's ChildFailedError report (each node's agent prints one):
 #   [1]:
@@ -29,8 +29,6 @@ _RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank", re.M)
 _TIME = re.compile(r"^\s*time\s*:\s*(\S+)", re.M)
 # The same without the numbering (older torchrun): "rank : 1 (local_rank: 1)" ... "exitcode : -9".
 _FAILED_RANK = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank.*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
-# What an agent that forked its ranks says as each ends (forked_ranks.ended_line).
-_ENDED = re.compile(rf"^{ENDED_MARK} rank (\d+) ended at ([\d.]+), exit code (-?\d+)$", re.M)
 
 
 class RankExit(NamedTuple):
@@ -55,7 +53,7 @@ def observed_exits(agent_output: str) -> list[RankExit]:
     each end (their own lines where they forked the ranks; else torchrun's report: by the second
     each was seen, then by each agent's own numbering, ties across nodes keeping the order of
     the output; without numbered reports, the order of the output)."""
-    ended = sorted((float(at), int(rank), int(code)) for rank, at, code in _ENDED.findall(agent_output))
+    ended = ranks_ended(agent_output)
     if ended:
         return [RankExit(rank, code) for _, rank, code in ended if code != 0]
     seen = []
