@@ -42,6 +42,11 @@ class ParallelismSettings:
     context_parallel: bool | None = setting(
         None, "--plan auto: weigh context-parallel layouts (cp, ul) too; default: where --max-len reaches 4096"
     )
+    side_by_side: bool = setting(
+        False,
+        "--plan auto: weigh device groups side by side too (the world split in halves or quarters, each group "
+        "its own strategy at once); profiles the groups",
+    )
     shard_optimizer: bool | None = setting(
         None,
         "shard master weights and AdamW's moments over data parallelism (a distributed optimizer); "
@@ -62,6 +67,8 @@ class ParallelismSettings:
                 raise bad_setting("plan", self.plan, f"{error} (or give 'auto')") from None
         three_way("shard_optimizer", self.shard_optimizer, "shard where dp > 1")
         three_way("context_parallel", self.context_parallel, "auto weighs cp from 4,096 tokens")
+        if not isinstance(self.side_by_side, bool):
+            raise bad_setting("side_by_side", self.side_by_side, "give true or false")
         return self
 
     def hot_switch_plan(self) -> HotSwitchPlan | str:

@@ -31,10 +31,11 @@ from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.evaluation import Evaluation
 from hotswitch.backend.train.loop.events import Sink, discard, event
 from hotswitch.backend.train.loop.step_report import graphs_event, plan_event, step_event
-from hotswitch.backend.train.planning.auto import auto_candidates, auto_plan, check_feasible
+from hotswitch.backend.train.planning.auto import check_feasible
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 from hotswitch.backend.train.planning.profile import profile, profile_lengths
+from hotswitch.backend.train.planning.side_by_side import auto_strategies, best_plan
 from hotswitch.backend.train.state import checkpoint
 from hotswitch.backend.train.state.master import InitialValue
 from hotswitch.backend.train.state.optim import OptimizerConfig
@@ -52,8 +53,8 @@ class Trainer:
     per device) turns on the cost model for fixed plans too: infeasible buckets are refused first.
     ``shard_optimizer`` (None: wherever the instantiation has data parallelism) shards the
     master weights and AdamW's moments over it; True where it has none is a no-op, with a notice.
-    ``context_parallel``: whether ``auto`` also profiles and weighs cp layouts (None: where the
-    sequences are long enough for it, ``planning.auto.auto_candidates``). ``resume_from``: a
+    ``context_parallel``, ``side_by_side``: whether ``auto`` also profiles and weighs cp layouts (None:
+    from 4,096 tokens) and device groups side by side (``planning.side_by_side``). ``resume_from``: a
     checkpoint folder, or a ``ResumePoint`` whose metadata the run configuration's check read.
     ``packing``: micro-batches of documents back to back (``planning.batching.pack_documents``)."""
 
@@ -80,19 +81,18 @@ class Trainer:
         shard_optimizer: bool | None = None,
         context_parallel: bool | None = None,
         packing: bool = False,
+        side_by_side: bool = False,
     ):
         self.config, self.data = config, data
         self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_checkpoints)
-        self.evaluation = evaluation
-        self.rank = dist.get_rank()
+        self.evaluation, self.rank = evaluation, dist.get_rank()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
         resume = ResumePoint.of(resume_from, config)  # a path is read here: fail before any work
         self.auto = plan == "auto"
         fixed = None if self.auto else HotSwitchPlan.of(plan) if isinstance(plan, str) else plan
-        self.context_parallel = context_parallel
-        world = dist.get_world_size()
-        self.resident = auto_candidates(config, world, data.max_len, context_parallel) if self.auto else []
+        self.context_parallel, self.side_by_side, self.world = context_parallel, side_by_side, dist.get_world_size()
+        self.resident = self._auto_strategies() if self.auto else []
         strategies = self.resident if fixed is None else list(fixed.strategies)
         chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
         shard = shard_optimizer is not False
@@ -125,7 +125,7 @@ class Trainer:
         cost = profile(self.engine, strategies, profile_lengths(max_len), memory)
         self.use_cost(cost)
         if fixed is None:
-            return auto_plan([max_len], cost, self.engine.instantiation, max_len)[0]
+            return best_plan([max_len], cost, self.engine.instantiation, max_len)[0]
         check_feasible(fixed, cost, max_len)
         return fixed
 
@@ -158,7 +158,7 @@ class Trainer:
     def _plan_batch(self, lengths: list[int]) -> float | None:
         """Re-plan for this batch under ``auto``; the predicted step time when there is a cost model."""
         if self.auto and self.cost:  # rank 0 searches (ranks may share cores), every rank follows its plan
-            box = [None if self.rank else auto_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)]
+            box = [None if self.rank else best_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)]
             dist.broadcast_object_list(box, src=0)
             plan, predicted = cast("tuple[HotSwitchPlan, float]", box[0])  # every rank's, once broadcast
             self._set_plan(plan, "auto", predicted)
@@ -185,10 +185,8 @@ class Trainer:
                             check_feasible(plan, self.cost, self.data.max_len)
                         self.auto = False
                         self._set_plan(plan, "fixed")
-                    elif kind == "pause":
-                        paused = True
-                    elif kind == "resume":
-                        paused = False
+                    elif kind in ("pause", "resume"):
+                        paused = kind == "pause"
                     elif kind == "stop":
                         self.stopping, paused = True, False
                     elif kind == "checkpoint":
@@ -216,11 +214,13 @@ class Trainer:
         self._cost = cost
         self.engine.use_batching(cost.micro_batching())
 
+    def _auto_strategies(self) -> list[Strategy]:
+        return auto_strategies(self.config, self.world, self.data.max_len, self.context_parallel, self.side_by_side)
+
     def _enable_auto(self) -> None:
         cost = self.cost
         if cost is None:  # every rank gets here at the same boundary: profiling is collective
-            world = dist.get_world_size()
-            self.resident = auto_candidates(self.config, world, self.data.max_len, self.context_parallel)
+            self.resident = self._auto_strategies()
             self.engine.set_strategies(self.resident)
             cost = profile(self.engine, self.resident, profile_lengths(self.data.max_len), self.engine.free_memory())
             self.use_cost(cost)

@@ -75,8 +75,8 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
     unpriced = [str(s) for s in plan.strategies if s not in cost.strategies]
     if unpriced:
         raise ValueError(
-            f"{unpriced} have no profile in the cost model, so their memory cannot be checked; the ranks do not "
-            "profile device groups yet (the simulator prices them): train side-by-side plans without memory_budget"
+            f"{unpriced} have no profile in this run's cost model, so their memory cannot be checked; choose among "
+            f"the strategies it measured ({', '.join(map(str, cost.strategies))}), or start a run with this plan"
         )
     upper = max_len
     for bucket in plan.buckets:

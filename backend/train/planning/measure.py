@@ -19,6 +19,7 @@ from hotswitch.backend.runtime.devices import device_clock, synchronize
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.cost import LinkProfile, per_sequence
+from hotswitch.backend.train.planning.dispatch import Stage
 
 
 def slowest(value: float) -> float:
@@ -61,6 +62,12 @@ def timed(run: Callable[[], object], device: torch.device, repeats: int = 2) -> 
     """The slowest rank's mean time of ``run()`` over ``repeats`` runs after an unmeasured
     warm-up (collective), the device's queued work counted: what training meets in steady
     state, not the luckiest run (on shared cores the best of a few ran 5-13% fast)."""
+    return max(timed_each(run, device, repeats))
+
+
+def timed_each(run: Callable[[], object], device: torch.device, repeats: int = 2) -> list[float]:
+    """Every rank's mean time of its own ``run()`` (collective; ``timed``'s runs): device
+    groups side by side each time their own work at once, as a step trains them."""
     run()
     synchronize(device)
     total = 0.0
@@ -69,7 +76,25 @@ def timed(run: Callable[[], object], device: torch.device, repeats: int = 2) -> 
         started = time.perf_counter()
         run()
         total += device_clock(device) - started
-    return slowest(total / repeats)
+    return each_rank(total / repeats)
+
+
+def each_rank(value: float) -> list[float]:
+    """Every rank's ``value``, in rank order (collective)."""
+    box = torch.zeros(dist.get_world_size(), dtype=torch.float64)
+    box[dist.get_rank()] = value
+    dist.all_reduce(box)
+    return box.tolist()
+
+
+def slowest_of(stage: Stage, values: list[float]) -> dict[Strategy, float]:
+    """Per strategy of ``stage``, the largest of its ranks' ``values``."""
+    return {s: max(values[r] for r in s.ranks) for s in stage}
+
+
+def own_strategy(engine: Engine, stage: Stage) -> Strategy | None:
+    """The strategy of ``stage`` holding this rank (None: the stage leaves it idle)."""
+    return next((s for s in stage if engine.rank in s.ranks), None)
 
 
 def filled_batch(engine: Engine, length: int) -> torch.Tensor:
@@ -88,56 +113,80 @@ def as_run(engine: Engine, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tokens.reshape(1, -1), tokens.reshape(1, -1), row_positions([length] * sequences)[None]
 
 
-def measure_strategy(engine: Engine, strategy: Strategy, lengths: list[int]) -> dict:
-    """Compute time of a micro-batch filled to the token budget at each length, and of a
-    single sequence of the shortest length, which is almost all fixed cost: what every
-    micro-batch pays whatever it holds (collectives' latency, launches). Seconds per
-    sequence are the filled micro-batches' time without that overhead, over their rows.
-    On CUDA also the bytes one sequence adds at its peak. Micro-batches are cut as the engine
-    cuts them: padded rows, or with packing one row of documents (``as_run``). Returns {"seconds": per sequence
-    at each length, "overhead": per micro-batch, "memory_bytes": per sequence at each
-    length, or None off CUDA}."""
-    state, device = engine.states[strategy], engine.device
-    graph = state.graph
-    assert graph is not None, f"{strategy} has no graph on rank {engine.rank}: device groups are not profiled"
-    filled, rows, peak_bytes = [], [], []
+def measure_stage(engine: Engine, stage: Stage, lengths: list[int]) -> dict[Strategy, dict]:
+    """Per strategy of ``stage`` (one over every device, or device groups on disjoint ranks,
+    measured at once as a step trains them), the compute time of a micro-batch filled to the
+    token budget at each length, and of a single sequence of the shortest length, which is
+    almost all fixed cost: what every micro-batch pays whatever it holds (collectives' latency,
+    launches). Seconds per sequence are the filled micro-batches' time without that overhead,
+    over their rows. On CUDA also the bytes one sequence adds at its peak. Micro-batches are cut
+    as the engine cuts them: padded rows, or with packing one row of documents (``as_run``).
+    Each: {"seconds": per sequence at each length, "overhead": per micro-batch,
+    "memory_bytes": per sequence at each length, or None off CUDA}."""
+    device, mine = engine.device, own_strategy(engine, stage)
+    graph = engine.states[mine].graph if mine else None
+
+    def run(tokens: torch.Tensor) -> Callable[[], object]:
+        return partial(graph.run, [as_run(engine, tokens)], 0.0) if graph else lambda: None
+
+    filled: list[list[float]] = []
+    peak: list[list[float]] = []
+    rows = []
     for length in lengths:
         tokens = filled_batch(engine, length)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)
-        filled.append(timed(partial(graph.run, [as_run(engine, tokens)], 0.0), device))
+        filled.append(timed_each(run(tokens), device))
         if device.type == "cuda":
-            peak_bytes.append(slowest(torch.cuda.max_memory_allocated(device) - before) / len(tokens))
+            peak.append([b / len(tokens) for b in each_rank(torch.cuda.max_memory_allocated(device) - before)])
         rows.append(len(tokens))
-    shortest = filled_batch(engine, lengths[0])[:1]
-    one = timed(partial(graph.run, [as_run(engine, shortest)], 0.0), device, repeats=5)
-    state.grads.flat.zero_()
-    overhead, seconds = per_sequence(one, filled, rows)
-    return {"seconds": seconds, "overhead": overhead, "memory_bytes": peak_bytes or None}
+    one = timed_each(run(filled_batch(engine, lengths[0])[:1]), device, repeats=5)
+    if mine:
+        engine.states[mine].grads.flat.zero_()
+    out = {}
+    for s in stage:
+        overhead, seconds = per_sequence(slowest_of(stage, one)[s], [slowest_of(stage, f)[s] for f in filled], rows)
+        memory = [slowest_of(stage, b)[s] for b in peak] or None
+        out[s] = {"seconds": seconds, "overhead": overhead, "memory_bytes": memory}
+    return out
 
 
-def measure_pipeline_increment(engine: Engine, strategy: Strategy, length: int) -> float:
+def measure_pipeline_increment(engine: Engine, stage: Stage, length: int) -> dict[Strategy, float]:
     """For a pipeline: the fraction of a micro-batch's latency that each further one adds,
     from 1 and from 2 * pp micro-batches of ``length`` run under the engine's schedule
-    (between 1/pp, perfect overlap, and 1, none). 1 without a pipeline."""
-    if strategy.pp == 1:
-        return 1.0
-    state, tokens, count = engine.states[strategy], filled_batch(engine, length), 2 * strategy.pp
-    assert state.graph is not None, f"{strategy} has no graph on rank {engine.rank}: device groups are not profiled"
-    run = partial(state.graph.run, scale=0.0, schedule=engine.schedule)
-    one, many = (timed(partial(run, [(tokens, tokens)] * n), engine.device) for n in (1, count))
-    state.grads.flat.zero_()
-    return min(max((many / one - 1) / (count - 1), 1 / strategy.pp), 1.0)
+    (between 1/pp, perfect overlap, and 1, none). 1 without a pipeline. Per strategy of ``stage``."""
+    out = {s: 1.0 for s in stage}
+    count = 2 * max(s.pp for s in stage)
+    if count == 2:
+        return out
+    mine = own_strategy(engine, stage)
+    tokens = filled_batch(engine, length)
+    graph = engine.states[mine].graph if mine and mine.pp > 1 else None
+
+    def run(n: int) -> Callable[[], object]:
+        return partial(graph.run, [(tokens, tokens)] * n, 0.0, schedule=engine.schedule) if graph else lambda: None
+
+    one, many = (slowest_of(stage, timed_each(run(n), engine.device)) for n in (1, count))
+    if mine:
+        engine.states[mine].grads.flat.zero_()
+    for s in stage:
+        if s.pp > 1:
+            out[s] = min(max((many[s] / one[s] - 1) / (count - 1), 1 / s.pp), 1.0)
+    return out
 
 
-def measure_sync(engine: Engine, strategy: Strategy) -> float:
-    """Seconds to all-reduce the strategy's gradients over its replicas, dp x cp, as the engine
-    reduces them (0 with one replica)."""
-    state = engine.states[strategy]
-    if strategy.replicas == 1:
-        return 0.0
-    group = engine.groups[strategy.replica_group(engine.rank)]
-    elapsed = timed(lambda: dist.all_reduce(state.grads.flat, group=group), engine.device, repeats=1)
-    state.grads.flat.zero_()
-    return elapsed
+def measure_sync(engine: Engine, stage: Stage) -> dict[Strategy, float]:
+    """Per strategy of ``stage``, seconds to all-reduce its gradients over its replicas, dp x
+    cp, as the engine reduces them (0 with one replica)."""
+    if all(s.replicas == 1 for s in stage):
+        return {s: 0.0 for s in stage}
+    mine = own_strategy(engine, stage)
+    reduce: Callable[[], object] = lambda: None  # noqa: E731  (a rank whose group has one replica waits)
+    if mine and mine.replicas > 1:
+        state, group = engine.states[mine], engine.groups[mine.replica_group(engine.rank)]
+        reduce = partial(dist.all_reduce, state.grads.flat, group=group)
+    elapsed = slowest_of(stage, timed_each(reduce, engine.device, repeats=1))
+    if mine:
+        engine.states[mine].grads.flat.zero_()
+    return {s: elapsed[s] if s.replicas > 1 else 0.0 for s in stage}

@@ -6,7 +6,9 @@ recompute is in its seconds (and on CUDA its recomputed values in its peak bytes
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from functools import partial
 
@@ -17,10 +19,11 @@ from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.planning.dispatch import Stage, SwitchKey
 from hotswitch.backend.train.planning.measure import (
     measure_link,
     measure_pipeline_increment,
-    measure_strategy,
+    measure_stage,
     measure_sync,
     timed,
 )
@@ -54,16 +57,31 @@ def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def measuring_stages(strategies: list[Strategy]) -> list[Stage]:
+    """The stages a profile measures: each strategy over every device alone, and device groups
+    side by side in pairs, a group at rank 0 beside one on the ranks after it (each pair
+    measured at once, as a step trains them: on shared cores they share them as in training)."""
+    whole = [(s,) for s in strategies if not s.is_group]
+    groups = [s for s in strategies if s.is_group]
+    stages: list[Stage] = []
+    for size in sorted({s.world_size for s in groups if s.first == 0}):
+        firsts = [s for s in groups if s.first == 0 and s.world_size == size]
+        beside = [s for s in groups if s.first == size]
+        stages += [tuple(s for s in pair if s) for pair in itertools.zip_longest(firsts, beside)]
+    measured = {s for stage in stages for s in stage}
+    return whole + stages + [(s,) for s in groups if s not in measured]
+
+
 def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int]) -> dict:
     link = measure_link(engine.device)
     per_strategy: dict[str, dict] = {}
-    for s in strategies:
-        with engine.holding(s):
-            per_strategy[str(s)] = {
-                **measure_strategy(engine, s, lengths),
-                "sync_s": measure_sync(engine, s),
-                "increment": measure_pipeline_increment(engine, s, lengths[len(lengths) // 2]),
-            }
+    for stage in measuring_stages(strategies):
+        with engine.holding(*stage):
+            compute = measure_stage(engine, stage, lengths)
+            sync = measure_sync(engine, stage)
+            increment = measure_pipeline_increment(engine, stage, lengths[len(lengths) // 2])
+        for s in stage:
+            per_strategy[str(s)] = {**compute[s], "sync_s": sync[s], "increment": increment[s]}
     scratch = [torch.nn.Parameter(p.detach().clone()) for p in engine.master.params.values()]  # this rank's part
     for p in scratch:
         p.grad = torch.zeros_like(p)
@@ -91,12 +109,6 @@ def profile(
     engine: Engine, strategies: list[Strategy], lengths: list[int], budget: float, use_cache: bool = True
 ) -> CostModel:
     """Measure (or read back) compute, sync, update and link profiles and assemble the model."""
-    groups = [str(s) for s in strategies if s.is_group]
-    if groups:  # every rank raises alike, before any collective
-        raise ValueError(
-            f"device groups {groups} are not profiled on the ranks yet, so a memory budget cannot check them: train "
-            "side-by-side plans without memory_budget (hotswitch simulate prices them on a described cluster)"
-        )
     path = cache_dir("profiles") / f"{_key(engine, strategies, lengths, engine.device.type)}.json"
     box = [json.loads(path.read_text()) if use_cache and engine.rank == 0 and path.is_file() else None]
     dist.broadcast_object_list(box, src=0)
@@ -115,10 +127,30 @@ def profile(
         static = model_state_bytes(engine.config, s, engine.precision)
         time, memory = Quadratic.fit(lengths, m["seconds"]), Quadratic.fit(lengths, memory)
         costs[s] = StrategyCost(time, memory, static, m["sync_s"], m["increment"], m["overhead"])
-    switch_s = {}
-    for a in strategies:
-        for b in strategies:
-            if a != b:
-                switch_s["params", a, b] = link.switch_seconds(engine.switch_plan("params", a, b))
-                switch_s["grads", a, b] = link.switch_seconds(engine.switch_plan("grads", a, b))
-    return CostModel(costs, budget, link, measured["update_s"], switch_s, engine.token_budget, engine.batching.packed)
+    switches = LinkSwitches(engine, link, strategies)
+    return CostModel(costs, budget, link, measured["update_s"], switches, engine.token_budget, engine.batching.packed)
+
+
+class LinkSwitches(Mapping[SwitchKey, float]):
+    """``CostModel.switch_s`` on the ranks: ("params" | "grads", src, dst) -> the engine's switch
+    plan priced on the measured link, planned on first use (a search asks for a few of the
+    pairs that device groups multiply; only the rank searching plans them)."""
+
+    def __init__(self, engine: Engine, link: LinkProfile, strategies: list[Strategy]):
+        self.engine, self.link, self.strategies = engine, link, list(dict.fromkeys(strategies))
+        self.seconds: dict[SwitchKey, float] = {}
+
+    def __getitem__(self, key: SwitchKey) -> float:
+        what, a, b = key
+        if what not in ("params", "grads") or a == b or a not in self.strategies or b not in self.strategies:
+            raise KeyError(key)
+        if key not in self.seconds:
+            self.seconds[key] = self.link.switch_seconds(self.engine.switch_plan(what, a, b))  # type: ignore[arg-type]
+        return self.seconds[key]
+
+    def __iter__(self) -> Iterator[SwitchKey]:
+        pairs = itertools.permutations(self.strategies, 2)
+        return ((what, a, b) for a, b in pairs for what in ("params", "grads"))
+
+    def __len__(self) -> int:
+        return 2 * len(self.strategies) * (len(self.strategies) - 1)

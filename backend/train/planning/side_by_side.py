@@ -17,8 +17,9 @@ import bisect
 import dataclasses
 from collections.abc import Iterator, Sequence
 
+from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.auto import pareto
+from hotswitch.backend.train.planning.auto import auto_candidates, auto_plan, candidate_strategies, pareto
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import Bucket, HotSwitchPlan
 
@@ -32,6 +33,43 @@ def group_splits(world: int) -> list[int]:
 def placed(strategy: Strategy, first: int) -> Strategy:
     """``strategy`` as a device group starting at rank ``first``."""
     return dataclasses.replace(strategy, first=first)
+
+
+def group_candidates(config: ModelConfig, world: int) -> list[Strategy]:
+    """Device groups for a trainer's ``auto`` to profile and place side by side: for each split
+    of ``group_splits``, the dp x tp x pp layouts (``candidate_strategies``) of the long
+    sequences' group at rank 0 and of the rest's beside it."""
+    out = []
+    for size in group_splits(world):
+        for first, devices in ((0, size), (size, world - size)):
+            out += [placed(s, first) for s in candidate_strategies(config, devices)]
+    return list(dict.fromkeys(out))
+
+
+def auto_strategies(
+    config: ModelConfig, world: int, max_len: int, context_parallel: bool | None, side_by_side: bool
+) -> list[Strategy]:
+    """The strategies a trainer's ``auto`` profiles and weighs: ``auto_candidates``, and with
+    ``side_by_side`` the device groups of ``group_candidates``."""
+    groups = group_candidates(config, world) if side_by_side else []
+    return [*auto_candidates(config, world, max_len, context_parallel), *groups]
+
+
+def best_plan(
+    lengths: Sequence[int], cost: CostModel, instantiation: Strategy, max_len: int
+) -> tuple[HotSwitchPlan, float]:
+    """``auto`` weighing device groups too: the fastest of ``auto_plan``'s sequential buckets
+    (over the cost model's strategies on every device), two groups side by side, and the
+    mixture of the sequential plan's longest bucket then two groups; with its predicted step."""
+    whole = dataclasses.replace(cost, strategies={s: c for s, c in cost.strategies.items() if not s.is_group})
+    best = auto_plan(lengths, whole, instantiation, max_len)
+    found = [side_by_side_plan(lengths, cost, instantiation, max_len)]
+    if len(best[0].buckets) > 1:
+        found.append(mixed_plan(lengths, cost, instantiation, max_len, best[0].buckets[0]))
+    for plan in found:
+        if plan is not None and plan[1] < best[1] - 1e-12:
+            best = plan
+    return best
 
 
 def group_pairs(

@@ -119,6 +119,7 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
         initial=hf_initializer(name[len(HF) :]) if name.startswith(HF) else None,
         shard_optimizer=parallelism.shard_optimizer,
         context_parallel=parallelism.context_parallel,
+        side_by_side=parallelism.side_by_side,
     )
     return trainer, run
 

@@ -91,3 +91,23 @@ def test_auto_weighs_context_parallel_layouts_and_trains_exactly(tmp_path):
     assert len(steps) == 2
     for e, loss in zip(steps, losses, strict=True):
         assert abs(e["loss"] - loss) / loss <= TOLERANCE, (e["step"], e["loss"], loss)
+
+
+def test_auto_weighs_device_groups_side_by_side_and_trains_exactly(tmp_path):
+    """``side_by_side=True``: the ranks profile device groups too, each pair side by side at once
+    (``profile.measuring_stages``), and ``auto`` weighs them against sequential buckets per batch;
+    every step equals one device."""
+    from .loop_workers import auto_run
+
+    spec = loop_spec(plan="auto", side_by_side=True, steps=3, batch_size=6, eval_every=None)
+    events, profiled = spawn_ranks(auto_run, 2, spec, str(tmp_path), timeout=1200)[0]
+    groups = {"dp1tp1pp1@0-0", "dp1tp1pp1@1-1", "dp1tp1pp1ckpt@0-0", "dp1tp1pp1ckpt@1-1"}
+    assert groups | {"dp2tp1pp1", "dp1tp2pp1"} <= set(profiled), profiled
+    plans = of(events, "plan")
+    assert plans[-1]["source"] == "auto"
+    losses, _, _ = one_device(spec)
+    steps = of(events, "step")
+    assert len(steps) == 3
+    for e, loss in zip(steps, losses, strict=True):
+        assert abs(e["loss"] - loss) / loss <= TOLERANCE, (e["step"], e["loss"], loss)
+    print([p["buckets"] for p in plans])

@@ -92,3 +92,22 @@ def test_a_mixture_keeps_a_sequential_bucket_for_the_longest_and_groups_for_the_
     rest = [n for n in LENGTHS if n <= 8192]
     groups, _ = side_by_side_plan(rest, cost, tp8, 8192)
     assert [b.strategy for b in plan.buckets[1:]] == list(groups.strategies), "the best pair for the rest"
+
+
+def test_the_trainers_auto_takes_groups_where_they_are_predicted_faster_and_buckets_elsewhere():
+    """``best_plan`` (the trainer's ``auto`` with ``side_by_side``) over the trainer's own
+    candidates and groups (``auto_strategies``): two long documents among many short ones go to a
+    group beside the rest; a batch of equal lengths gains nothing from groups and stays sequential."""
+    from hotswitch.backend.train.planning.auto import auto_plan
+    from hotswitch.backend.train.planning.dispatch import instantiation_strategy
+    from hotswitch.backend.train.planning.side_by_side import auto_strategies, best_plan
+
+    for lengths, grouped in (([8192] * 2 + [512] * 200, True), ([2048] * 64, False)):
+        setup = Setup("7b", 8, 8192, lengths, planned_switches=False)
+        strategies = auto_strategies(setup.config, 8, 8192, False, side_by_side=True)
+        whole = [s for s in strategies if not s.is_group]
+        instantiation = instantiation_strategy(whole)
+        plan, predicted = best_plan(lengths, setup.cost_model(strategies, instantiation), instantiation, 8192)
+        _, sequential = auto_plan(lengths, setup.cost_model(whole, instantiation), instantiation, 8192)
+        assert any(s.is_group for s in plan.strategies) == grouped, plan
+        assert predicted < sequential if grouped else predicted == pytest.approx(sequential), (plan, sequential)
