@@ -9,7 +9,10 @@ all through the same engine from the same initial weights, on ``--ranks`` gloo p
 - ``sequential``: HotSPa's buckets, one after another over every rank: the long documents
   under ``--sequential``'s first strategy, the rest under its second;
 - ``side_by_side``: the same split into two device groups training at the same time, the long
-  documents on ``--groups``' first group, the short on its second.
+  documents on ``--groups``' first group, the short on its second;
+- with ``--auto``, the trainer's own ``auto``, profiled on the ranks and re-planning each batch:
+  ``auto`` (sequential buckets) and ``auto+groups`` (``side_by_side``: device groups and mixtures
+  weighed too); ``auto_plans`` names the plan each chose for the last batch.
 
 ``step_s`` is each contender's median step (slowest rank) over ``--rounds`` rounds that each run
 every contender for ``--steps`` steps after ``--warmup`` steps; ``speedup_over_sequential`` and
@@ -17,7 +20,8 @@ every contender for ``--steps`` steps after ``--warmup`` steps; ``speedup_over_s
 difference between contenders' first-step losses (they train the same batch from the same
 weights, so it is fp32 noise). On a machine with fewer cores than ranks the groups share cores,
 so the figures show the engine's overheads more than a cluster's parallelism (``cores`` says).
-``--smoke``: a 2-layer narrow model, short documents, one round of one step.
+``--smoke``: a 2-layer narrow model, short documents, one round of one step (with ``--auto``,
+its two profiles too).
 
     python benchmarks/side_by_side.py --json
 """
@@ -87,6 +91,19 @@ def contender(config, spec, args):
     return lambda batch: engine.step(plan.assign(batch), order).loss
 
 
+def auto_contender(config, args, side_by_side: bool):
+    """The trainer's ``auto`` (profiled now, on every rank) and a function training one batch
+    with it (its loss). The trainer reads only ``max_len`` from its stream: each batch is handed
+    to ``step``."""
+    from hotswitch.backend.data.sources import SyntheticDocuments
+    from hotswitch.backend.data.stream import BatchStream
+    from hotswitch.backend.train.loop.trainer import Trainer
+
+    lengths = BatchStream(SyntheticDocuments("github", count=1), 1, args.long_len)
+    trainer = Trainer(config, lengths, "auto", OptimizerConfig(), 0, args.token_budget, side_by_side=side_by_side)
+    return trainer, lambda batch: trainer.step(batch)["loss"]
+
+
 def timed_steps(step, data: list[list[Sequence]]) -> float:
     """The median step seconds over ``data`` (slowest rank)."""
     seconds = []
@@ -107,6 +124,9 @@ def run_rank(rank: int, world: int, args) -> dict | None:
     specs["sequential " + " | ".join(args.sequential)] = [(args.sequential[0], bound), (args.sequential[1], 0)]
     specs["side by side " + " | ".join(args.groups)] = [(args.groups[0], bound), (args.groups[1], 0)]
     steps = {name: contender(config, spec, args) for name, spec in specs.items()}
+    trainers = {}
+    for name, groups in (("auto", False), ("auto+groups", True)) if args.auto else ():
+        trainers[name], steps[name] = auto_contender(config, args, groups)
     data = batches(args, config.vocab_size, args.warmup + args.rounds * args.steps)
     first = {name: step(data[0]) for name, step in steps.items()}  # warm-up, and the first step's loss
     for batch in data[1 : args.warmup]:
@@ -123,7 +143,7 @@ def run_rank(rank: int, world: int, args) -> dict | None:
     best = min(args.static, key=step_s.__getitem__)
     side = next(name for name in step_s if name.startswith("side by side"))
     sequential = next(name for name in step_s if name.startswith("sequential"))
-    return {
+    out = {
         "device": "cpu",
         "cores": os.cpu_count(),
         "ranks": world,
@@ -134,6 +154,10 @@ def run_rank(rank: int, world: int, args) -> dict | None:
         "speedup_over_best_static": step_s[best] / step_s[side],
         "loss_spread": max(first.values()) - min(first.values()),
     }
+    if trainers:
+        out["auto_plans"] = {name: str(t.plan) for name, t in trainers.items()}
+        out["speedup_groups_over_auto"] = step_s["auto"] / step_s["auto+groups"]
+    return out
 
 
 def main() -> None:
@@ -150,6 +174,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--auto", action="store_true", help="also the trainer's auto, with and without groups")
     parser.add_argument("--smoke", action="store_true", help="a seconds-long run that checks the output")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
