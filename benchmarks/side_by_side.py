@@ -12,7 +12,7 @@ all through the same engine from the same initial weights, on ``--ranks`` gloo p
   documents on ``--groups``' first group, the short on its second;
 - with ``--auto``, the trainer's own ``auto``, profiled on the ranks and re-planning each batch:
   ``auto`` (sequential buckets) and ``auto+groups`` (``side_by_side``: device groups and mixtures
-  weighed too); ``auto_plans`` names the plan each chose for the last batch.
+  weighed too); ``auto_plans`` counts the plans each chose over the timed steps.
 
 ``step_s`` is each contender's median step (slowest rank) over ``--rounds`` rounds that each run
 every contender for ``--steps`` steps after ``--warmup`` steps; ``speedup_over_sequential`` and
@@ -33,6 +33,7 @@ import json
 import os
 import statistics
 import time
+from collections import Counter
 
 import torch
 import torch.distributed as dist
@@ -101,7 +102,14 @@ def auto_contender(config, args, side_by_side: bool):
 
     lengths = BatchStream(SyntheticDocuments("github", count=1), 1, args.long_len)
     trainer = Trainer(config, lengths, "auto", OptimizerConfig(), 0, args.token_budget, side_by_side=side_by_side)
-    return trainer, lambda batch: trainer.step(batch)["loss"]
+    chosen: Counter[str] = Counter()
+
+    def step(batch: list[Sequence]) -> float:
+        loss = trainer.step(batch)["loss"]
+        chosen[str(trainer.plan)] += 1
+        return loss
+
+    return chosen, step
 
 
 def timed_steps(step, data: list[list[Sequence]]) -> float:
@@ -124,14 +132,16 @@ def run_rank(rank: int, world: int, args) -> dict | None:
     specs["sequential " + " | ".join(args.sequential)] = [(args.sequential[0], bound), (args.sequential[1], 0)]
     specs["side by side " + " | ".join(args.groups)] = [(args.groups[0], bound), (args.groups[1], 0)]
     steps = {name: contender(config, spec, args) for name, spec in specs.items()}
-    trainers = {}
+    plans = {}
     for name, groups in (("auto", False), ("auto+groups", True)) if args.auto else ():
-        trainers[name], steps[name] = auto_contender(config, args, groups)
+        plans[name], steps[name] = auto_contender(config, args, groups)
     data = batches(args, config.vocab_size, args.warmup + args.rounds * args.steps)
     first = {name: step(data[0]) for name, step in steps.items()}  # warm-up, and the first step's loss
     for batch in data[1 : args.warmup]:
         for step in steps.values():
             step(batch)
+    for chosen in plans.values():
+        chosen.clear()  # the plans of the timed steps
     rounds: dict[str, list[float]] = {name: [] for name in steps}
     for r in range(args.rounds):
         chunk = data[args.warmup + r * args.steps : args.warmup + (r + 1) * args.steps]
@@ -154,8 +164,8 @@ def run_rank(rank: int, world: int, args) -> dict | None:
         "speedup_over_best_static": step_s[best] / step_s[side],
         "loss_spread": max(first.values()) - min(first.values()),
     }
-    if trainers:
-        out["auto_plans"] = {name: str(t.plan) for name, t in trainers.items()}
+    if plans:
+        out["auto_plans"] = {name: dict(chosen) for name, chosen in plans.items()}
         out["speedup_groups_over_auto"] = step_s["auto"] / step_s["auto+groups"]
     return out
 
