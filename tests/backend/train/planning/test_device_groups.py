@@ -109,3 +109,17 @@ def test_a_plan_with_strategies_the_cost_model_never_measured_is_refused_naming_
     with pytest.raises(ValueError, match=unmeasured):
         check_feasible(plan, whole, 1024)
     check_feasible(plan, setup.cost_model(list(plan.strategies), S("dp4")), 1024)  # priced: checked
+
+
+def test_a_profile_measures_each_group_once_beside_the_group_it_would_train_beside():
+    from hotswitch.backend.train.planning.profile import measuring_stages
+    from hotswitch.backend.train.planning.side_by_side import group_candidates
+
+    groups = group_candidates(get_config("tiny"), 4)
+    stages = measuring_stages([S("dp4"), S("tp4"), *groups])
+    assert stages[:2] == [(S("dp4"),), (S("tp4"),)], "a strategy over every device is measured alone"
+    measured = [s for stage in stages[2:] for s in stage]
+    assert sorted(map(str, measured)) == sorted(map(str, groups)), "every group exactly once"
+    for stage in stages[2:]:  # a pair: a group at rank 0 and one on the ranks after it; else a group alone
+        assert len(stage) == 1 or (stage[0].first == 0 and stage[1].first == stage[0].world_size), stage
+    assert sum(len(stage) == 2 for stage in stages) >= 8, "groups of the same split are paired, not measured alone"
