@@ -13,7 +13,7 @@ from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategie
 from hotswitch.backend.train.planning.boundaries import Shared
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
-from hotswitch.backend.train.planning.side_by_side import group_splits, mixed_plan, placed, side_by_side_plan
+from hotswitch.backend.train.planning.side_by_side import group_places, mixed_plan, placed, side_by_side_plan
 
 
 @dataclass(frozen=True)
@@ -198,16 +198,15 @@ def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], gro
 
 
 def group_candidates(setup: Setup) -> list[Strategy]:
-    """Device groups for ``auto`` to place side by side: for each split of ``group_splits``, the
-    candidates of the long sequences' group at rank 0 and of the rest's beside it."""
-    world, out = setup.cluster.world_size, []
-    for size in group_splits(world):
-        for first, devices in ((0, size), (size, world - size)):
-            for s in sim_candidates(setup, devices):
-                try:
-                    out.append(setup.check(placed(s, first)))
-                except ValueError:  # a layout the model does not split into on this cluster
-                    continue
+    """Device groups for ``auto`` to place side by side: the candidates of each of
+    ``group_places`` (the long sequences' group at rank 0, the rest's beside it)."""
+    out = []
+    for first, devices in group_places(setup.cluster.world_size):
+        for s in sim_candidates(setup, devices):
+            try:
+                out.append(setup.check(placed(s, first)))
+            except ValueError:  # a layout the model does not split into on this cluster
+                continue
     return list(dict.fromkeys(out))
 
 

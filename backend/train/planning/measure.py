@@ -144,11 +144,12 @@ def measure_stage(engine: Engine, stage: Stage, lengths: list[int]) -> dict[Stra
     one = timed_each(run(filled_batch(engine, lengths[0])[:1]), device, repeats=5)
     if mine:
         engine.states[mine].grads.flat.zero_()
+    alone, full = slowest_of(stage, one), [slowest_of(stage, f) for f in filled]
+    peaks = [slowest_of(stage, b) for b in peak]
     out = {}
     for s in stage:
-        overhead, seconds = per_sequence(slowest_of(stage, one)[s], [slowest_of(stage, f)[s] for f in filled], rows)
-        memory = [slowest_of(stage, b)[s] for b in peak] or None
-        out[s] = {"seconds": seconds, "overhead": overhead, "memory_bytes": memory}
+        overhead, seconds = per_sequence(alone[s], [f[s] for f in full], rows)
+        out[s] = {"seconds": seconds, "overhead": overhead, "memory_bytes": [b[s] for b in peaks] or None}
     return out
 
 

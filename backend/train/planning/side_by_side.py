@@ -35,14 +35,16 @@ def placed(strategy: Strategy, first: int) -> Strategy:
     return dataclasses.replace(strategy, first=first)
 
 
+def group_places(world: int) -> list[tuple[int, int]]:
+    """(first rank, devices) of every group ``auto`` places: for each split of ``group_splits``,
+    the long sequences' group at rank 0 and the rest's beside it."""
+    return [place for size in group_splits(world) for place in ((0, size), (size, world - size))]
+
+
 def group_candidates(config: ModelConfig, world: int) -> list[Strategy]:
-    """Device groups for a trainer's ``auto`` to profile and place side by side: for each split
-    of ``group_splits``, the dp x tp x pp layouts (``candidate_strategies``) of the long
-    sequences' group at rank 0 and of the rest's beside it."""
-    out = []
-    for size in group_splits(world):
-        for first, devices in ((0, size), (size, world - size)):
-            out += [placed(s, first) for s in candidate_strategies(config, devices)]
+    """Device groups for a trainer's ``auto`` to profile and place side by side: the dp x tp x
+    pp layouts (``candidate_strategies``) of each of ``group_places``."""
+    out = [placed(s, first) for first, devices in group_places(world) for s in candidate_strategies(config, devices)]
     return list(dict.fromkeys(out))
 
 
@@ -61,6 +63,8 @@ def best_plan(
     """``auto`` weighing device groups too: the fastest of ``auto_plan``'s sequential buckets
     (over the cost model's strategies on every device), two groups side by side, and the
     mixture of the sequential plan's longest bucket then two groups; with its predicted step."""
+    if not any(s.is_group for s in cost.strategies):  # nothing to place side by side: the search as it was
+        return auto_plan(lengths, cost, instantiation, max_len)
     whole = dataclasses.replace(cost, strategies={s: c for s, c in cost.strategies.items() if not s.is_group})
     best = auto_plan(lengths, whole, instantiation, max_len)
     found = [side_by_side_plan(lengths, cost, instantiation, max_len)]
