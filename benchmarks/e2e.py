@@ -49,7 +49,6 @@ from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.loop.trainer import Trainer
 from hotswitch.backend.train.planning.auto import candidate_strategies
 from hotswitch.backend.train.planning.batching import collate, pack
-from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.backend.train.planning.memory import budget_holding
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
@@ -97,15 +96,8 @@ def measure(steps: int, warmup: int, step) -> tuple[float, int, list]:
 
 
 def engine_contender(config, source: DocumentSource, plan, args, budget):
-    trainer = Trainer(
-        config,
-        BatchStream(source, args.batch_size, args.max_len, seed=0),
-        plan,
-        OptimizerConfig(),
-        token_budget=args.token_budget,
-        memory_budget=budget,
-        packing=args.packing,
-    )
+    run = {"plan": plan, "token_budget": args.token_budget, "memory_budget": budget, "packing": args.packing}
+    trainer = Trainer(config, BatchStream(source, args.batch_size, args.max_len, seed=0), run)
 
     def step():
         batch = trainer.data.next_batch()
@@ -186,7 +178,7 @@ def bench_rank(rank: int, world: int, args) -> dict:
     feasible = [s for s in candidates if cost.fits(s, args.max_len)]
     out["infeasible_static"] = [str(s) for s in candidates if s not in feasible]
     steps = {"hotswitch": hot}
-    steps.update({str(s): engine_contender(config, source, HotSwitchPlan.of(s), args, budget)[1] for s in feasible})
+    steps.update({str(s): engine_contender(config, source, str(s), args, budget)[1] for s in feasible})
     # micro-batches as the engine packs its own static tensor parallelism under the budget
     steps["torch_tp"] = torch_tp_contender(config, source, args, partial(cost.max_rows, Strategy(tp=world)))
 

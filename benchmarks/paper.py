@@ -93,9 +93,9 @@ def validate_rank(rank: int, world: int, args) -> dict:
     config = get_config("tiny").with_(**model, vocab_size=vocab, max_seq_len=1024)
     budget = budget_holding(config, Strategy(dp=world), args.max_len // 3)  # as e2e: only TP holds the longest
     cases = []
-    hot = HotSwitchPlan.of([(s, int(b)) for s, b in (part.split(":") for part in args.hot.split(","))])
-    plans = [("hot-switched (auto)", "auto"), (f"hot-switched {hot}", hot)]
-    plans += [(f"static {s}", HotSwitchPlan.of(s)) for s in args.static]
+    hot = [[s, int(b)] for s, b in (part.split(":") for part in args.hot.split(","))]
+    plans = [("hot-switched (auto)", "auto"), (f"hot-switched {HotSwitchPlan.of(hot)}", hot)]
+    plans += [(f"static {HotSwitchPlan.of(s)}", s) for s in args.static]
     for what, plan in plans:
         trainer, _ = e2e.engine_contender(config, source, plan, args, budget)
 

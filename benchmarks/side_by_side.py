@@ -101,7 +101,8 @@ def auto_contender(config, args, side_by_side: bool):
     from hotswitch.backend.train.loop.trainer import Trainer
 
     lengths = BatchStream(SyntheticDocuments("github", count=1), 1, args.long_len)
-    trainer = Trainer(config, lengths, "auto", OptimizerConfig(), 0, args.token_budget, side_by_side=side_by_side)
+    run = {"plan": "auto", "token_budget": args.token_budget, "side_by_side": side_by_side}
+    trainer = Trainer(config, lengths, run)
     chosen: Counter[str] = Counter()
 
     def step(batch: list[Sequence]) -> float:

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
+from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.config.setting import bad_setting, choice, setting, three_way
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
@@ -47,6 +48,11 @@ class ParallelismSettings:
         "--plan auto: weigh device groups side by side too (the world split in halves or quarters, each group "
         "its own strategy at once); profiles the groups",
     )
+    instantiation: str | None = setting(
+        None,
+        "the strategy the fp32 master weights and AdamW's state live under (e.g. tp2), over every device; "
+        "default: the plan's most split by tp x pp",
+    )
     shard_optimizer: bool | None = setting(
         None,
         "shard master weights and AdamW's moments over data parallelism (a distributed optimizer); "
@@ -65,6 +71,13 @@ class ParallelismSettings:
                 HotSwitchPlan.of(self.plan)
             except (ValueError, TypeError) as error:
                 raise bad_setting("plan", self.plan, f"{error} (or give 'auto')") from None
+        if self.instantiation is not None:
+            try:
+                if Strategy.parse(self.instantiation).is_group:
+                    raise ValueError("the master weights live on every device, not on a group")
+            except (ValueError, TypeError) as error:
+                fix = f"{error} (e.g. 'tp2', or leave it out)"
+                raise bad_setting("instantiation", self.instantiation, fix) from None
         three_way("shard_optimizer", self.shard_optimizer, "shard where dp > 1")
         three_way("context_parallel", self.context_parallel, "auto weighs cp from 4,096 tokens")
         if not isinstance(self.side_by_side, bool):

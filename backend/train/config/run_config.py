@@ -78,24 +78,26 @@ class RunConfig:
         metadata (``CheckpointSettings.resume_point``) and nothing that needs the ranks."""
         model = self.model.check()
         architecture = model.architecture()
+        data = self.data.check(architecture)
+        run = replace(self, model=model, data=data).check_training(data.max_len)
+        plan = run.parallelism.hot_switch_plan()
+        if not isinstance(plan, str):  # a named plan, not "auto"
+            run.precision.check_budget(architecture, plan, data.max_len)
+        return replace(run, evaluation=self.evaluation.check(), tracking=self.tracking.check())
+
+    def check_training(self, max_len: int) -> RunConfig:
+        """The sections a trainer reads (steps and seed, optimizer, parallelism, precision,
+        checkpoints) checked for a stream of sequences of up to ``max_len`` tokens, defaults filled
+        in; the model and data sections are left as they are (a trainer is given them built)."""
         whole("steps", self.steps, 1)
         whole("seed", self.seed, 0)
-        data = self.data.check(architecture)
         parallelism = self.parallelism.check()
-        precision = self.precision.check(data.max_len, parallelism.device_kind())
-        plan = parallelism.hot_switch_plan()
-        if not isinstance(plan, str):  # a named plan, not "auto"
-            precision.check_budget(architecture, plan, data.max_len)
         return replace(
             self,
-            model=model,
-            data=data,
             optimizer=self.optimizer.check(),
             parallelism=parallelism,
-            precision=precision,
+            precision=self.precision.check(max_len, parallelism.device_kind()),
             checkpoints=self.checkpoints.check(),
-            evaluation=self.evaluation.check(),
-            tracking=self.tracking.check(),
         )
 
     def as_spec(self) -> dict:

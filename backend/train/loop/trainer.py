@@ -8,15 +8,15 @@ every rank at the next step boundary, so all ranks apply them at the same point:
 ``{"command": "stop"}``                                                      end after this step
 ``{"command": "checkpoint", "path": "..."}``                                 save now
 
-Every ``checkpoint_every`` steps a checkpoint goes to ``checkpoint_dir/step-N`` (the newest
-``keep_checkpoints`` kept); every ``evaluation.every`` steps an ``eval`` event reports the loss
-on the held-out split.
+Every ``checkpoint_every`` steps a checkpoint goes to ``checkpoints/step-N`` in the notebook's
+folder (the newest ``keep_checkpoints`` kept); every ``evaluation.every`` steps an ``eval`` event
+reports the loss on the held-out split.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import cast
@@ -25,8 +25,10 @@ import torch.distributed as dist
 
 from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.precision import FP32, Precision
+from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.config.paths import notebook_dir
+from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.evaluation import Evaluation
 from hotswitch.backend.train.loop.events import Sink, discard, event
@@ -38,7 +40,6 @@ from hotswitch.backend.train.planning.profile import profile, profile_lengths
 from hotswitch.backend.train.planning.side_by_side import auto_strategies, best_plan
 from hotswitch.backend.train.state import checkpoint
 from hotswitch.backend.train.state.master import InitialValue
-from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.state.resume import ResumePoint
 from hotswitch.backend.train.state.run_checkpoints import CheckpointPolicy, remove, unwritable
 
@@ -47,62 +48,52 @@ PAUSE_POLL_S = 0.2
 
 
 class Trainer:
-    """``plan``: a ``HotSwitchPlan`` (buckets, or one strategy for static training) or
-    ``"auto"`` (every dp x tp x pp layout is a candidate, cp ones as ``context_parallel`` says;
-    each batch gets the buckets that minimise the predicted step time). ``memory_budget`` (bytes
-    per device) turns on the cost model for fixed plans too: infeasible buckets are refused first.
-    ``shard_optimizer`` (None: wherever the instantiation has data parallelism) shards the
-    master weights and AdamW's moments over it; True where it has none is a no-op, with a notice.
-    ``context_parallel``, ``side_by_side``: whether ``auto`` also profiles and weighs cp layouts (None:
-    from 4,096 tokens) and device groups side by side (``planning.side_by_side``). ``resume_from``: a
-    checkpoint folder, or a ``ResumePoint`` whose metadata the run configuration's check read.
-    ``packing``: micro-batches of documents back to back (``planning.batching.pack_documents``)."""
+    """Trains ``config`` on ``data`` as the run configuration ``run`` says (a ``RunConfig`` or a
+    flat dict of its keys: ``{"plan": "dp2", "token_budget": 1024}``), reading the sections a
+    trainer owns: steps and seed, the optimizer, parallelism and plan, precision and memory,
+    checkpoints (``RunConfig.check_training``, checked against ``data``); the model and the data
+    come built. ``plan`` ``"auto"`` makes every dp x tp x pp layout a candidate (cp ones as
+    ``context_parallel`` says, device groups as ``side_by_side`` does; ``planning.side_by_side``)
+    and gives each batch the buckets that minimise the predicted step time; a ``memory_budget``
+    turns on the cost model for fixed plans too (infeasible buckets are refused first).
+    ``resume``: the run's ``resume_from`` as its check read it (None: read here). ``evaluation``
+    and ``initial`` (values of the first weights, e.g. a Hugging Face checkpoint's) come built."""
 
     def __init__(
         self,
         config: ModelConfig,
         data: BatchStream,
-        plan: HotSwitchPlan | str,
-        optim: OptimizerConfig | None = None,
-        seed: int = 0,
-        token_budget: int = 4096,
+        run: RunConfig | Mapping | None = None,
+        *,
         sink: Sink = discard,
         control: Control | None = None,
-        resume_from: str | Path | ResumePoint | None = None,
-        instantiation: str | Strategy | None = None,
-        memory_budget: float | None = None,
-        checkpoint_dir: str | Path = "checkpoints",
-        device: str = "cpu",
-        precision: Precision = FP32,
-        checkpoint_every: int | None = None,
-        keep_checkpoints: int | None = None,
+        resume: ResumePoint | None = None,
         evaluation: Evaluation | None = None,
         initial: InitialValue | None = None,
-        shard_optimizer: bool | None = None,
-        context_parallel: bool | None = None,
-        packing: bool = False,
-        side_by_side: bool = False,
     ):
         self.config, self.data = config, data
-        self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_checkpoints)
-        self.evaluation, self.rank = evaluation, dist.get_rank()
+        self.run = run = RunConfig.of(run or {}).check_training(data.max_len)
+        ckpt, parallelism, precision = run.checkpoints, run.parallelism, run.precision
+        folder = notebook_dir() / "checkpoints"
+        self.checkpoints = CheckpointPolicy(folder, ckpt.checkpoint_every, ckpt.keep_checkpoints)
+        self.evaluation, self.rank, self.world = evaluation, dist.get_rank(), dist.get_world_size()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
-        resume = ResumePoint.of(resume_from, config)  # a path is read here: fail before any work
-        self.auto = plan == "auto"
-        fixed = None if self.auto else HotSwitchPlan.of(plan) if isinstance(plan, str) else plan
-        self.context_parallel, self.side_by_side, self.world = context_parallel, side_by_side, dist.get_world_size()
+        resume = resume or ckpt.resume_point(config)  # read here: fail before any work
+        plan = parallelism.hot_switch_plan()
+        self.auto, fixed = plan == "auto", None if isinstance(plan, str) else plan
         self.resident = self._auto_strategies() if self.auto else []
         strategies = self.resident if fixed is None else list(fixed.strategies)
-        chosen = Strategy.parse(instantiation) if instantiation else instantiation_strategy(strategies)
-        shard = shard_optimizer is not False
-        engine = partial(Engine, device=device, precision=precision, initial=initial, shard_optimizer=shard)
-        self.engine = engine(config, strategies, chosen, optim or OptimizerConfig(), seed, token_budget, packed=packing)
-        if shard_optimizer and chosen.replicas == 1:
+        chosen = Strategy.parse(parallelism.instantiation or instantiation_strategy(strategies))
+        device, shard = local_device(parallelism.device), parallelism.shard_optimizer is not False
+        engine = partial(Engine, device=device, precision=precision.precision(), initial=initial, shard_optimizer=shard)
+        optim, budget = run.optimizer.adamw(run.steps), cast("int", precision.token_budget)  # checked: filled in
+        self.engine = engine(config, strategies, chosen, optim, run.seed, budget, packed=precision.packing)
+        if parallelism.shard_optimizer and chosen.replicas == 1:
             why = f"{chosen} has one replica (dp x cp): the optimizer state stays whole (nothing to shard)"
             self.sink(event("warning", message=f"shard_optimizer: {why}"))
         self._cost: CostModel | None = None
-        first = self._first_plan(fixed, strategies, memory_budget)
+        first = self._first_plan(fixed, strategies, precision.memory_budget)
         self.step_index = 0
         if resume:
             checkpoint.load(self.engine, resume.path)
@@ -215,7 +206,10 @@ class Trainer:
         self.engine.use_batching(cost.micro_batching())
 
     def _auto_strategies(self) -> list[Strategy]:
-        return auto_strategies(self.config, self.world, self.data.max_len, self.context_parallel, self.side_by_side)
+        parallelism = self.run.parallelism
+        return auto_strategies(
+            self.config, self.world, self.data.max_len, parallelism.context_parallel, parallelism.side_by_side
+        )
 
     def _enable_auto(self) -> None:
         cost = self.cost
@@ -240,7 +234,7 @@ class Trainer:
         self.save(target)
 
     def save(self, path: str | Path | None = None) -> Path:
-        """Checkpoint now (collective); without a path, into ``checkpoint_dir/step-N``."""
+        """Checkpoint now (collective); without a path, into ``checkpoints/step-N``."""
         path = path or self.checkpoints.path_for(self.step_index)
         buckets = [[str(b.strategy), b.above] for b in self.plan.buckets]
         extra = {"step": self.step_index, "data": self.data.state_dict(), "buckets": buckets}

@@ -95,31 +95,11 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
         run_name = os.environ.get("HOTSWITCH_JOB_NAME", "hotswitch")
         trackers = [open_tracker(t, run_name, run.as_spec(), notebook_dir()) for t in run.tracking.track]
         sink = TrackedSink(sink, trackers)
-    name, checkpoints, parallelism = run.model.name, run.checkpoints, run.parallelism
-    token_budget = run.precision.token_budget
-    assert token_budget is not None  # the check filled it in
+    name = run.model.name
+    initial = hf_initializer(name[len(HF) :]) if name.startswith(HF) else None
+    held_out = evaluation(run, model)
     trainer = Trainer(
-        model,
-        stream,
-        parallelism.hot_switch_plan(),
-        optimizer(run),
-        seed=run.seed,
-        token_budget=token_budget,
-        packing=run.precision.packing,
-        sink=sink,
-        control=control,
-        resume_from=checked.resume,
-        memory_budget=run.precision.memory_budget,
-        checkpoint_dir=notebook_dir() / "checkpoints",
-        device=device,
-        precision=run.precision.precision(),
-        checkpoint_every=checkpoints.checkpoint_every,
-        keep_checkpoints=checkpoints.keep_checkpoints,
-        evaluation=evaluation(run, model),
-        initial=hf_initializer(name[len(HF) :]) if name.startswith(HF) else None,
-        shard_optimizer=parallelism.shard_optimizer,
-        context_parallel=parallelism.context_parallel,
-        side_by_side=parallelism.side_by_side,
+        model, stream, run, sink=sink, control=control, resume=checked.resume, evaluation=held_out, initial=initial
     )
     return trainer, run
 

@@ -24,13 +24,6 @@ class ResumePoint:
 
         return cls(Path(path), checkpoint.read_meta(path, model))
 
-    @classmethod
-    def of(cls, where: str | Path | ResumePoint | None, model: ModelConfig) -> ResumePoint | None:
-        """``where`` as a resume point: one already read as it is, a path read now, None none."""
-        if where is None or isinstance(where, ResumePoint):
-            return where
-        return cls.read(where, model)
-
     @property
     def step(self) -> int:
         """The steps the checkpointed run had taken."""

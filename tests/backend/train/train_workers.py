@@ -51,17 +51,8 @@ def static_runs(rank: int, world: int, steps: int, runs: list[tuple[str, str]]):
 def _trainer(spec, control=None, resume_from=None, sink=None):
     from hotswitch.backend.train.loop.trainer import Trainer
 
-    return Trainer(
-        get_config(MODEL),
-        stream(),
-        HotSwitchPlan.of(spec),
-        OptimizerConfig(),
-        SEED,
-        BUDGET,
-        sink=sink or (lambda e: None),
-        control=control,
-        resume_from=resume_from,
-    )
+    run = {"plan": spec, "seed": SEED, "token_budget": BUDGET, "resume_from": resume_from}
+    return Trainer(get_config(MODEL), stream(), run, sink=sink or (lambda e: None), control=control)
 
 
 def controlled_run(rank: int, world: int, steps: int, spec, switch_at: int, new_spec):
@@ -165,8 +156,8 @@ def packed_auto_run(rank: int, world: int, steps: int):
     from hotswitch.backend.train.loop.trainer import Trainer
 
     events: list[dict] = []
-    optim = OptimizerConfig()
-    trainer = Trainer(get_config(MODEL), stream(), "auto", optim, SEED, BUDGET, sink=events.append, packing=True)
+    run = {"plan": "auto", "seed": SEED, "token_budget": BUDGET, "packing": True}
+    trainer = Trainer(get_config(MODEL), stream(), run, sink=events.append)
     trainer.train(steps)
     assert trainer.engine.batching.packed and trainer.cost is not None and trainer.cost.packed
     return [e["loss"] for e in events if e["type"] == "step"], [e["buckets"] for e in events if e["type"] == "plan"]

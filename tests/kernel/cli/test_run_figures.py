@@ -17,12 +17,11 @@ def record_run(rank: int, world: int) -> list[dict]:
     from hotswitch.backend import get_config
     from hotswitch.backend.data import BatchStream, stdlib_documents
     from hotswitch.backend.train.loop.trainer import Trainer
-    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
     events = []
     stream = BatchStream(stdlib_documents(), 8, 128, seed=0)
-    plan = HotSwitchPlan.of([("tp2", 112), ("dp2", 0)])
-    Trainer(get_config("tiny"), stream, plan, token_budget=512, sink=events.append).train(4)
+    plan = [["tp2", 112], ["dp2", 0]]
+    Trainer(get_config("tiny"), stream, {"plan": plan, "token_budget": 512}, sink=events.append).train(4)
     return events
 
 

@@ -164,7 +164,7 @@ def test_a_plan_for_another_world_size_fails_its_job_saying_so(kernel):
     body = (
         "from hotswitch.backend import get_config\nfrom hotswitch.backend.data import BatchStream, stdlib_documents\n"
         "from hotswitch.backend.train.loop.trainer import Trainer\n"
-        "Trainer(get_config('tiny'), BatchStream(stdlib_documents(), 8, 256), 'dp4')\n"
+        "Trainer(get_config('tiny'), BatchStream(stdlib_documents(), 8, 256), {'plan': 'dp4'})\n"
     )
     text = ok(kernel, f"%%train --pool warm --wait --name wide\n{body}")
     assert kernel.value("jobs['wide'].status") == "failed", text

@@ -21,10 +21,9 @@ from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, stdlib_documents
 from hotswitch.backend.train.loop.trainer import Trainer
 from hotswitch.backend.train.loop.warm import WarmTrainer
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 data = BatchStream(stdlib_documents(), {BATCH}, {MAX_LEN}, seed={SEED})
-trainer = WarmTrainer(Trainer(get_config({MODEL!r}), data, "dp2", OptimizerConfig(), {SEED}, {BUDGET}))
+trainer = WarmTrainer(Trainer(get_config({MODEL!r}), data, {{"plan": "dp2", "seed": {SEED}, "token_budget": {BUDGET}}}))
 """
 
 

@@ -105,10 +105,10 @@ def warm_cells(rank: int, world: int):
     from hotswitch.backend.data import BatchStream, stdlib_documents
     from hotswitch.backend.train.loop.trainer import Trainer
     from hotswitch.backend.train.loop.warm import WarmTrainer
-    from hotswitch.backend.train.state.optim import OptimizerConfig
 
     data = BatchStream(stdlib_documents(), 4, 64, seed=0)
-    trainer = WarmTrainer(Trainer(model_config("tiny"), data, "dp2", OptimizerConfig(), 0, 1024, instantiation="tp2"))
+    run = {"plan": "dp2", "instantiation": "tp2", "token_budget": 1024}
+    trainer = WarmTrainer(Trainer(model_config("tiny"), data, run))
     jobs = [RecordingJob(), RecordingJob()]
     trainer.train(2, jobs[0])
     trainer.switch("tp2")

@@ -54,6 +54,8 @@ CASES = [
     ({"plan": "dp3x"}, "'plan' = 'dp3x' is not valid: cannot parse strategy"),
     ({"plan": [["tp4", 128]]}, "one of them 0"),
     ({"plan": 5}, "'plan' = 5 is not valid"),
+    ({"instantiation": "tp2x"}, "'instantiation' = 'tp2x' is not valid: cannot parse strategy"),
+    ({"instantiation": "tp2@0-1"}, "'instantiation' = 'tp2@0-1' is not valid: the master weights live on every device"),
     ({"data": "nope.txt"}, "nope.txt is not a file; give existing text/JSONL/Parquet/Arrow files"),
     ({"data": []}, "'data' = [] is not valid: give 'stdlib', 'synthetic:github' or a list"),
     ({"data": "synthetic:nope"}, "'data' = 'synthetic:nope' is not valid: choose one of synthetic:"),

@@ -16,7 +16,6 @@ from hotswitch.backend.train.config.run_config import KNOWN, SECTIONS, SETTINGS,
 from hotswitch.backend.train.run.recipe import DEFAULTS, ENV_NOTEBOOK_DIR, check_spec
 from hotswitch.backend.train.run.spec import check_run, run_config
 from hotswitch.backend.train.state import checkpoint
-from hotswitch.backend.train.state.resume import ResumePoint
 
 TOML = """
 model = "tiny"
@@ -113,7 +112,6 @@ def test_the_resume_checkpoint_is_read_once_and_handed_on(tmp_path, monkeypatch)
     checked = check_run({"resume_from": "ckpt"})
     assert len(reads) == 1 and checked.resume.step == 3 and checked.resume.data == {"position": 5}
     assert checked.resume.path == tmp_path / "ckpt" and checked.config.checkpoints.resume_from == str(tmp_path / "ckpt")
-    assert ResumePoint.of(checked.resume, checked.model) is checked.resume and len(reads) == 1  # taken as read
     assert check_run({}).resume is None
 
 
@@ -122,3 +120,13 @@ def test_the_notebook_folder_variable_is_defined_once():
     sources = [p for layer in ("backend", "kernel", "widgets") for p in (package / layer).rglob("*.py")]
     defining = [p.relative_to(package).as_posix() for p in sources if f'= "{ENV_NOTEBOOK_DIR}"' in p.read_text()]
     assert defining == ["backend/train/config/paths.py"]
+
+
+def test_a_trainer_checks_the_sections_it_reads_against_the_stream_it_is_given():
+    run = RunConfig.of({"data": "missing.txt", "plan": "dp2", "instantiation": "tp2"})
+    checked = run.check_training(max_len=2048)  # the data comes built: its section is not read
+    assert checked.precision.token_budget == 2048 and checked.data == run.data
+    assert checked.parallelism.instantiation == "tp2" and checked.optimizer == run.optimizer
+    assert checked.check_training(max_len=64).precision.token_budget == 2048  # filled in once, then kept
+    with pytest.raises(ValueError, match="'token_budget' = 2048 is not valid: give a whole number of at least 4096"):
+        checked.check_training(max_len=4096)  # a budget filled in for shorter sequences holds no longer one
