@@ -23,6 +23,17 @@ def test_every_package_folder_is_listed_in_pyproject():
     assert listed == on_disk
 
 
+def test_no_package_folder_holds_more_than_twenty_modules():
+    """A folder is a concept: one that grows past 20 modules is split into subfolders."""
+    crowded = {
+        init.parent.relative_to(ROOT).as_posix(): count
+        for folder in FOLDERS
+        for init in (ROOT / folder).rglob("__init__.py")
+        if (count := len([m for m in init.parent.glob("*.py") if m.name != "__init__.py"])) > 20
+    }
+    assert not crowded, f"split these folders by concept: {crowded}"
+
+
 @pytest.mark.slow
 def test_wheel_installs_and_imports(tmp_path):
     source = tmp_path / "source"  # a copy, so that the build leaves nothing in the work tree

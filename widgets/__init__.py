@@ -8,10 +8,10 @@ from hotswitch.backend.exports import lazy_exports
 _EXPORTS = {
     "Dashboard": "hotswitch.widgets.dashboard",
     "export_html": "hotswitch.widgets.export",
-    "GraphView": "hotswitch.widgets.graph_view",
-    "PlanView": "hotswitch.widgets.plan_view",
+    "GraphView": "hotswitch.widgets.graph.graph_view",
+    "PlanView": "hotswitch.widgets.plan.plan_view",
     "show": "hotswitch.widgets.show_object",
-    "SwitchPlanView": "hotswitch.widgets.switch_plan_view",
+    "SwitchPlanView": "hotswitch.widgets.plan.switch_plan_view",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -21,7 +21,7 @@ from plotly.subplots import make_subplots
 from hotswitch.backend.train.loop.events import read_events
 from hotswitch.widgets.dashboard_state import PHASES, DashboardState, throughput_text
 from hotswitch.widgets.html_table import html_table
-from hotswitch.widgets.plan_bands import band_labels, band_shapes, x_extent
+from hotswitch.widgets.plan.plan_bands import band_labels, band_shapes, x_extent
 from hotswitch.widgets.plot_output import PlotOutput
 from hotswitch.widgets.throttle import Throttle
 

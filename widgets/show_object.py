@@ -17,9 +17,9 @@ def show(obj) -> widgets.Widget:
     from hotswitch.backend.train.planning.cost import CostModel
     from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
     from hotswitch.widgets.dashboard import Dashboard
-    from hotswitch.widgets.graph_view import GraphView
-    from hotswitch.widgets.plan_view import PlanView
-    from hotswitch.widgets.switch_plan_view import SwitchPlanView
+    from hotswitch.widgets.graph.graph_view import GraphView
+    from hotswitch.widgets.plan.plan_view import PlanView
+    from hotswitch.widgets.plan.switch_plan_view import SwitchPlanView
 
     if isinstance(obj, (LogicalGraph, ExecGraph)) or (isinstance(obj, dict) and ("nodes" in obj or "logical" in obj)):
         return GraphView.of(obj)

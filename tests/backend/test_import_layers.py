@@ -104,7 +104,7 @@ def test_the_library_never_imports_the_papers_experiment():
         ("hotswitch.backend.runtime.x", "from hotswitch.backend import plan_switch", "switch.planner"),
         ("hotswitch.backend.switch.x", "from hotswitch.backend.train.loop import engine", "train"),
         ("hotswitch.backend.graph.x", "from hotswitch.backend.train.planning.cost import CostModel", "planning.cost"),
-        ("hotswitch.backend.layout", "import hotswitch.widgets.graph_view", "hotswitch.widgets"),
+        ("hotswitch.backend.layout", "import hotswitch.widgets.graph.graph_view", "hotswitch.widgets"),
         ("hotswitch.backend.models.x", "from hotswitch.kernel import magics", "hotswitch.kernel"),
         ("hotswitch.backend.sim.setup", "from hotswitch.backend.sim.paper.baselines import X", "sim.paper.baselines"),
         ("hotswitch.backend.sim.step", "from .paper import compare", "sim.paper.compare"),

@@ -10,8 +10,8 @@ from hotswitch.backend.sim.step import simulate_step
 from hotswitch.backend.switch.planner import model_layouts
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.widgets import Dashboard, SwitchPlanView
-from hotswitch.widgets.sim_speedup import speedup_figure, speedup_series
-from hotswitch.widgets.sim_timeline import timeline_bars
+from hotswitch.widgets.simulation.speedup import speedup_figure, speedup_series
+from hotswitch.widgets.simulation.timeline import timeline_bars
 
 from .recorded_events import recorded_events
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hotswitch.widgets.dag_layout import crossings, dag_layout, layers_of
-from hotswitch.widgets.graph_nodes import summary_edges
+from hotswitch.widgets.graph.dag_layout import crossings, dag_layout, layers_of
+from hotswitch.widgets.graph.graph_nodes import summary_edges
 
 
 def test_every_edge_points_down_and_no_two_nodes_overlap(tiny_summary):

@@ -6,7 +6,7 @@ from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph, summarize
 from hotswitch.backend.models import get_config
 from hotswitch.widgets import GraphView, show
-from hotswitch.widgets.graph_nodes import ALL_LAYERS
+from hotswitch.widgets.graph.graph_nodes import ALL_LAYERS
 from hotswitch.widgets.palette import KIND_COLORS
 
 

@@ -3,7 +3,7 @@ short or left out where the band is too narrow, with the plan's full order as ho
 
 import itertools
 
-from hotswitch.widgets.plan_bands import ELLIPSIS, band_labels, band_shapes, band_span, label_width_px, x_extent
+from hotswitch.widgets.plan.plan_bands import ELLIPSIS, band_labels, band_shapes, band_span, label_width_px, x_extent
 
 PLOT_PX = 600
 ORDERS = (["dp4", "tp4"], ["dp2tp2"], ["dp1tp2pp2", "dp4", "tp4"])

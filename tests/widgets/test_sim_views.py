@@ -7,8 +7,8 @@ from hotswitch.backend.sim.datasets import batch_lengths
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.sim.step import simulate_step
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
-from hotswitch.widgets.sim_speedup import speedup_figure, speedup_series
-from hotswitch.widgets.sim_timeline import timeline_bars, timeline_figure
+from hotswitch.widgets.simulation.speedup import speedup_figure, speedup_series
+from hotswitch.widgets.simulation.timeline import timeline_bars, timeline_figure
 
 
 @pytest.fixture(scope="module")

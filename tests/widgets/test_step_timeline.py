@@ -5,7 +5,7 @@ import pytest
 
 from hotswitch.backend.train.loop.step_report import plan_event
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
-from hotswitch.widgets.step_timeline import measured_step, step_timeline
+from hotswitch.widgets.plan.step_timeline import measured_step, step_timeline
 
 PLAN = HotSwitchPlan.of([("tp4", 160), ("tp2@0-1", 64), ("dp2@2-3", 0)])
 

@@ -6,7 +6,7 @@ from hotswitch.backend import Cluster
 from hotswitch.backend.switch import plan_switch, switch_bounds
 from hotswitch.backend.switch.planner import model_layouts
 from hotswitch.widgets import SwitchPlanView, show
-from hotswitch.widgets.switch_traffic import message_rows
+from hotswitch.widgets.plan.switch_traffic import message_rows
 
 
 @pytest.fixture(scope="module")

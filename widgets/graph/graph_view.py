@@ -8,9 +8,9 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from hotswitch.backend.strategy import Strategy
-from hotswitch.widgets.dag_layout import dag_layout
+from hotswitch.widgets.graph.dag_layout import dag_layout
 from hotswitch.widgets.figure_widget import FigureWidget
-from hotswitch.widgets.graph_nodes import (
+from hotswitch.widgets.graph.graph_nodes import (
     ALL_LAYERS,
     DrawnNode,
     collapse_layers,

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.palette import strategy_color
-from hotswitch.widgets.plan_prediction import AUTO, PlanPrediction, predict_plan
+from hotswitch.widgets.plan.plan_prediction import AUTO, PlanPrediction, predict_plan
 
 MEMORY_UNITS = ((1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 HISTOGRAM_BINS = 50

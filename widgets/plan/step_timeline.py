@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hotswitch.backend.strategy import Strategy
 from hotswitch.widgets.figure_widget import FigureWidget
-from hotswitch.widgets.sim_timeline import timeline_figure
+from hotswitch.widgets.simulation.timeline import timeline_figure
 
 STAGE_JOIN = " + "  # how the plan event writes strategies side by side in one stage
 TOTALS = (("switch", "switch"), ("grad_sync", "sync"), ("update", "update"))  # step seconds -> timeline kind

@@ -12,7 +12,7 @@ from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.switch import ALGORITHMS, SwitchBounds, SwitchPlan, plan_switch, switch_bounds
 from hotswitch.widgets.figure_widget import FigureWidget
 from hotswitch.widgets.html_table import html_table
-from hotswitch.widgets.switch_traffic import byte_matrix, message_rows
+from hotswitch.widgets.plan.switch_traffic import byte_matrix, message_rows
 
 TRAFFIC = (("send_intra", "send intra-node"), ("send_inter", "send inter-node"))
 RECEIVE = (("recv_intra", "receive intra-node"), ("recv_inter", "receive inter-node"))

@@ -1,0 +1,1 @@
+"""Views of the logical and executable graphs: the layered layout, the nodes per strategy, the widget."""
