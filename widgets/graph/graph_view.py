@@ -8,8 +8,8 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 
 from hotswitch.backend.strategy import Strategy
-from hotswitch.widgets.graph.dag_layout import dag_layout
 from hotswitch.widgets.figure_widget import FigureWidget
+from hotswitch.widgets.graph.dag_layout import dag_layout
 from hotswitch.widgets.graph.graph_nodes import (
     ALL_LAYERS,
     DrawnNode,
