@@ -65,10 +65,12 @@ def timed(run: Callable[[], object], device: torch.device, repeats: int = 2) -> 
     return max(timed_each(run, device, repeats))
 
 
-def timed_each(run: Callable[[], object], device: torch.device, repeats: int = 2) -> list[float]:
+def timed_each(run: Callable[[], object], device: torch.device, repeats: int = 2, warm: bool = True) -> list[float]:
     """Every rank's mean time of its own ``run()`` (collective; ``timed``'s runs): device
-    groups side by side each time their own work at once, as a step trains them."""
-    run()
+    groups side by side each time their own work at once, as a step trains them. ``warm``:
+    run once unmeasured first (``cold_shapes`` says where a new shape needs it)."""
+    if warm:
+        run()
     synchronize(device)
     total = 0.0
     for _ in range(repeats):
@@ -77,6 +79,13 @@ def timed_each(run: Callable[[], object], device: torch.device, repeats: int = 2
         run()
         total += device_clock(device) - started
     return each_rank(total / repeats)
+
+
+def cold_shapes(device: torch.device) -> bool:
+    """Whether a graph's first run at a new shape pays more than its next: on CUDA (kernels
+    chosen, attention plans built, the allocator growing), not on the CPU, where only a graph's
+    very first run does (a profile warms each graph once there: a fifth of its time on 4 ranks)."""
+    return device.type == "cuda"
 
 
 def each_rank(value: float) -> list[float]:
@@ -131,17 +140,17 @@ def measure_stage(engine: Engine, stage: Stage, lengths: list[int]) -> dict[Stra
 
     filled: list[list[float]] = []
     peak: list[list[float]] = []
-    rows = []
+    rows, cold = [], cold_shapes(device)
     for length in lengths:
         tokens = filled_batch(engine, length)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
             before = torch.cuda.memory_allocated(device)
-        filled.append(timed_each(run(tokens), device))
+        filled.append(timed_each(run(tokens), device, warm=cold or not rows))
         if device.type == "cuda":
             peak.append([b / len(tokens) for b in each_rank(torch.cuda.max_memory_allocated(device) - before)])
         rows.append(len(tokens))
-    one = timed_each(run(filled_batch(engine, lengths[0])[:1]), device, repeats=5)
+    one = timed_each(run(filled_batch(engine, lengths[0])[:1]), device, repeats=5, warm=cold)
     if mine:
         engine.states[mine].grads.flat.zero_()
     alone, full = slowest_of(stage, one), [slowest_of(stage, f) for f in filled]
@@ -168,7 +177,8 @@ def measure_pipeline_increment(engine: Engine, stage: Stage, length: int) -> dic
     def run(n: int) -> Callable[[], object]:
         return partial(graph.run, [(tokens, tokens)] * n, 0.0, schedule=engine.schedule) if graph else lambda: None
 
-    one, many = (slowest_of(stage, timed_each(run(n), engine.device)) for n in (1, count))
+    warm = {1: True, count: cold_shapes(engine.device)}  # the graph warmed by one micro-batch
+    one, many = (slowest_of(stage, timed_each(run(n), engine.device, warm=warm[n])) for n in (1, count))
     if mine:
         engine.states[mine].grads.flat.zero_()
     for s in stage:

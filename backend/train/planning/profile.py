@@ -41,8 +41,9 @@ def profile_lengths(max_len: int) -> list[int]:
 
 def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 8,  # raw measurements per length, micro-batch overhead, steady-state means; fused
-        # attention without cuDNN's per-shape plans; the update with its norm and compute copy
+        "profile": 9,  # raw measurements per length, micro-batch overhead, steady-state means; fused
+        # attention without cuDNN's per-shape plans; the update with its norm and compute copy; on
+        # the CPU one warm-up per graph (measure.cold_shapes)
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,
