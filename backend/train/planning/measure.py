@@ -140,7 +140,8 @@ def measure_stage(engine: Engine, stage: Stage, lengths: list[int]) -> dict[Stra
 
     filled: list[list[float]] = []
     peak: list[list[float]] = []
-    rows, cold = [], cold_shapes(device)
+    rows: list[int] = []
+    cold = cold_shapes(device)
     for length in lengths:
         tokens = filled_batch(engine, length)
         if device.type == "cuda":
