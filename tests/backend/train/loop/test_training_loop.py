@@ -23,9 +23,15 @@ def uninterrupted(tmp_path_factory):
     return folder, events, params
 
 
-def test_learning_rates_and_losses_follow_one_device(uninterrupted):
+@pytest.fixture(scope="module")
+def reference():
+    """One device on the uninterrupted run's spec: losses, learning rates, held-out losses."""
+    return one_device(loop_spec())
+
+
+def test_learning_rates_and_losses_follow_one_device(uninterrupted, reference):
     _, events, _ = uninterrupted
-    losses, rates, _ = one_device(loop_spec())
+    losses, rates, _ = reference
     steps = of(events, "step")
     assert [e["lr"] for e in steps] == pytest.approx(rates, rel=1e-12)
     assert rates[0] == pytest.approx(1e-3) and rates[1] == pytest.approx(2e-3) and rates[-1] == pytest.approx(2e-4)
@@ -33,9 +39,9 @@ def test_learning_rates_and_losses_follow_one_device(uninterrupted):
         assert abs(e["loss"] - loss) / loss <= TOLERANCE, (e["step"], e["loss"], loss)
 
 
-def test_held_out_loss_is_reported_every_n_steps_and_equals_one_devices(uninterrupted):
+def test_held_out_loss_is_reported_every_n_steps_and_equals_one_devices(uninterrupted, reference):
     _, events, _ = uninterrupted
-    _, _, evals = one_device(loop_spec())
+    _, _, evals = reference
     reported = {e["step"]: e["loss"] for e in of(events, "eval")}
     assert sorted(reported) == [2, 4, 6] == sorted(evals)
     for step, loss in reported.items():
