@@ -56,6 +56,8 @@ def test_bad_plans_are_refused_before_anything_launches(tmp_path):
     assert out.returncode == 2 and "uses 3 devices but the cluster has 4" in out.stderr
     out = hotswitch("train", "-n", "4", "--plan", "tp4:100,dp4:50")
     assert out.returncode == 2 and "one of them 0" in out.stderr
+    out = hotswitch("train", "-n", "2", "--plan", "dp2", "--instantiation", "tp4")
+    assert out.returncode == 2 and "uses 4 devices but the cluster has 2" in out.stderr
     (tmp_path / "taken").mkdir()
     out = hotswitch("train", "-n", "2", "--plan", "dp2", "--checkpoint", str(tmp_path / "taken"))
     assert out.returncode == 2 and "already exists" in out.stderr
