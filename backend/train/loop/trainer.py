@@ -8,14 +8,14 @@ every rank at the next step boundary, so all ranks apply them at the same point:
 ``{"command": "stop"}``                                                      end after this step
 ``{"command": "checkpoint", "path": "..."}``                                 save now
 
-Every ``checkpoint_every`` steps a checkpoint goes to ``checkpoints/step-N`` in the notebook's
-folder (the newest ``keep_checkpoints`` kept); every ``evaluation.every`` steps an ``eval`` event
-reports the loss on the held-out split.
+Every ``checkpoint_every`` steps a checkpoint goes to the notebook folder's ``checkpoints/step-N``
+(the newest ``keep_checkpoints`` kept); every ``evaluation.every`` steps an ``eval`` event.
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -47,23 +47,31 @@ Control = Callable[[], list[dict]]
 PAUSE_POLL_S = 0.2
 
 
+def _run_or_plan(run: RunConfig | Mapping | str | list | HotSwitchPlan | None) -> RunConfig | Mapping | str:
+    """``run``, or the run of the plan an older call passed in its place, with a deprecation notice."""
+    if not isinstance(run, HotSwitchPlan | list | str) or (isinstance(run, str) and run.endswith(".toml")):
+        return run or {}
+    plan = [[str(b.strategy), b.above] for b in run.buckets] if isinstance(run, HotSwitchPlan) else run
+    warnings.warn(f"Trainer(config, data, plan) is deprecated: pass {{'plan': {plan!r}}}", DeprecationWarning, 3)
+    return {"plan": plan}
+
+
 class Trainer:
-    """Trains ``config`` on ``data`` as the run configuration ``run`` says (a ``RunConfig`` or a
-    flat dict of its keys: ``{"plan": "dp2", "token_budget": 1024}``), reading the sections a
-    trainer owns: steps and seed, the optimizer, parallelism and plan, precision and memory,
-    checkpoints (``RunConfig.check_training``, checked against ``data``); the model and the data
-    come built. ``plan`` ``"auto"`` makes every dp x tp x pp layout a candidate (cp ones as
-    ``context_parallel`` says, device groups as ``side_by_side`` does; ``planning.side_by_side``)
-    and gives each batch the buckets that minimise the predicted step time; a ``memory_budget``
-    turns on the cost model for fixed plans too (infeasible buckets are refused first).
-    ``resume``: the run's ``resume_from`` as its check read it (None: read here). ``evaluation``
-    and ``initial`` (values of the first weights, e.g. a Hugging Face checkpoint's) come built."""
+    """Trains ``config`` on ``data`` as the run configuration ``run`` says (a ``RunConfig``, a flat
+    dict of its keys, ``{"plan": "dp2", "token_budget": 1024}``, or a TOML file), reading the
+    sections a trainer owns (``RunConfig.check_training``, checked against ``data``): steps and
+    seed, optimizer, parallelism and plan, precision and memory, checkpoints. Under ``plan``
+    ``"auto"`` each batch gets the buckets predicted fastest among the dp x tp x pp layouts (and cp
+    ones and device groups as ``context_parallel`` and ``side_by_side`` say); a ``memory_budget``
+    prices fixed plans too (infeasible buckets refused first). ``resume``: the run's
+    ``resume_from`` as its check read it (None: read here); ``evaluation`` and ``initial`` (the
+    first weights' values, e.g. a Hugging Face checkpoint's) come built."""
 
     def __init__(
         self,
         config: ModelConfig,
         data: BatchStream,
-        run: RunConfig | Mapping | None = None,
+        run: RunConfig | Mapping | str | list | None = None,
         *,
         sink: Sink = discard,
         control: Control | None = None,
@@ -72,7 +80,7 @@ class Trainer:
         initial: InitialValue | None = None,
     ):
         self.config, self.data = config, data
-        self.run = run = RunConfig.of(run or {}).check_training(data.max_len)
+        self.run = run = RunConfig.of(_run_or_plan(run)).check_training(data.max_len)
         ckpt, parallelism, precision = run.checkpoints, run.parallelism, run.precision
         folder = notebook_dir() / "checkpoints"
         self.checkpoints = CheckpointPolicy(folder, ckpt.checkpoint_every, ckpt.keep_checkpoints)
@@ -206,10 +214,8 @@ class Trainer:
         self.engine.use_batching(cost.micro_batching())
 
     def _auto_strategies(self) -> list[Strategy]:
-        parallelism = self.run.parallelism
-        return auto_strategies(
-            self.config, self.world, self.data.max_len, parallelism.context_parallel, parallelism.side_by_side
-        )
+        p = self.run.parallelism
+        return auto_strategies(self.config, self.world, self.data.max_len, p.context_parallel, p.side_by_side)
 
     def _enable_auto(self) -> None:
         cost = self.cost

@@ -114,3 +114,23 @@ def warm_cells(rank: int, world: int):
     trainer.switch("tp2")
     trainer.train(2, jobs[1])
     return [job.events for job in jobs] if rank == 0 else None
+
+
+def trainer_settings(rank: int, world: int):
+    """What a trainer reads from the run it is given, and from a plan passed as older calls did
+    (with the deprecation notices they raise)."""
+    import warnings
+
+    from hotswitch.backend.data import BatchStream, stdlib_documents
+    from hotswitch.backend.train.loop.trainer import Trainer
+
+    def built(run):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer = Trainer(model_config("tiny"), BatchStream(stdlib_documents(), 4, 64, seed=0), run)
+        notices = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+        engine = trainer.engine
+        return str(trainer.plan), str(engine.instantiation), engine.token_budget, engine.optim.lr, notices
+
+    run = {"plan": "dp2", "instantiation": "tp2", "token_budget": 512, "lr": 3e-4}
+    return [built(run), built("dp2"), built([["tp2", 32], ["dp2", 0]])]
