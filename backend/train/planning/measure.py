@@ -84,7 +84,7 @@ def timed_each(run: Callable[[], object], device: torch.device, repeats: int = 2
 def cold_shapes(device: torch.device) -> bool:
     """Whether a graph's first run at a new shape pays more than its next: on CUDA (kernels
     chosen, attention plans built, the allocator growing), not on the CPU, where only a graph's
-    very first run does (a profile warms each graph once there: a fifth of its time on 4 ranks)."""
+    very first run does: a profile warms each graph once there, not once per length."""
     return device.type == "cuda"
 
 
