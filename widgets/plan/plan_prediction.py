@@ -71,7 +71,7 @@ def predict_plan(
         curves=curves,
         memory_limit=cost.budget,
         plan=plan,
-        buckets=[[str(b.strategy), b.above] for b in plan.buckets],
+        buckets=plan.spec,
         batch=sorted((q.length, str(s)) for s, seqs in groups.items() for q in seqs),
         predicted_step_s=cost.step_s(plan, lengths, instantiation) if lengths else None,
     )

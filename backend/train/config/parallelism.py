@@ -73,11 +73,13 @@ class ParallelismSettings:
                 raise bad_setting("plan", self.plan, f"{error} (or give 'auto')") from None
         if self.instantiation is not None:
             try:
-                if Strategy.parse(self.instantiation).is_group:
-                    raise ValueError("the master weights live on every device, not on a group")
+                group = Strategy.parse(self.instantiation).is_group
             except (ValueError, TypeError) as error:
                 fix = f"{error} (e.g. 'tp2', or leave it out)"
                 raise bad_setting("instantiation", self.instantiation, fix) from None
+            if group:
+                why = "the master weights live on every device, not on a group (e.g. 'tp2', or leave it out)"
+                raise bad_setting("instantiation", self.instantiation, why)
         three_way("shard_optimizer", self.shard_optimizer, "shard where dp > 1")
         three_way("context_parallel", self.context_parallel, "auto weighs cp from 4,096 tokens")
         if not isinstance(self.side_by_side, bool):

@@ -23,7 +23,7 @@ def plan_event(
     return event(
         "plan",
         step=step,
-        buckets=[[str(b.strategy), b.above] for b in plan.buckets],
+        buckets=plan.spec,
         order=[" + ".join(map(str, as_stage(s))) for s in order],  # device groups side by side joined by +
         instantiation=str(instantiation),
         predicted_step_s=predicted,

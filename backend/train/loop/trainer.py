@@ -51,7 +51,7 @@ def _run_or_plan(run: RunConfig | Mapping | str | list | HotSwitchPlan | None) -
     """``run``, or the run of the plan an older call passed in its place, with a deprecation notice."""
     if not isinstance(run, HotSwitchPlan | list | str) or (isinstance(run, str) and run.endswith(".toml")):
         return run or {}
-    plan = [[str(b.strategy), b.above] for b in run.buckets] if isinstance(run, HotSwitchPlan) else run
+    plan = run.spec if isinstance(run, HotSwitchPlan) else run
     warnings.warn(f"Trainer(config, data, plan) is deprecated: pass {{'plan': {plan!r}}}", DeprecationWarning, 3)
     return {"plan": plan}
 
@@ -242,8 +242,7 @@ class Trainer:
     def save(self, path: str | Path | None = None) -> Path:
         """Checkpoint now (collective); without a path, into ``checkpoints/step-N``."""
         path = path or self.checkpoints.path_for(self.step_index)
-        buckets = [[str(b.strategy), b.above] for b in self.plan.buckets]
-        extra = {"step": self.step_index, "data": self.data.state_dict(), "buckets": buckets}
+        extra = {"step": self.step_index, "data": self.data.state_dict(), "buckets": self.plan.spec}
         saved = checkpoint.save(self.engine, path, extra)
         self.sink(event("checkpoint", step=self.step_index, path=str(saved)))
         return saved

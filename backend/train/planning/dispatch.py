@@ -64,6 +64,12 @@ class HotSwitchPlan:
     def strategies(self) -> tuple[Strategy, ...]:
         return tuple(b.strategy for b in self.buckets)
 
+    @property
+    def spec(self) -> list[list]:
+        """The buckets as the ``plan`` setting, events and checkpoints write them:
+        ``[["tp4", 256], ["dp4", 0]]``; ``HotSwitchPlan.of`` reads them back."""
+        return [[str(b.strategy), b.above] for b in self.buckets]
+
     def strategy_for(self, length: int) -> Strategy:
         """The strategy of the first bucket whose lower bound is below ``length``."""
         return next(b.strategy for b in self.buckets if length > b.above)

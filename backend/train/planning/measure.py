@@ -178,8 +178,8 @@ def measure_pipeline_increment(engine: Engine, stage: Stage, length: int) -> dic
     def run(n: int) -> Callable[[], object]:
         return partial(graph.run, [(tokens, tokens)] * n, 0.0, schedule=engine.schedule) if graph else lambda: None
 
-    warm = {1: True, count: cold_shapes(engine.device)}  # the graph warmed by one micro-batch
-    one, many = (slowest_of(stage, timed_each(run(n), engine.device, warm=warm[n])) for n in (1, count))
+    one = slowest_of(stage, timed_each(run(1), engine.device))
+    many = slowest_of(stage, timed_each(run(count), engine.device, warm=cold_shapes(engine.device)))  # warmed by one
     if mine:
         engine.states[mine].grads.flat.zero_()
     for s in stage:
