@@ -8,8 +8,12 @@ device model is the one ``benchmarks/paper.py`` uses, calibrated on the same mea
 Each cell also gives the batch's longest document trained alone on the fastest layout that
 holds it, without cp and with it (``longest_alone_s``, ``longest_alone_cp_s``): what cp can
 shorten, against what the step gains.
+Each cell also gives ``floor_cp_s``, the least any plan with cp could take (``sim.floor``: the
+batch's least work, or its longest document alone), and ``speedup_ceiling``, the most any could
+gain over ``auto`` without cp: where that is under 1.3x, no plan meets the goal.
 The output: the ``cells`` (each with both arms' ``auto_s`` and ``auto_cp_s``, the ``speedup`` and
-``meets_goal``), the ``summary`` (``long_cells_meeting_1_3x``, ``short_never_slower``), the ring's
+``meets_goal``), the ``summary`` (``long_cells_meeting_1_3x``, ``short_never_slower``,
+``long_cells_whose_ceiling_reaches_1_3x``), the ring's
 fitted split cost (``ring_split``) and the grid's seconds (``grid_s``). ``--side-by-side``: a
 third arm per cell, ``auto`` with cp and device groups side by side; cells gain ``auto_groups_s``,
 ``vs_sequential_auto`` (over ``auto`` with cp) and ``groups_speedup`` (over ``auto`` without cp),
@@ -42,8 +46,11 @@ OUTPUT_KEYS = (
     "cells[].meets_goal",
     "cells[].longest_alone_s",
     "cells[].longest_alone_cp_s",
+    "cells[].floor_cp_s",
+    "cells[].speedup_ceiling",
     "summary.long_cells_meeting_1_3x",
     "summary.short_never_slower",
+    "summary.long_cells_whose_ceiling_reaches_1_3x",
     "ring_split",
     "grid_s",
 )

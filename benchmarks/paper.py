@@ -18,13 +18,17 @@ which a loaded machine leaves nearly unchanged. A few minutes on 2 cores.
 
 The output: ``settings`` (per row ``best_static_s``, ``hot_c1_s``, ``auto_s`` and ``auto``
 against the paper's baselines: ``vs_megatron_paper``, ``vs_deepspeed_paper``,
-``vs_strong_static``), the ``summary`` (``auto_vs_static_mean``, the ``paper`` block),
+``vs_strong_static``; ``floor_s``, the least any plan over the setting's layouts could take, and
+``floor_vs_static``, the most any could gain: ``sim.floor``), the ``summary``
+(``auto_vs_static_mean``, ``auto_vs_static_geomean``, ``floor_vs_static_geomean``, the ``paper``
+block),
 ``calibration``, ``calibration_h200``, ``grid_s``, ``packing`` (``--packing``: the engine's own
 contenders, its statics, c1 and ``auto``, pack their micro-batches; the paper's baselines run as
 their authors ran them) and ``validation`` (null without
 ``--validate``; else its ``cases``, ``worst_rel_err`` and ``speedups``). ``--side-by-side``: each setting also
 runs ``auto+groups`` (``auto`` weighing two device groups side by side); rows gain
-``vs_sequential_auto`` and ``auto_groups_vs_static``, the summary ``vs_sequential_auto_mean``.
+``vs_sequential_auto`` and ``auto_groups_vs_static``, the summary ``vs_sequential_auto_mean`` and
+``auto_groups_vs_static_geomean``.
 ``--smoke``: one grid
 cell (7B on 8 GPUs, CommonCrawl, 4K) and the validation on 2 ranks with ``e2e.py``'s smoke
 model, one step of 4 documents of up to 64 byte tokens (the output's ``smoke``).
@@ -69,7 +73,11 @@ OUTPUT_KEYS = (
     "settings[].vs_megatron_paper",
     "settings[].vs_deepspeed_paper",
     "settings[].vs_strong_static",
+    "settings[].floor_s",
+    "settings[].floor_vs_static",
     "summary.auto_vs_static_mean",
+    "summary.auto_vs_static_geomean",
+    "summary.floor_vs_static_geomean",
     "summary.paper",
     "calibration",
     "calibration_h200",

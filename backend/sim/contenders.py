@@ -159,13 +159,14 @@ def run_auto(
     setup.switches.estimate = True  # the search on switch-time bounds; the step reported as the setup says
     try:
         best, errors = _search(setup, candidates, queue, instantiations is None)
-        for groups in _side_by_side(setup, best) if setup.side_by_side else []:
-            if best is None or groups[0] < best[0] - 1e-12:
-                best = groups
+        finalists = ([best] if best else []) + (_side_by_side(setup, best) if setup.side_by_side else [])
     finally:
         setup.switches.estimate = reported
-    if best is None:
+    if not finalists:
         return Contender("auto", None, None, None, {}, errors[0] if errors else "no candidate strategy")
+    # ranked on switch-time bounds, the finalists are compared on the switches their steps take
+    # (the sequential one first, so a tie keeps it): groups never win on a bound alone
+    best = min(finalists, key=lambda f: f[2].step_s(f[1], setup.lengths, f[3]))
     found = _run(setup, "auto", best[1], best[2], best[3])
     for seed in seeds:  # chosen as the trainer would choose: by prediction
         ours, theirs = found.predicted_s, seed.predicted_s

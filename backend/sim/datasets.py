@@ -74,3 +74,23 @@ def batch_lengths(dataset: str, context: int, size: int = PAPER_BATCH, seed: int
         return [min(context, n) for n in _measured_lengths(size, seed)]
     docs = SyntheticDocuments(dataset.removesuffix("-synthetic"), count=size, seed=seed)
     return [min(context, docs.length(i)) for i in range(size)]
+
+
+def batch_of_tokens(dataset: str, context: int, tokens: int, seed: int = 0) -> list[int]:
+    """A global batch fixed in tokens, not documents: lengths of ``dataset`` (each truncated at
+    ``context``) until they hold ``tokens``, the last one cut to make the sum exact, as Hydraulis'
+    sampler (``LLaMAFixedTokenSampler``) fills a batch."""
+    if tokens < 2:
+        raise ValueError(f"a batch needs at least 2 tokens, got {tokens}")
+    size = PAPER_BATCH
+    lengths = batch_lengths(dataset, context, size, seed)
+    while sum(lengths) < tokens:
+        size *= 2
+        lengths = batch_lengths(dataset, context, size, seed)
+    out, total = [], 0
+    for n in lengths:
+        out.append(min(n, tokens - total))
+        total += out[-1]
+        if total == tokens:
+            break
+    return out

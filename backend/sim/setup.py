@@ -106,6 +106,14 @@ class Setup:
         check_strategy(self.config, runs)
         return runs
 
+    def weighing(self, context_parallel: bool, side_by_side: bool) -> Setup:
+        """This setup with ``auto`` weighing the cp layouts or device groups or not, sharing the
+        strategy costs computed so far: they depend on the model, cluster and batch, not on what
+        ``auto`` weighs."""
+        out = replace(self, context_parallel=context_parallel, side_by_side=side_by_side)
+        out.costs = self.costs
+        return out
+
     def simulated(self, strategy: Strategy) -> SimulatedStrategy:
         return SimulatedStrategy(self.config, self.check(strategy), self.cluster, self.spec, self.precision)
 

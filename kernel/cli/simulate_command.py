@@ -107,8 +107,9 @@ def _progress(what: str, done: int, total: int, width: int = 30) -> None:
     sys.stderr.flush()
 
 
-def report(comparison) -> dict:
-    """The contenders of one comparison as plain values (what ``--json`` prints)."""
+def report(comparison, floor_s: float | None = None) -> dict:
+    """The contenders of one comparison as plain values (what ``--json`` prints); ``floor_s``:
+    the floor under its plans, where computed."""
     setup = comparison.setup
     return {
         "model": setup.config.name,
@@ -125,6 +126,7 @@ def report(comparison) -> dict:
         "notices": list(setup.notices),  # e.g. Ulysses asked where the heads do not split: ring runs
         "cp_speedup": comparison.cp_speedup,  # auto over auto+cp, with --context-parallel
         "groups_speedup": comparison.groups_speedup,  # auto over auto+groups, with --side-by-side
+        "floor_s": floor_s,  # no plan over the layouts auto weighed takes less (sim.floor)
     }
 
 
@@ -146,12 +148,17 @@ def _print_table(out: dict) -> None:
         print(f"context parallelism: auto+cp is {out['cp_speedup']:.2f}x auto")
     if out["groups_speedup"]:
         print(f"device groups side by side: auto+groups is {out['groups_speedup']:.2f}x auto")
+    if out["floor_s"]:
+        best = min((c["step_s"] for c in out["contenders"] if c["step_s"]), default=None)
+        beside = f"; the fastest contender is {best / out['floor_s']:.2f}x it" if best else ""
+        print(f"floor: no plan over auto's layouts takes less than {out['floor_s']:.2f}s{beside}")
     for notice in out["notices"]:
         print(f"notice: {notice}")
 
 
 def run(args) -> int:
     from hotswitch.backend.sim.datasets import batch_lengths
+    from hotswitch.backend.sim.floor import plan_floor
     from hotswitch.backend.sim.paper.compare import compare
     from hotswitch.backend.sim.setup import Setup, sim_model
 
@@ -172,7 +179,7 @@ def run(args) -> int:
     comparison = compare(
         setup, args.model.lower(), plan, contenders, _progress, args.context_parallel, args.side_by_side
     )
-    out = report(comparison)
+    out = report(comparison, plan_floor(setup.weighing(args.context_parallel, args.side_by_side)))
     if args.json:
         print(json.dumps(out, indent=2))
     else:

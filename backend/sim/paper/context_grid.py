@@ -20,6 +20,7 @@ from dataclasses import replace
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.sim.contenders import Contender, run_auto, sim_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
+from hotswitch.backend.sim.floor import plan_floor
 from hotswitch.backend.sim.paper.grid import versus_sequential_auto
 from hotswitch.backend.sim.setup import LONG_CONTEXT, Setup
 from hotswitch.backend.strategy import Strategy
@@ -108,8 +109,17 @@ def context_row(
         "goal": goal,
         "meets_goal": speedup is not None and speedup >= goal - 1e-9,
         "why": without.why or with_cp.why or None,
+        **ceiling(setup, without, side_by_side),
         **(groups_arm(setup, quick, without, with_cp) if side_by_side else {}),
     }
+
+
+def ceiling(setup: Setup, without: Contender, side_by_side: bool) -> dict:
+    """The floor under every plan with cp (``sim.floor``: the batch's least work, or its longest
+    document alone; device groups among the layouts with ``side_by_side``) and so the most any
+    of them could gain over ``auto`` without cp: where this is under the goal, no plan meets it."""
+    floor = plan_floor(setup.weighing(setup.context_parallel, side_by_side))
+    return {"floor_cp_s": floor, "speedup_ceiling": without.step_s / floor if without.step_s else None}
 
 
 def groups_arm(setup: Setup, quick: bool, without: Contender, with_cp: Contender) -> dict:
@@ -170,6 +180,7 @@ def context_summary(rows: list[dict]) -> dict:
         "short_slowest": min((r["speedup"] for r in short if r["speedup"]), default=None),
         "cells_using_cp": sum(r["uses_cp"] for r in rows),
         "long_longest_alone_gain": [min(gains, default=None), max(gains, default=None)],
+        "long_cells_whose_ceiling_reaches_1_3x": sum((r.get("speedup_ceiling") or 0) >= GOAL_LONG for r in long),
         **groups_summary(long),
     }
 

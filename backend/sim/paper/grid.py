@@ -3,9 +3,11 @@ definition of each figure that ``benchmarks/paper.py``, ``hotswitch simulate`` a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from hotswitch.backend.sim.datasets import DATASETS, SELECTABLE, batch_lengths
+from hotswitch.backend.sim.floor import plan_floor
 from hotswitch.backend.sim.paper import setups
 from hotswitch.backend.sim.paper.compare import Comparison, compare
 from hotswitch.backend.sim.paper.goals import paper_block
@@ -38,6 +40,12 @@ def _speedup(slow: float | None, fast: float | None) -> float | None:
     return slow / fast if slow and fast else None
 
 
+def geomean(values: Iterable[float | None]) -> float | None:
+    """The geometric mean of the values given (None ones left out); None where none is."""
+    logs = [math.log(v) for v in values if v]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
 def row(comparison: Comparison, model: str, dataset: str) -> dict:
     """The figures of one setting (``None`` where a contender does not fit or is not given)."""
     setup, best = comparison.setup, comparison.best_static
@@ -63,7 +71,17 @@ def row(comparison: Comparison, model: str, dataset: str) -> dict:
         "statics_fitting": sum(c.step is not None for c in comparison.statics),
         **paper_baselines(comparison),
         **side_by_side_figures(comparison, best_s),
+        **floor_figures(comparison, best_s),
     }
+
+
+def floor_figures(comparison: Comparison, best_s: float | None) -> dict:
+    """The floor under every plan this setting's ``auto`` could choose (``sim.floor``; device
+    groups among the layouts where ``auto+groups`` ran) and the most any of them could gain over
+    the strong static (``floor_vs_static``): what a speedup goal can ask of this setting."""
+    setup = comparison.setup
+    floor = plan_floor(setup.weighing(setup.context_parallel, comparison.auto_groups is not None))
+    return {"floor_s": floor, "floor_vs_static": _speedup(best_s, floor)}
 
 
 def side_by_side_figures(comparison: Comparison, best_s: float | None) -> dict:
@@ -132,6 +150,8 @@ def summary(rows: list[dict]) -> dict:
         "auto_at_least_c1_everywhere": all(x >= 1 - 1e-9 for x in vs_c1),
         "auto_vs_c1_mean": sum(vs_c1) / len(vs_c1) if vs_c1 else None,
         "auto_vs_static_mean": sum(vs_static) / len(vs_static) if vs_static else None,
+        "auto_vs_static_geomean": geomean(vs_static),
+        "floor_vs_static_geomean": geomean(r.get("floor_vs_static") for r in rows),
         "auto_vs_static_max": {
             d: max((r["auto_vs_static"] or 0 for r in rows if r["dataset"] == d), default=None) for d in DATASETS
         },
@@ -153,6 +173,7 @@ def side_by_side_summary(rows: list[dict]) -> dict:
     return {
         **versus,
         "auto_groups_vs_static_mean": sum(vs_static) / len(vs_static) if vs_static else None,
+        "auto_groups_vs_static_geomean": geomean(vs_static),
         "groups_chosen": sum(1 for r in rows if "@" in (r.get("auto_groups_plan") or "")),
     }
 

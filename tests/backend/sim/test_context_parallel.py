@@ -91,4 +91,6 @@ def test_the_groups_arm_weighs_device_groups_beside_cp_against_both_arms():
     assert row["auto_groups_s"] > 0 and row["auto_groups_plan"]
     assert row["vs_sequential_auto"] == pytest.approx(row["auto_cp_s"] / row["auto_groups_s"])
     assert row["groups_speedup"] == pytest.approx(row["auto_s"] / row["auto_groups_s"])
+    assert 0 < row["floor_cp_s"] <= min(row["auto_cp_s"], row["auto_groups_s"]), "no plan steps below the floor"
+    assert row["speedup_ceiling"] >= max(row["speedup"], row["groups_speedup"])
     assert "auto_groups_s" not in context_row("7b", 8, "commoncrawl", 4096, quick=True)  # only when asked

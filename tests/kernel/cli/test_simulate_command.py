@@ -65,9 +65,12 @@ def test_side_by_side_adds_auto_with_device_groups_and_prices_a_plan_of_groups(c
     assert out["groups_speedup"] == pytest.approx(auto["step_s"] / groups["step_s"])
     # it weighs sequential plans too: the fitted costs choose, so it is never predicted slower
     assert groups["predicted_s"] <= auto["predicted_s"] * (1 + 1e-9)
+    assert 0 < out["floor_s"] < min(c["step_s"] for c in out["contenders"] if c["step_s"]), "the floor is under all"
     assert main([*args, "--contenders", "none", "--plan", "tp4@0-3:4096,dp2tp2@4-7:0"]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("plan "))
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("plan "))
     assert "dp1tp4pp1@0-3(L>4096) | dp2tp2pp1@4-7(L>0)" in row and row.split()[1].endswith("s"), row
+    assert any(line.startswith("floor: no plan over auto's layouts takes less than") for line in lines)
 
 
 def test_plans_parse_as_a_strategy_or_buckets():
