@@ -221,6 +221,8 @@ def at_paper_scale(nb) -> None:
     sequential = float(_one(r"^auto, sequential buckets\s+(\S+) s", groups))
     side_s, plan = _one(r"^auto with device groups\s+(\S+) s: (.*)  \(", groups)
     assert "@0-" in plan and float(side_s) <= sequential, groups  # here groups win, on the device model too
+    floor = float(_one(r"^no plan over these layouts\s+(\S+) s: the floor", groups))
+    assert 0 < floor < float(side_s), "no plan steps below the floor"
 
 
 def warm_ranks(nb) -> None:
