@@ -113,40 +113,15 @@ _HEAT_HOVER = "sender %{y} -> receiver %{x}<br>%{z:,} bytes<extra></extra>"
 
 
 def _node_borders(cluster: Cluster) -> list[dict]:
-    """One square per node around its block of the matrix."""
-    d = cluster.devices_per_node
-    return (
-        [
-            {
-                "type": "rect",
-                "x0": k * d - 0.5,
-                "x1": (k + 1) * d - 0.5,
-                "y0": k * d - 0.5,
-                "y1": (k + 1) * d - 0.5,
-                "line": {"color": "#333333", "width": 1.5},
-            }
-            for k in range(cluster.nodes)
-        ]
-        + [
-            {
-                "type": "line",
-                "x0": k * d - 0.5,
-                "x1": k * d - 0.5,
-                "y0": -0.5,
-                "y1": cluster.world_size - 0.5,
-                "line": {"color": "#999999", "width": 0.5, "dash": "dot"},
-            }
-            for k in range(1, cluster.nodes)
-        ]
-        + [
-            {
-                "type": "line",
-                "y0": k * d - 0.5,
-                "y1": k * d - 0.5,
-                "x0": -0.5,
-                "x1": cluster.world_size - 0.5,
-                "line": {"color": "#999999", "width": 0.5, "dash": "dot"},
-            }
-            for k in range(1, cluster.nodes)
-        ]
-    )
+    """One square per node around its block of the matrix, and dotted lines between nodes."""
+    d, edge = cluster.devices_per_node, cluster.world_size - 0.5
+    squares = [
+        {"type": "rect", "x0": k * d - 0.5, "x1": (k + 1) * d - 0.5, "y0": k * d - 0.5, "y1": (k + 1) * d - 0.5}
+        | {"line": {"color": "#333333", "width": 1.5}}
+        for k in range(cluster.nodes)
+    ]
+    dotted = {"color": "#999999", "width": 0.5, "dash": "dot"}
+    between = [k * d - 0.5 for k in range(1, cluster.nodes)]
+    across = [{"type": "line", "x0": x, "x1": x, "y0": -0.5, "y1": edge, "line": dotted} for x in between]
+    down = [{"type": "line", "y0": y, "y1": y, "x0": -0.5, "x1": edge, "line": dotted} for y in between]
+    return squares + across + down
