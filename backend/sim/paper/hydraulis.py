@@ -63,9 +63,9 @@ def hydraulis_row(setting: HydraulisSetting, device: str = "A800", seed: int = 0
     setup = Setup(setting.model, setting.gpus, setting.context, lengths, device=device, packing=True)
     c = compare(setup, model_name=setting.model, context_parallel=True, side_by_side=True)
     arms = {"auto": c.auto, "auto+cp": c.auto_cp, "auto+groups": c.auto_groups}
-    ran = {name: arm for name, arm in arms.items() if arm is not None and arm.step_s}
-    best = min(ran, key=lambda name: ran[name].step_s) if ran else None
-    ours = ran[best].step_s if best else None
+    ran = {name: arm.step_s for name, arm in arms.items() if arm is not None and arm.step_s is not None}
+    best = min(ran, key=ran.__getitem__) if ran else None
+    ours = ran[best] if best else None
     floor = plan_floor(setup.weighing(context_parallel=True, side_by_side=True))
     paper = {name.replace("-", "_").replace("+", "_"): _seconds(x) for name, x in c.paper.items()}
     megatron = c.megatron_paper
