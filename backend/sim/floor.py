@@ -15,7 +15,7 @@ gradient syncs, the update, replicas or groups waiting for each other. A real st
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from hotswitch.backend.sim.contenders import group_candidates, sim_candidates
 from hotswitch.backend.sim.setup import Setup
@@ -59,10 +59,20 @@ def longest_alone(setup: Setup, candidates: Sequence[Strategy], cost: CostModel)
     """The batch's longest sequence in a micro-batch of its own on the fastest candidate that
     holds it."""
     n = max(setup.lengths)
-    return _least((cost.strategies[s].micro_batch_s(1, n) for s in candidates if cost.fits(s, n)), n, setup)
+    found = fastest_alone(cost, candidates, n)
+    return _least([found[0]] if found else [], n, setup)
 
 
-def _least(seconds, length: int, setup: Setup) -> float:
+def fastest_alone(cost: CostModel, candidates: Sequence[Strategy], length: int) -> tuple[float, Strategy] | None:
+    """The seconds of one sequence of ``length`` in a micro-batch of its own on the fastest of
+    ``candidates`` that holds it under ``cost`` (a device's exact seconds), and that layout;
+    None where none holds it."""
+    seconds = {s: cost.strategies[s].micro_batch_s(1, length) for s in candidates if cost.fits(s, length)}
+    best = min(seconds, key=seconds.__getitem__, default=None)
+    return (seconds[best], best) if best is not None else None
+
+
+def _least(seconds: Iterable[float], length: int, setup: Setup) -> float:
     least = min(seconds, default=None)
     if least is None:
         raise ValueError(f"no candidate layout holds a sequence of {length} tokens on {setup.gpus} devices")

@@ -20,7 +20,7 @@ from dataclasses import replace
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.sim.contenders import Contender, run_auto, sim_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
-from hotswitch.backend.sim.floor import plan_floor
+from hotswitch.backend.sim.floor import fastest_alone, plan_floor
 from hotswitch.backend.sim.paper.grid import versus_sequential_auto
 from hotswitch.backend.sim.setup import LONG_CONTEXT, Setup
 from hotswitch.backend.strategy import Strategy
@@ -60,10 +60,9 @@ def longest_alone(setup: Setup, instantiation: Strategy | None) -> tuple[float |
     if instantiation is None:
         return None, None
     candidates = sim_candidates(setup)
-    cost, n = setup.cost_model(candidates, instantiation), max(setup.lengths)
-    seconds = {s: setup.simulated(s).micro_batch_s(1, n) for s in candidates if cost.fits(s, n)}
-    best = min(seconds, key=seconds.__getitem__, default=None)
-    return (seconds[best], str(best)) if best else (None, None)
+    on_device = setup.exact_model(setup.cost_model(candidates, instantiation))
+    found = fastest_alone(on_device, candidates, max(setup.lengths))
+    return (found[0], str(found[1])) if found else (None, None)
 
 
 def context_row(

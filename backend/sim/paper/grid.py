@@ -36,7 +36,8 @@ def simulate_setting(
     return compare(setup, model_name=model, side_by_side=side_by_side)
 
 
-def _speedup(slow: float | None, fast: float | None) -> float | None:
+def speedup(slow: float | None, fast: float | None) -> float | None:
+    """``slow`` over ``fast``; None where either is missing."""
     return slow / fast if slow and fast else None
 
 
@@ -65,9 +66,9 @@ def row(comparison: Comparison, model: str, dataset: str) -> dict:
         "auto_s": auto.step_s,
         "auto_plan": str(auto.plan) if auto.plan else None,
         "auto_instantiation": str(auto.instantiation) if auto.instantiation else None,
-        "auto_vs_static": _speedup(best_s, auto.step_s),
-        "c1_vs_static": _speedup(best_s, c1.step_s if c1 else None),
-        "auto_vs_c1": _speedup(c1.step_s if c1 else None, auto.step_s),
+        "auto_vs_static": speedup(best_s, auto.step_s),
+        "c1_vs_static": speedup(best_s, c1.step_s if c1 else None),
+        "auto_vs_c1": speedup(c1.step_s if c1 else None, auto.step_s),
         "statics_fitting": sum(c.step is not None for c in comparison.statics),
         **paper_baselines(comparison),
         **side_by_side_figures(comparison, best_s),
@@ -81,7 +82,7 @@ def floor_figures(comparison: Comparison, best_s: float | None) -> dict:
     the strong static (``floor_vs_static``): what a speedup goal can ask of this setting."""
     setup = comparison.setup
     floor = plan_floor(setup.weighing(setup.context_parallel, comparison.auto_groups is not None))
-    return {"floor_s": floor, "floor_vs_static": _speedup(best_s, floor)}
+    return {"floor_s": floor, "floor_vs_static": speedup(best_s, floor)}
 
 
 def side_by_side_figures(comparison: Comparison, best_s: float | None) -> dict:
@@ -94,7 +95,7 @@ def side_by_side_figures(comparison: Comparison, best_s: float | None) -> dict:
         "auto_groups_s": groups.step_s,
         "auto_groups_plan": str(groups.plan) if groups.plan else None,
         "vs_sequential_auto": comparison.groups_speedup,
-        "auto_groups_vs_static": _speedup(best_s, groups.step_s),
+        "auto_groups_vs_static": speedup(best_s, groups.step_s),
     }
 
 
@@ -108,11 +109,11 @@ def paper_baselines(comparison: Comparison) -> dict:
         out[f"{key}_s"] = c.step_s
         out[f"{key}_plan"] = c.summary()["plan"]
     deepspeed = named.get("deepspeed-paper")
-    out["vs_megatron_paper"] = _speedup(megatron.step_s if megatron else None, auto)
-    out["vs_deepspeed_paper"] = _speedup(deepspeed.step_s if deepspeed else None, auto)
-    out["vs_strong_static"] = _speedup(best.step_s if best else None, auto)
+    out["vs_megatron_paper"] = speedup(megatron.step_s if megatron else None, auto)
+    out["vs_deepspeed_paper"] = speedup(deepspeed.step_s if deepspeed else None, auto)
+    out["vs_strong_static"] = speedup(best.step_s if best else None, auto)
     c1 = named.get("hotspa-c1-paper")
-    out["c1_paper_vs_megatron_paper"] = _speedup(megatron.step_s if megatron else None, c1.step_s if c1 else None)
+    out["c1_paper_vs_megatron_paper"] = speedup(megatron.step_s if megatron else None, c1.step_s if c1 else None)
     return out
 
 

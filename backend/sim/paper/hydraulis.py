@@ -26,6 +26,7 @@ from hotswitch.backend.sim.contenders import Contender
 from hotswitch.backend.sim.datasets import batch_of_tokens
 from hotswitch.backend.sim.floor import plan_floor
 from hotswitch.backend.sim.paper.compare import compare
+from hotswitch.backend.sim.paper.grid import speedup
 from hotswitch.backend.sim.setup import Setup
 
 SOURCE = "github.com/lhy101/Hydraulis, branch main, commit 4489487"
@@ -50,10 +51,6 @@ SETTINGS = (
 
 def _seconds(c: Contender | None) -> float | None:
     return c.step_s if c is not None else None
-
-
-def _over(slow: float | None, fast: float | None) -> float | None:
-    return slow / fast if slow and fast else None
 
 
 def hydraulis_row(setting: HydraulisSetting, device: str = "A800", seed: int = 0) -> dict:
@@ -81,11 +78,11 @@ def hydraulis_row(setting: HydraulisSetting, device: str = "A800", seed: int = 0
         "ours_s": ours,
         "floor_s": floor,
         **{f"{name}_s": seconds for name, seconds in paper.items()},
-        "vs_strong_static": _over(_seconds(c.best_static), ours),
-        "vs_megatron_paper": _over(_seconds(megatron), ours),
-        "vs_deepspeed_paper": _over(paper.get("deepspeed_paper"), ours),
-        "vs_hetu_static_paper": _over(paper.get("hetu_static_paper"), ours),
-        "floor_vs_static": _over(_seconds(c.best_static), floor),
+        "vs_strong_static": speedup(_seconds(c.best_static), ours),
+        "vs_megatron_paper": speedup(_seconds(megatron), ours),
+        "vs_deepspeed_paper": speedup(paper.get("deepspeed_paper"), ours),
+        "vs_hetu_static_paper": speedup(paper.get("hetu_static_paper"), ours),
+        "floor_vs_static": speedup(_seconds(c.best_static), floor),
     }
 
 
