@@ -60,6 +60,7 @@ class Preset:
     long_timed: int
     long_tokens: int
     budget_s: float
+    engine_compile: bool | None = None  # the engine's runs compiled; None: as a run would (on cuda)
 
 
 def model(label: str, config: ModelConfig, rows: tuple[Shape | Documents, ...]) -> Model:

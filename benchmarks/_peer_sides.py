@@ -113,13 +113,14 @@ def release_memory() -> None:
 
 class EngineSide:
     """The engine on one device: ``Engine`` with the single strategy (dp1) as its own
-    instantiation strategy, in ``precision`` (bf16: fp32 master weights, bf16 compute)."""
+    instantiation strategy, in ``precision`` (bf16: fp32 master weights, bf16 compute);
+    ``compiled``: its runs of tensor math torch.compiled (a run configuration's ``compile``)."""
 
-    def __init__(self, config: ModelConfig, device: torch.device, precision: Precision):
+    def __init__(self, config: ModelConfig, device: torch.device, precision: Precision, compiled: bool = False):
         self.single = Strategy()
-        self.engine = Engine(
-            config, [self.single], self.single, OptimizerConfig(), SEED, device=device, precision=precision
-        )
+        options = {"device": device, "precision": precision, "compiled": compiled}
+        # the token budget reaches the longest row: attention's kernel is timed up to it ("auto")
+        self.engine = Engine(config, [self.single], self.single, OptimizerConfig(), SEED, config.max_seq_len, **options)
 
     def use_budget(self, token_budget: int) -> None:
         self.engine.use_batching(MicroBatching(token_budget))

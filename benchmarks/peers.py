@@ -5,7 +5,8 @@ forward, backward, gradient clipping and AdamW (fused on CUDA) on every side
 (``benchmarks/_peer_sides.py`` says how each side runs):
 
 - the engine: ``Engine`` with the single strategy, bf16 with fp32 master weights on CUDA, fp32
-  on CPU;
+  on CPU; its runs of tensor math compiled as a run configuration's ``compile`` says (on CUDA,
+  not on the CPU; ``--[no-]compile`` decides);
 - transformers: ``attn_implementation="sdpa"``, fp32 weights under bf16 autocast on CUDA, plain
   fp32 on CPU, padded rows, gradient accumulation;
 - transformers compiled: the same model under ``torch.compile`` (default options), built and
@@ -30,12 +31,13 @@ bf16 peak, null on CPU;
 ``transformers_attention``, ``transformers_compiled_attention``: the SDPA kernels a profiled step
 ran; ``transformers_over_engine``, ``transformers_compiled_over_engine``: step seconds over the
 engine's (above 1: the engine is faster); ``transformers_compiled_compile_s``: its first step's
-excess over a step (compilation); ``engine_loss``, ``transformers_loss``: the first warm-up
+excess over a step (compilation); ``engine_compile_s``: the same for the engine, when
+``engine_compiled``; ``engine_loss``, ``transformers_loss``: the first warm-up
 step's mean token loss (equal weights and equal steps before it: they agree to rounding);
 ``notes``. Top level: ``device`` (the GPU's name, or "cpu"), ``torch``, ``transformers``
-(versions), ``precision``, ``preset``, ``smoke`` (whether it is the smoke run),
-``cpu_threads`` (intra-op threads: one in the CPU presets), ``budget_s`` and ``elapsed_s`` (the
-timed rank's).
+(versions), ``precision``, ``engine_compiled`` (whether the engine's runs were compiled),
+``preset``, ``smoke`` (whether it is the smoke run), ``cpu_threads`` (intra-op threads: one in
+the CPU presets), ``budget_s`` and ``elapsed_s`` (the timed rank's).
 
 Presets: ``--device cuda`` (1b and the 7B shape with 8 layers, bf16, about five minutes on one
 H100), ``--device cpu`` (a CI-sized model; the default without CUDA), ``--smoke`` (the tiniest
@@ -75,11 +77,23 @@ ROW_KEYS = (
     "transformers_over_engine",
     "transformers_compiled_over_engine",
     "transformers_compiled_compile_s",
+    "engine_compile_s",
     "engine_loss",
     "transformers_loss",
     "notes",
 )
-TOP_KEYS = ("device", "torch", "transformers", "precision", "preset", "smoke", "cpu_threads", "budget_s", "elapsed_s")
+TOP_KEYS = (
+    "device",
+    "torch",
+    "transformers",
+    "precision",
+    "engine_compiled",
+    "preset",
+    "smoke",
+    "cpu_threads",
+    "budget_s",
+    "elapsed_s",
+)
 OUTPUT_KEYS = (*TOP_KEYS, *(f"rows[].{key}" for key in ROW_KEYS))
 
 
@@ -87,10 +101,10 @@ def progress(message: str) -> None:
     print(f"[peers] {message}", file=sys.stderr, flush=True)
 
 
-def build_side(side: str, config: ModelConfig, device: torch.device):
+def build_side(side: str, config: ModelConfig, device: torch.device, preset: Preset):
     mixed = device.type == "cuda"
     if side == "engine":
-        return EngineSide(config, device, Precision.of("bf16" if mixed else "fp32"))
+        return EngineSide(config, device, Precision.of("bf16" if mixed else "fp32"), engine_compiled(preset))
     # the eager peer starts from the engine's weights (its first loss is compared); the compiled
     # one keeps transformers' own initialisation, which costs no host time
     return TransformersSide(config, device, mixed, compiled=side != "transformers", same_weights=side == "transformers")
@@ -112,7 +126,7 @@ def run_side(side: str, model: Model, rows: dict, preset: Preset, measured: dict
         progress(f"{model.label} {label}: {side}")
         try:
             if runner is None:
-                runner = build_side(side, model.config, device)
+                runner = build_side(side, model.config, device, preset)
             runner.use_budget(budget)
             done = measure(runner.step, batches, preset.warmups, timed_steps(preset, row), preset.device == "cuda")
         except Exception as error:
@@ -124,6 +138,11 @@ def run_side(side: str, model: Model, rows: dict, preset: Preset, measured: dict
     del runner
     torch.compiler.reset()  # compiled code holds the model it was compiled for
     release_memory()
+
+
+def engine_compiled(preset: Preset) -> bool:
+    """Whether the engine compiles its runs: as ``--[no-]compile`` says, else as a run would."""
+    return preset.device == "cuda" if preset.engine_compile is None else preset.engine_compile
 
 
 def admit_compiled(preset: Preset, rows: dict, measured: dict, started: float, key: tuple[str, str]) -> bool:
@@ -173,7 +192,9 @@ def side_figures(side: str, done: Measured, tokens: float, flops: float, peak: f
     }
 
 
-def output_row(model: Model, row, batches: list, sides: dict[str, Measured], peak: float | None) -> dict:
+def output_row(
+    model: Model, row, batches: list, sides: dict[str, Measured], peak: float | None, compiled: bool
+) -> dict:
     tokens = statistics.fmean(sum(s.length for s in batch) for batch in batches)
     flops = statistics.fmean(sum(train_flops(model.config, s.length) for s in batch) for batch in batches)
     notes = [f"{side}: {sides[side].note}" for side in SIDES if sides[side].note]
@@ -182,9 +203,10 @@ def output_row(model: Model, row, batches: list, sides: dict[str, Measured], pea
         values.update(side_figures(side, sides[side], tokens, flops, peak))
     values["transformers_over_engine"] = ratio(values["transformers_step_s"], values["engine_step_s"])
     values["transformers_compiled_over_engine"] = ratio(values["transformers_compiled_step_s"], values["engine_step_s"])
-    compiled = sides["transformers_compiled"]
-    timed = isinstance(compiled.step_s, float)
-    values["transformers_compiled_compile_s"] = compiled.first_step_s - compiled.step_s if timed else None
+    for side in ("transformers_compiled", "engine"):
+        done = sides[side]
+        timed = isinstance(done.step_s, float) and (side != "engine" or compiled)
+        values[f"{side}_compile_s"] = done.first_step_s - done.step_s if timed else None
     values["engine_loss"], values["transformers_loss"] = (sides[s].first_loss for s in SIDES[:2])
     return {key: values[key] for key in ROW_KEYS}
 
@@ -214,7 +236,7 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
     device = torch.cuda.get_device_name(0) if cuda else "cpu"
     peak = peak_flops(device) if cuda else None
     out_rows = [
-        output_row(m, row, batches, measured[m.label, label], peak)
+        output_row(m, row, batches, measured[m.label, label], peak, engine_compiled(preset))
         for m in preset.models
         for label, (row, batches, _) in rows[m.label].items()
     ]
@@ -225,6 +247,7 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
         "precision": "bf16 (engine: fp32 master weights; transformers: fp32 weights, bf16 autocast)"
         if cuda
         else "fp32",
+        "engine_compiled": engine_compiled(preset),
         "preset": preset.name,
         "smoke": preset.name == SMOKE.name,  # the preset crossed to this process as a copy
         "cpu_threads": torch.get_num_threads(),
@@ -246,6 +269,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), help="the preset (default: cuda where torch sees one)")
     parser.add_argument("--smoke", action="store_true", help="the tiniest CPU run, seconds, no compilation")
+    parser.add_argument(
+        "--compile", action=argparse.BooleanOptionalAction, help="compile the engine's runs (default: on cuda)"
+    )
     parser.add_argument("--budget", type=float, help="seconds the timed rank may spend (default: the preset's)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
@@ -255,6 +281,7 @@ def main() -> None:
     preset = SMOKE if args.smoke else {"cpu": CPU, "cuda": CUDA}[device]
     if args.budget:
         preset = replace(preset, budget_s=args.budget)
+    preset = replace(preset, engine_compile=args.compile)
     backend = "cpu:gloo,cuda:nccl" if preset.device == "cuda" else "gloo"
     out = spawn_ranks(run_preset, 1, preset, backend=backend, timeout=2 * preset.budget_s + 600)[0]
     if not args.json:

@@ -136,7 +136,8 @@ class DashboardState:
         ``backend.train.loop.events.summarize``'s (tokens over step seconds);
         ``seconds_per_step`` the mean of the steps' seconds and ``total_step_seconds`` their
         sum (so tokens / total_step_seconds is tokens_per_s); ``seconds`` the wall time of the
-        whole loop (planning, control and profiling included)."""
+        whole loop (planning, control and profiling included); ``attention`` the kernel it ran
+        and ``compile_s`` the step seconds spent compiling."""
         if self.done is None:
             return None
         totals = self.totals.summary()
@@ -150,6 +151,8 @@ class DashboardState:
             "seconds": self.done.get("seconds") or 0.0,
             "hot_switches": totals["switches"],
             "plan_changes": len(self.marks),
+            "attention": (self.graphs or {}).get("attention", {}).get("kernel"),
+            "compile_s": totals["compile_s"],
             "final_loss": totals["last_loss"],
         }
 

@@ -21,6 +21,8 @@ import torch.fx
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from hotswitch.backend.graph.extract import extract
+
 _BLOCK_PARAM = re.compile(r"^layers__(\d+)__")
 _reporters: list[Callable[[torch.Tensor], None]] = []  # memory counts open (train.memory_measure)
 
@@ -93,32 +95,7 @@ def checkpoint_blocks(module: torch.fx.GraphModule, params: set[str]) -> int:
     ``params``: the attribute names of its parameters."""
     ranges = block_ranges(module.graph, params)
     for index, nodes in enumerate(ranges):
-        _extract(module, nodes, f"checkpointed_block_{index}")
+        extract(module, nodes, f"checkpointed_block_{index}", CheckpointedBlock)
     module.graph.lint()
     module.recompile()
     return len(ranges)
-
-
-def _extract(module: torch.fx.GraphModule, nodes: list[torch.fx.Node], name: str) -> None:
-    inside = set(nodes)
-    inputs = list(dict.fromkeys(s for n in nodes for s in n.all_input_nodes if s not in inside))
-    outputs = [n for n in nodes if any(user not in inside for user in n.users)]
-    sub = torch.fx.Graph()
-    env = {source: sub.placeholder(f"in_{i}") for i, source in enumerate(inputs)}
-    for node in nodes:
-        env[node] = sub.node_copy(node, lambda n: env[n])
-    sub.output(tuple(env[n] for n in outputs))
-    module.add_submodule(name, CheckpointedBlock(torch.fx.GraphModule(module, sub)))
-    with module.graph.inserting_after(nodes[-1]):  # every input (parameters too) is defined by then
-        call = module.graph.call_module(name, tuple(inputs))
-    anchor = call
-    for i, node in enumerate(outputs):
-        with module.graph.inserting_after(anchor):
-            anchor = module.graph.call_function(_item, (call, i))
-        node.replace_all_uses_with(anchor)
-    for node in reversed(nodes):
-        module.graph.erase_node(node)
-
-
-def _item(values: tuple, index: int):
-    return values[index]

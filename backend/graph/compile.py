@@ -24,6 +24,7 @@ from torch import nn
 
 from hotswitch.backend.dist_state import Shard
 from hotswitch.backend.graph.checkpoint_blocks import checkpoint_blocks
+from hotswitch.backend.graph.compiled_regions import compile_regions
 from hotswitch.backend.graph.exec_graph import ExecGraph, attr_name
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, MeshDim
@@ -48,7 +49,9 @@ def _group_ranks(strategy: Strategy, rank: int, mesh_dim: MeshDim) -> tuple[int,
     return groups[mesh_dim](rank)
 
 
-def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> ExecGraph:
+def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int, fused: bool = False) -> ExecGraph:
+    """Rank ``rank``'s executable graph for ``strategy``; ``fused``: its runs of tensor math
+    ``torch.compile``d (``compiled_regions``; not under selective recompute, which rewrites them)."""
     strategy = Strategy.parse(strategy)
     if strategy not in graph.strategies:
         raise ValueError(
@@ -56,7 +59,10 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int) -> E
         )
     if rank not in strategy.ranks:
         raise ValueError(f"rank {rank} is outside {strategy} (ranks {strategy.offset}-{strategy.ranks[-1]})")
-    return _StageCompiler(graph, strategy, rank).compile()
+    exec_graph = _StageCompiler(graph, strategy, rank).compile()
+    if fused and not strategy.sel:
+        compile_regions(exec_graph.module)
+    return exec_graph
 
 
 class _StageCompiler:

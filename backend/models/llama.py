@@ -22,9 +22,10 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
 from hotswitch.backend.data.tokenizer import IGNORE
+from hotswitch.backend.models.attention_kernels import attention_backends, in_force, rounded
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
@@ -47,12 +48,6 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return RMSNormFunction.apply(x, weight, eps)
 
 
-# cuDNN's attention builds an execution plan for every new shape (hundreds of ms each, measured
-# on an H200), and variable-length micro-batches bring new shapes every step: those plans made a
-# training step 2x what its profile predicted. Flash and memory-efficient attention have none.
-ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-
-
 @torch.fx.wrap
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim] that never crosses a document
@@ -68,16 +63,22 @@ def fused_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
     """Causal attention over [batch, seq, heads, head_dim]; k and v may have fewer heads
     (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads.
     One ``scaled_dot_product_attention`` call with ``enable_gqa`` (no copies of k and v), so
-    the fused kernels (flash, memory-efficient; CPU's flash too: ``ATTENTION_BACKENDS``) engage
-    and no L x L score matrix is kept for backward."""
+    the fused kernels (flash, memory-efficient, cuDNN; CPU's flash too) engage
+    and no L x L score matrix is kept for backward. The kernel is the one in force
+    (``attention_kernels``); one that plans per shape sees the length rounded up, the rows
+    padded on the right (no real query sees a padded key) and the output cut back."""
+    length = q.shape[1]
+    if in_force().rounds_lengths and rounded(length) > length:
+        extra = (0, 0, 0, 0, 0, rounded(length) - length)
+        return fused_causal_attention(*(F.pad(x, extra) for x in (q, k, v)))[:, :length]
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    options: dict[str, Any] = {}  # enable_gqa only where this PyTorch has it
-    if q.shape[1] != k.shape[1] and SDPA_GQA:
+    options: dict[str, Any] = {}  # enable_gqa where this PyTorch and the kernel in force take it
+    if q.shape[1] != k.shape[1] and SDPA_GQA and not in_force().expands_heads:
         options["enable_gqa"] = True
-    elif q.shape[1] != k.shape[1]:  # PyTorch 2.4: the copies enable_gqa avoids
+    elif q.shape[1] != k.shape[1]:  # PyTorch 2.4, or cuDNN's kernel: the copies enable_gqa avoids
         repeat = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
-    with sdpa_kernel(ATTENTION_BACKENDS):
+    with sdpa_kernel(attention_backends()):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, **options).transpose(1, 2)
 
 

@@ -69,6 +69,7 @@ def _step(t: float, step: int, steps: int, switch_at: int) -> dict:
         "tokens_per_s": 512 / seconds["total"],
         "strategies": {},
         "switches": 2 if step < switch_at else 0,
+        "compile_s": 0.0,
         "predicted_step_s": None,
         "lr": 1e-3,
     }

@@ -1,14 +1,18 @@
 """The precision and memory section of a run configuration: the dtypes the ranks compute and
-accumulate gradients in, the bytes each device may hold, and the tokens per micro-batch (padded
-rows, or documents packed back to back)."""
+accumulate gradients in, the bytes each device may hold, the tokens per micro-batch (padded
+rows, or documents packed back to back), whether each block's tensor math is compiled, and
+attention's kernel."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, replace
 
+from hotswitch.backend.models.attention_kernels import KERNELS
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import TORCH_NAMES, Precision, check_supported
-from hotswitch.backend.train.config.setting import bad_setting, choice, positive, setting, whole
+from hotswitch.backend.train.config.setting import bad_setting, choice, positive, setting, three_way, whole
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.backend.train.planning.memory import check_budget_holds_states
 
@@ -40,15 +44,28 @@ class PrecisionSettings:
         "pack micro-batches: documents back to back in rows of up to token_budget tokens, no padding, "
         "attention within each document",
     )
+    compile: bool | None = setting(
+        None,
+        "torch.compile each run of tensor math between attentions (norms, rotary, SwiGLU fuse; one compile "
+        "serves every block); default: on cuda",
+    )
+    attention: str = setting(
+        "auto",
+        "attention's kernel: auto (the fastest measured on the device at start: cudnn, flash or efficient on cuda), "
+        "or one of " + ", ".join(KERNELS),
+        choices=("auto", *KERNELS),
+    )
 
     def check(self, max_len: int, device: str) -> PrecisionSettings:
         """This section checked for sequences of up to ``max_len`` tokens on ``device`` (a kind);
-        ``token_budget`` filled in."""
+        ``token_budget`` and ``compile`` filled in."""
         token_budget = max(TOKEN_BUDGET, max_len) if self.token_budget is None else self.token_budget
         whole("token_budget", token_budget, max_len, " (max_len): a micro-batch holds at least one whole sequence")
         positive("memory_budget", self.memory_budget, EXAMPLE_BUDGET, optional=True)
         if not isinstance(self.packing, bool):
             raise bad_setting("packing", self.packing, "give true or false")
+        three_way("compile", self.compile, "compiled on cuda, eager on cpu")
+        choice("attention", self.attention, ("auto", *KERNELS))
         choice("precision", self.compute, tuple(TORCH_NAMES))
         choice("grad_dtype", self.grad_dtype, tuple(TORCH_NAMES), none=True)
         if self.grad_dtype not in (None, "fp32") and self.compute == "fp32":
@@ -58,7 +75,15 @@ class PrecisionSettings:
             check_supported(self.precision(), device)
         except ValueError as error:
             raise bad_setting("precision", self.compute, str(error)) from None
-        return replace(self, token_budget=token_budget)
+        compiled = device == "cuda" if self.compile is None else self.compile
+        if compiled and device == "cpu" and not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "c++")):
+            why = "compiling for the CPU needs a C++ compiler (install g++, or set CXX), or give false"
+            raise bad_setting("compile", self.compile, why)
+        return replace(self, token_budget=token_budget, compile=compiled)
+
+    def kernels(self) -> dict:
+        """What a checked section tells the engine about its kernels (``Engine``'s arguments)."""
+        return {"packed": self.packing, "compiled": bool(self.compile), "attention": self.attention}
 
     def precision(self) -> Precision:
         """The ``Precision`` a checked section trains in."""

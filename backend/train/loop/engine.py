@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import torch
 import torch.distributed as dist
@@ -27,8 +27,10 @@ import torch.distributed as dist
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.graph.compile import compile_graph
+from hotswitch.backend.graph.compiled_regions import compile_seconds
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout
+from hotswitch.backend.models.attention_kernels import AttentionChoice, choose, in_force, use
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.devices import device_clock
@@ -52,6 +54,7 @@ class StepTimes:
     grad_sync: float = 0.0
     update: float = 0.0
     switches: int = 0
+    compile: float = 0.0  # of the compute seconds, those spent compiling runs (``compiled``)
     per_strategy: dict[str, dict] = field(default_factory=dict)  # tokens and compute seconds per strategy
 
 
@@ -68,7 +71,10 @@ class Engine:
     rank's box of each parameter, e.g. ``models.hf.hf_initializer(dir)``). With
     ``shard_optimizer`` the master weights and AdamW's moments are sharded over the
     instantiation strategy's replicas, dp x cp as Megatron's distributed optimizer (a no-op
-    where it has one replica)."""
+    where it has one replica). ``compiled``: each rank's runs of tensor math between attentions
+    ``torch.compile``d (``graph.compiled_regions``), compiled on their first micro-batch.
+    ``attention``: the kernel attention runs (``models.attention_kernels``: "flash", "cudnn",
+    ...), or "auto", the fastest measured on the device."""
 
     def __init__(
         self,
@@ -86,9 +92,11 @@ class Engine:
         precision: Precision = FP32,
         shard_optimizer: bool = True,
         packed: bool = False,
+        compiled: bool = False,
+        attention: str = "auto",
     ):
         self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
-        self.precision = precision
+        self.precision, self.compiled = precision, compiled
         self.device = torch.device(device)
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
@@ -102,8 +110,26 @@ class Engine:
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
+        self.attention = self._choose_attention(attention)
         state = self.states[instantiation]
         self.master = Master(state, optim, seed, self.rank, initial, precision, self.master_replicas, shard_optimizer)
+
+    def _choose_attention(self, kernel: str) -> AttentionChoice:
+        """Attention's kernel put in force on every rank (collective): ``kernel``, or under
+        "auto" the fastest on rank 0's device, timed there on the model's heads at lengths up to
+        the token budget (``models.attention_kernels``)."""
+        if kernel != "auto":
+            use(kernel)
+            return in_force()
+        c = self.config
+        top = min(self.token_budget, c.max_seq_len)
+        lengths = [n for n in (512, 2048, 8192) if n < top] + [top]
+        heads = (c.n_heads, c.n_kv_heads, c.head_dim)
+        box = [choose(self.device, self.precision.compute_dtype, heads, lengths) if self.rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        chosen = cast("AttentionChoice", box[0])  # rank 0's, now on every rank
+        use(chosen)
+        return chosen
 
     def master_replicas(self):
         """This rank's replica group (dp x cp) of the instantiation strategy (groups are rebuilt
@@ -135,7 +161,8 @@ class Engine:
                 layout,
                 FlatBuffer(layout, self.rank, self.precision.compute_dtype, self.device),
                 FlatBuffer(layout, self.rank, self.precision.grad_dtype, self.device),
-                compile_graph(graph, s, self.rank) if self.rank in s.ranks else None,  # a group elsewhere
+                # None: a device group elsewhere
+                compile_graph(graph, s, self.rank, self.compiled) if self.rank in s.ranks else None,
             )
             if state.graph is not None and s not in kept:
                 state.graph.attach(state.params, state.grads)
@@ -194,11 +221,12 @@ class Engine:
         total = sum(s.length for seqs in groups.values() for s in seqs)
         if total == 0:
             raise ValueError("the global batch holds no tokens")
-        times = StepTimes()
+        times, compiling = StepTimes(), compile_seconds()
         walk = StageWalk(self, times, 1.0 / total)
         for stage in as_stages(order):
             walk.stage(stage, groups)
         walk.finish()
+        times.compile = compile_seconds() - compiling
         started = device_clock(self.device)
         dist.all_reduce(walk.loss)
         if before_update is not None:

@@ -42,9 +42,16 @@ class PlanEvent(Event):
     source: Literal["auto", "fixed", "buckets"]
 
 
+class AttentionKernel(TypedDict):
+    kernel: str  # the kernel attention runs (models.attention_kernels)
+    seconds: dict[str, float | None]  # what each candidate took when it was chosen ({} if named)
+    lengths: list[int]  # the lengths it was timed at
+
+
 class GraphsEvent(Event):
     logical: dict  # graph.logical.summarize
     exec: dict[str, dict]  # {strategy: ExecGraph.summary()} of rank 0
+    attention: AttentionKernel
 
 
 class StepSeconds(TypedDict):
@@ -74,6 +81,7 @@ class StepEvent(Event):
     tokens_per_s: float  # this step's tokens over its total seconds
     strategies: dict[str, StrategyShare]
     switches: int  # hot switches that ran
+    compile_s: float  # of the compute seconds, those spent in torch.compile (``compile``)
     predicted_step_s: float | None
     lr: float  # the learning rate this step's update used
 
@@ -190,6 +198,7 @@ class RunTotals:
         self.first_loss: float | None = None
         self.last_loss: float | None = None
         self.plans = 0
+        self.compile_s = 0.0  # over every step: compilation is what the first steps pay
         self._all, self._measured = _Window(), _Window()
 
     def add(self, e: dict) -> None:
@@ -201,12 +210,13 @@ class RunTotals:
         loss = e.get("loss")
         self.first_loss = loss if self.first_loss is None else self.first_loss
         self.last_loss = loss
+        self.compile_s += e.get("compile_s", 0.0)
         self._all.add(e)
         if self.steps > self.warmup:
             self._measured.add(e)
 
     def summary(self) -> dict:
-        """``steps`` (all), ``first_loss``, ``last_loss``, ``plans``; and over the measured
+        """``steps`` (all), ``first_loss``, ``last_loss``, ``plans``, ``compile_s`` (all); and over the measured
         steps: ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time), ``tokens_per_s``,
         ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
         tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
@@ -216,6 +226,7 @@ class RunTotals:
             "first_loss": self.first_loss,
             "last_loss": self.last_loss,
             "plans": self.plans,
+            "compile_s": self.compile_s,
             **window.summary(),
         }
 

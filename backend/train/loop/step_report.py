@@ -32,9 +32,12 @@ def plan_event(
 
 
 def graphs_event(engine: Engine) -> dict:
-    """The ``graphs`` event: the logical graph and this rank's executable graph per strategy."""
+    """The ``graphs`` event: the logical graph, this rank's executable graph per strategy, and
+    the attention kernel they run (with what choosing it measured)."""
     executable = {str(s): state.graph.summary() for s, state in engine.states.items() if state.graph is not None}
-    return event("graphs", logical=summarize(engine.logical), exec=executable)
+    chosen = engine.attention
+    attention = {"kernel": chosen.kernel, "seconds": chosen.seconds, "lengths": chosen.lengths}
+    return event("graphs", logical=summarize(engine.logical), exec=executable, attention=attention)
 
 
 def step_event(
@@ -63,6 +66,7 @@ def step_event(
             s: {**v, "tokens_per_s": tokens_per_s(v["tokens"], v["seconds"])} for s, v in times.per_strategy.items()
         },
         switches=times.switches,
+        compile_s=times.compile,
         predicted_step_s=predicted,
         lr=lr,
     )

@@ -96,7 +96,7 @@ class Trainer:
         device, shard = local_device(parallelism.device), parallelism.shard_optimizer is not False
         engine = partial(Engine, device=device, precision=precision.precision(), initial=initial, shard_optimizer=shard)
         optim, budget = run.optimizer.adamw(run.steps), cast("int", precision.token_budget)  # checked: filled in
-        self.engine = engine(config, strategies, chosen, optim, run.seed, budget, packed=precision.packing)
+        self.engine = engine(config, strategies, chosen, optim, run.seed, budget, **precision.kernels())
         if parallelism.shard_optimizer and chosen.replicas == 1:
             why = f"{chosen} has one replica (dp x cp): the optimizer state stays whole (nothing to shard)"
             self.sink(event("warning", message=f"shard_optimizer: {why}"))

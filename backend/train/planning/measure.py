@@ -81,11 +81,12 @@ def timed_each(run: Callable[[], object], device: torch.device, repeats: int = 2
     return each_rank(total / repeats)
 
 
-def cold_shapes(device: torch.device) -> bool:
+def cold_shapes(engine: Engine) -> bool:
     """Whether a graph's first run at a new shape pays more than its next: on CUDA (kernels
-    chosen, attention plans built, the allocator growing), not on the CPU, where only a graph's
-    very first run does: a profile warms each graph once there, not once per length."""
-    return device.type == "cuda"
+    chosen, attention plans built, the allocator growing) and wherever runs are compiled (a new
+    shape may compile them again), not on a plain CPU engine, where only a graph's very first
+    run does: a profile warms each graph once there, not once per length."""
+    return engine.device.type == "cuda" or engine.compiled
 
 
 def each_rank(value: float) -> list[float]:
@@ -141,7 +142,7 @@ def measure_stage(engine: Engine, stage: Stage, lengths: list[int]) -> dict[Stra
     filled: list[list[float]] = []
     peak: list[list[float]] = []
     rows: list[int] = []
-    cold = cold_shapes(device)
+    cold = cold_shapes(engine)
     for length in lengths:
         tokens = filled_batch(engine, length)
         if device.type == "cuda":
@@ -179,7 +180,7 @@ def measure_pipeline_increment(engine: Engine, stage: Stage, length: int) -> dic
         return partial(graph.run, [(tokens, tokens)] * n, 0.0, schedule=engine.schedule) if graph else lambda: None
 
     one = slowest_of(stage, timed_each(run(1), engine.device))
-    many = slowest_of(stage, timed_each(run(count), engine.device, warm=cold_shapes(engine.device)))  # warmed by one
+    many = slowest_of(stage, timed_each(run(count), engine.device, warm=cold_shapes(engine)))  # warmed by one
     if mine:
         engine.states[mine].grads.flat.zero_()
     for s in stage:

@@ -51,6 +51,8 @@ def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device:
         "precision": str(engine.precision),
         "budget": engine.token_budget,
         "packed": engine.batching.packed,  # packed micro-batches are measured as the engine runs them
+        "compiled": engine.compiled,  # runs of tensor math torch.compiled
+        "attention": engine.attention.kernel,  # the attention kernel in force
         "lengths": lengths,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

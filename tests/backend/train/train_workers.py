@@ -127,17 +127,19 @@ def reference_gradients(steps: int):
     return grads, norms, losses
 
 
-def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: bool = False):
+def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: bool = False, compiled: bool = False):
     """For each (plan spec, schedule[, steps]), trained from scratch on GQA31 for ``steps`` (or
     the run's own count): per step, the gradients gathered on the master layout before
     clipping, the norm the engine clipped by, the loss; and the strategies that trained some
-    sequences. ``packed``: micro-batches of documents back to back (the reference stays unpacked)."""
+    sequences. ``packed``: micro-batches of documents back to back (the reference stays
+    unpacked); ``compiled``: runs of tensor math torch.compiled (the reference stays eager)."""
     out = {}
     for spec, schedule, *own in runs:
         plan = HotSwitchPlan.of(spec)
         instantiation = instantiation_strategy(plan.strategies)
         optim = OptimizerConfig()
-        engine = Engine(GQA31, plan.strategies, instantiation, optim, SEED, BUDGET, schedule=schedule, packed=packed)
+        kernels = {"packed": packed, "compiled": compiled}
+        engine = Engine(GQA31, plan.strategies, instantiation, optim, SEED, BUDGET, schedule=schedule, **kernels)
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
         batches, grads, norms, losses, used = stream(), [], [], [], set()
         for _ in range(own[0] if own else steps):
@@ -147,6 +149,10 @@ def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: 
             norms.append(result.grad_norm)
             losses.append(result.loss)
         out[f"{spec}/{schedule}"] = (grads, norms, losses, used) if rank == 0 else None
+    if compiled:
+        from hotswitch.backend.graph.compiled_regions import compiled_runs
+
+        out["compiled_runs"] = compiled_runs()
     return out
 
 

@@ -35,7 +35,8 @@ def test_every_setting_has_one_flag_and_no_training_flag_lacks_a_setting():
     setting_flags = {flag(s) for s in SETTINGS.values()}
     assert len(setting_flags) == len(SETTINGS)
     switches = {f"--no-{flag(s)[2:]}" for s in SETTINGS.values() if s.hint is bool or bool in get_args(s.hint)}
-    assert switches == {"--no-context-parallel", "--no-shard-optimizer", "--no-packing", "--no-side-by-side"}
+    wanted = {"--no-context-parallel", "--no-shard-optimizer", "--no-packing", "--no-side-by-side", "--no-compile"}
+    assert switches == wanted
     offered = flags_in(train_parser())
     assert offered - flags_in(launcher_parser()) - COMMAND_FLAGS == setting_flags | switches
 

@@ -22,6 +22,7 @@ def step(n: int, tokens: int, total: float, switches: int = 0, predicted: float 
             "dp2": {"tokens": tokens, "padding": tokens // 10, "seconds": total / 2, "tokens_per_s": 2 * tokens / total}
         },
         switches=switches,
+        compile_s=0.0,
         predicted_step_s=predicted,
         lr=1e-3,
     )

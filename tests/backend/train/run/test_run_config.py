@@ -130,3 +130,22 @@ def test_a_trainer_checks_the_sections_it_reads_against_the_stream_it_is_given()
     assert checked.check_training(max_len=64).precision.token_budget == 2048  # filled in once, then kept
     with pytest.raises(ValueError, match="'token_budget' = 2048 is not valid: give a whole number of at least 4096"):
         checked.check_training(max_len=4096)  # a budget filled in for shorter sequences holds no longer one
+
+
+def test_compile_defaults_to_the_device_and_needs_a_compiler_on_the_cpu(monkeypatch):
+    from hotswitch.backend.train.config.precision import PrecisionSettings
+
+    assert check_spec({})["compile"] is False and check_spec({"compile": True})["compile"] is True
+    assert PrecisionSettings().check(64, "cuda").compile is True  # compiled by default where kernels launch from a host
+    assert PrecisionSettings(compile=False).check(64, "cuda").compile is False
+    with pytest.raises(ValueError, match=r"'compile' = 'yes' is not valid: give true, false or leave it out"):
+        check_spec({"compile": "yes"})
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(ValueError, match=r"'compile' = True is not valid: compiling for the CPU needs a C\+\+"):
+        check_spec({"compile": True})
+
+
+def test_attention_is_chosen_by_measurement_unless_a_kernel_is_named():
+    assert check_spec({})["attention"] == "auto" and check_spec({"attention": "cudnn"})["attention"] == "cudnn"
+    with pytest.raises(ValueError, match=r"'attention' = 'fast' is not valid: choose one of auto, flash, efficient"):
+        check_spec({"attention": "fast"})

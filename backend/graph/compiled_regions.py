@@ -1,0 +1,182 @@
+"""Regional compilation (``compile`` in a run configuration), as a pass over a rank's
+executable graph: every run of plain tensor operations -- the norms, projections, rotary
+embedding, SwiGLU and residual adds between one attention and the next -- becomes one
+``torch.compile``d sub-module, so that their element-wise work fuses into a few kernels (as
+torchtitan compiles each transformer block) and a step launches far fewer.
+
+What stays outside, as it is: attention (its own fused kernel, reading document spans on the
+host), collectives and pipeline links, the embedding, the loss, and context parallelism's
+rotary embedding. Rotary tables are looked up once a micro-batch, ahead of every run
+(``documents.gather_tables``), so the runs hold only tensor math. A checkpointed block's inside
+is compiled the same way (its runs recompute compiled). Strategies with selective recompute
+are left eager: it frees and refills exactly the element-wise values a compiled run would fuse
+away, which Inductor's partitioner already recomputes in backward by itself.
+
+Blocks repeat: the run after block i's attention is the same graph as after block j's, with
+other parameters as its inputs. So one compiled module, keyed by the run's structure, serves
+every block, every strategy and every engine of this process (a warm pool's next cell too):
+torch.compile traces it once per kind of input (shapes, dtype) rather than once per layer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from functools import partial
+from typing import cast
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+from torch import nn
+
+from hotswitch.backend.graph.checkpoint_blocks import CheckpointedBlock
+from hotswitch.backend.graph.extract import extract, item, sub_graph
+from hotswitch.backend.models.documents import gather_tables
+from hotswitch.backend.models.lean_ops import RotaryFunction
+from hotswitch.backend.models.llama import apply_rotary, rms_norm
+
+__all__ = ["compile_regions", "compile_seconds", "compiled_runs"]
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of ``x`` by tables already at its tokens' positions."""
+    return RotaryFunction.apply(x, cos, sin)
+
+
+FUSIBLE_FUNCTIONS = {operator.add, operator.mul, F.linear, torch._C._nn.linear, F.silu, rms_norm, rotate}
+FUSIBLE_METHODS = {"flatten", "unflatten"}
+COMPILE_TIMERS = ("_compile.compile_inner", "backward._backward_impl")  # torch._dynamo's, not nested
+_COMPILED: dict[str, nn.Module] = {}  # a run's structure -> its compiled module, process-wide
+
+
+def compile_regions(module: torch.fx.GraphModule) -> int:
+    """Rewrite ``module`` in place so each run of plain tensor operations (checkpointed blocks'
+    insides included) calls one shared compiled module; the number of runs."""
+    _hoist_rotary_tables(module)
+    count = sum(compile_regions(child.block) for child in module.children() if isinstance(child, CheckpointedBlock))
+    for index, nodes in enumerate(_runs(module.graph)):
+        sub, _, _ = sub_graph(nodes)
+        run = CompiledRun(_shared(sub), _ops(nodes))
+        extract(module, nodes, f"compiled_run_{index}", partial(_given, run))
+        count += 1
+    module.graph.lint()
+    module.recompile()
+    return count
+
+
+class CompiledRun(nn.Module):
+    """One run of a graph, through the compiled module it shares with every run of its
+    structure; it shows as the operations it fuses (``ExecGraph.summary``)."""
+
+    def __init__(self, compiled: nn.Module, ops: str):
+        super().__init__()
+        self.shared = (compiled,)  # not a submodule: the process owns it, every graph shares it
+        self.ops = ops
+
+    def forward(self, *inputs):
+        return self.shared[0](*inputs)
+
+    def extra_repr(self) -> str:
+        return f"compiled: {self.ops}"
+
+
+def compiled_runs() -> int:
+    """How many distinct runs this process has compiled (each serves every block it repeats in)."""
+    return len(_COMPILED)
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent in torch.compile so far: tracing and compiling forward
+    graphs, and compiling their backward where that waits for the first backward pass (the
+    timers torch._dynamo keeps; 0 before any compile)."""
+    from torch._dynamo.utils import compilation_time_metrics
+
+    return sum(sum(compilation_time_metrics.get(phase, ())) for phase in COMPILE_TIMERS)
+
+
+def _fusible(node: torch.fx.Node) -> bool:
+    if node.op == "call_function":
+        return node.target in FUSIBLE_FUNCTIONS
+    return node.op == "call_method" and node.target in FUSIBLE_METHODS
+
+
+def _defines_inputs(node: torch.fx.Node) -> bool:
+    """Whether ``node`` only defines values a run may read (parameters, inputs, rotary tables):
+    it does not end a run."""
+    if node.op in ("get_attr", "placeholder"):
+        return True
+    source = node.args[0] if node.target is item else None
+    return node.target is gather_tables or (isinstance(source, torch.fx.Node) and source.target is gather_tables)
+
+
+def _runs(graph: torch.fx.Graph) -> list[list[torch.fx.Node]]:
+    """Maximal runs of consecutive fusible nodes that hold some arithmetic (not views alone)."""
+    runs: list[list[torch.fx.Node]] = [[]]
+    for node in graph.nodes:
+        if _fusible(node):
+            runs[-1].append(node)
+        elif not _defines_inputs(node) and runs[-1]:
+            runs.append([])
+    return [run for run in runs if any(n.op == "call_function" for n in run)]
+
+
+def _hoist_rotary_tables(module: torch.fx.GraphModule) -> None:
+    """Every ``apply_rotary(x, cos, sin, positions)`` becomes ``rotate(x, *tables)``, the
+    tables gathered once for each (cos, sin, positions), right where all three are defined."""
+    graph, tables = module.graph, {}
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not apply_rotary:
+            continue
+        x, *sources = node.args
+        key = tuple(sources)
+        if key not in tables:
+            last = max(sources, key=_position(graph))
+            with graph.inserting_after(last):
+                gathered = graph.call_function(gather_tables, key)
+            with graph.inserting_after(gathered):
+                cos = graph.call_function(item, (gathered, 0))
+            with graph.inserting_after(cos):
+                tables[key] = cos, graph.call_function(item, (gathered, 1))
+        with graph.inserting_after(node):
+            rotated = graph.call_function(rotate, (x, *tables[key]))
+        node.replace_all_uses_with(rotated)
+        graph.erase_node(node)
+
+
+def _given(run: CompiledRun, _: torch.fx.GraphModule) -> nn.Module:
+    return run  # the extracted graph is the shared compiled module's twin: that module runs it
+
+
+def _ops(nodes: list[torch.fx.Node]) -> str:
+    """The run's arithmetic, in order, repeats counted: 'rms_norm, linear x3, rotate x2'."""
+    names = [n.target.__name__ for n in nodes if n.op == "call_function"]  # type: ignore[union-attr]
+    grouped = [(name, len(list(repeats))) for name, repeats in itertools.groupby(names)]
+    return ", ".join(name if count == 1 else f"{name} x{count}" for name, count in grouped)
+
+
+def _position(graph: torch.fx.Graph):
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    return lambda node: order[node]
+
+
+def _shared(sub: torch.fx.Graph) -> nn.Module:
+    """The compiled module for a run of this structure: made on first sight, then shared."""
+    key = _structure(sub)
+    if key not in _COMPILED:
+        _COMPILED[key] = cast("nn.Module", torch.compile(torch.fx.GraphModule(nn.Module(), sub)))
+    return _COMPILED[key]
+
+
+def _structure(graph: torch.fx.Graph) -> str:
+    """The graph with its node names replaced by their order: equal for the same computation."""
+    order = {node: i for i, node in enumerate(graph.nodes)}
+
+    def ref(value):
+        return torch.fx.node.map_arg(value, lambda n: f"%{order[n]}")
+
+    lines = []
+    for node in graph.nodes:
+        target = node.target if isinstance(node.target, str) else f"{node.target.__module__}.{node.target.__qualname__}"
+        lines.append(f"{node.op} {target if node.op != 'placeholder' else ''} {ref(node.args)!r} {ref(node.kwargs)!r}")
+    return "\n".join(lines)

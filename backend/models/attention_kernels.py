@@ -1,0 +1,144 @@
+"""Which fused kernel runs causal attention: chosen by measurement on the device, process-wide.
+
+PyTorch's ``scaled_dot_product_attention`` has several kernels, and which is fastest depends on
+the device, the dtype, the head shape and the length: on an H200 in bf16 cuDNN's ran a 1b
+model's 32K-token attention in 577 ms where flash took 853 ms, forward and backward (issue 41's
+profile). cuDNN's,
+though, builds an execution plan for every new shape (78-137 ms each, measured there), and
+variable-length micro-batches bring new shapes every step. So a kernel that plans per shape
+(``PLANS_PER_SHAPE``) sees lengths rounded up to a short ladder (``rounded``: multiples of 128
+up to 1,024, then eight steps an octave), the rows padded on the right and the output cut back:
+causal attention never lets a real query see a padded key, so the values are exact, and a long
+run meets a few dozen shapes at most, each planned once.
+
+``choose(device, dtype, heads, lengths)`` times each kernel the device offers (forward and
+backward, one unmeasured run per shape first, so that plans are built before the clock starts)
+and puts the fastest in force (``use``); a kernel that refuses the shapes is left out.
+``attention_backends`` is what attention runs under: the chosen kernel first, the others after
+it as fallbacks for shapes it refuses. Before any choice: flash, then memory-efficient, then
+math (no per-shape plans).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.nn.attention import SDPBackend
+
+KERNELS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+# what "auto" weighs per device kind: the CPU has one fused kernel (flash; math is the unfused
+# reference, ten times slower at a few hundred tokens), so its choice is made without a race
+CANDIDATES = {"cuda": ("cudnn", "flash", "efficient"), "cpu": ("flash",)}
+PLANS_PER_SHAPE = {"cudnn"}
+# kernels handed whole heads (grouped keys and values repeated per query head, as transformers
+# does): cuDNN's SDPA kernel does not take grouped heads in every PyTorch
+EXPANDS_HEADS = {"cudnn"}
+DEFAULT = ("flash", "efficient", "math")
+
+
+@dataclass
+class AttentionChoice:
+    """The kernel in force and what choosing it measured: seconds per candidate (forward and
+    backward summed over ``lengths``; None where the kernel refused the shapes)."""
+
+    kernel: str
+    seconds: dict[str, float | None] = field(default_factory=dict)
+    lengths: list[int] = field(default_factory=list)
+    alone: bool = False  # no fallbacks: a shape the kernel refuses raises (while it is timed)
+
+    @property
+    def rounds_lengths(self) -> bool:
+        return self.kernel in PLANS_PER_SHAPE
+
+    @property
+    def expands_heads(self) -> bool:
+        return self.kernel in EXPANDS_HEADS
+
+
+_in_force = AttentionChoice(DEFAULT[0])
+
+
+def in_force() -> AttentionChoice:
+    return _in_force
+
+
+def use(choice: AttentionChoice | str) -> AttentionChoice:
+    """Put ``choice`` (or a kernel by name) in force in this process; the one before it."""
+    global _in_force
+    if isinstance(choice, str):
+        if choice not in KERNELS:
+            raise ValueError(f"unknown attention kernel {choice!r}: choose one of {', '.join(KERNELS)}")
+        choice = AttentionChoice(choice)
+    before, _in_force = _in_force, choice
+    return before
+
+
+def attention_backends() -> list[SDPBackend]:
+    """The kernels attention runs under, the one in force first."""
+    first = _in_force.kernel
+    return [KERNELS[first]] if _in_force.alone else [KERNELS[first], *(KERNELS[k] for k in DEFAULT if k != first)]
+
+
+def rounded(length: int) -> int:
+    """``length`` rounded up to the ladder a per-shape-planning kernel sees."""
+    if length <= 1024:
+        return -(-length // 128) * 128
+    step = 1 << (length - 1).bit_length() - 4  # eight steps in each octave
+    return -(-length // step) * step
+
+
+def choose(
+    device: torch.device,
+    dtype: torch.dtype,
+    heads: tuple[int, int, int],
+    lengths: list[int],
+    candidates: tuple[str, ...] | None = None,
+) -> AttentionChoice:
+    """Time each of ``candidates`` (default: the device kind's) on one row of each of
+    ``lengths`` with ``heads`` (query heads, key/value heads, head dim), and put the fastest in
+    force; the choice, with what each candidate took."""
+    candidates = candidates or CANDIDATES.get(device.type, DEFAULT)
+    seconds = {name: _time_kernel(name, device, dtype, heads, lengths) for name in candidates}
+    timed = {name: s for name, s in seconds.items() if s is not None}
+    if not timed:
+        raise RuntimeError(f"no attention kernel ran on {device} in {dtype}: {', '.join(seconds)} all refused")
+    choice = AttentionChoice(min(timed, key=timed.__getitem__), seconds, list(lengths))
+    use(choice)
+    return choice
+
+
+def _time_kernel(
+    name: str, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], lengths: list[int]
+) -> float | None:
+    """Seconds of forward and backward over ``lengths`` through the model's own attention with
+    kernel ``name`` alone in force (so lengths round where it plans per shape), each shape run
+    once first; None if the kernel refuses them."""
+    from hotswitch.backend.models.llama import fused_causal_attention
+    from hotswitch.backend.runtime.devices import synchronize
+
+    generator = torch.Generator().manual_seed(0)
+    before, total = use(AttentionChoice(name, alone=True)), 0.0
+    try:
+        for length in lengths:
+            q, k, v = (
+                torch.randn(1, length, h, heads[2], generator=generator).to(device, dtype).requires_grad_()
+                for h in (heads[0], heads[1], heads[1])
+            )
+            for attempt in range(2):  # the first builds what the kernel needs for the shape
+                synchronize(device)
+                started = time.perf_counter()
+                fused_causal_attention(q, k, v).sum().backward()
+                synchronize(device)
+                total += (time.perf_counter() - started) if attempt else 0.0
+    except RuntimeError:  # "No available kernel": it does not take this dtype or shape
+        return None
+    finally:
+        use(before)
+    return total

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Every GPU check of this project, prepared so that a lent GPU's few minutes bring back every
+# figure: run from the repository root on the GPU machine, one part or several per call.
+#
+#   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (about 2 min), packing on one GPU
+#   bash benchmarks/on_a_gpu.sh peers           # benchmarks/peers.py --device cuda (about 5 min)
+#
+# It installs the project without its dependencies into the machine's own Python (whose CUDA
+# build of torch it keeps), bounds each part with a timeout, and writes what each printed, with
+# the device's name, under $OUT (else ./gpu-results): device.txt, cuda_tests.txt, peers.json and
+# peers.err, packing.json and packing.err. A part that fails or times out says so and the next
+# part still runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-results}
+py=${PYTHON:-python3}
+mkdir -p "$out"
+"$py" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.txt" 2>&1 || {
+    echo "installing the project failed: see $out/install.txt"
+    exit 1
+}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/device.txt" 2>&1
+"$py" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))' >>"$out/device.txt" 2>&1
+cat "$out/device.txt"
+
+part() {  # part NAME SECONDS COMMAND...: run it bounded, say how it ended
+    local name=$1 limit=$2
+    shift 2
+    local started=$SECONDS
+    timeout "$limit" "$@"
+    echo "[$name] exit $? after $((SECONDS - started)) s (limit $limit s)"
+}
+
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(tests packing peers)
+for what in "${parts[@]}"; do
+    case $what in
+    tests)
+        part tests 240 "$py" -m pytest -q -n 0 -p no:cacheprovider -rs \
+            tests/backend/models/test_attention_kernels.py tests/backend/graph/test_compiled_regions.py \
+            tests/backend/runtime/test_attention_blocks.py tests/backend/runtime/test_devices.py \
+            >"$out/cuda_tests.txt" 2>&1
+        tail -5 "$out/cuda_tests.txt"
+        ;;
+    packing)
+        part packing 200 "$py" benchmarks/packing.py --device cuda --ranks 1 --plan dp1 --model 1b \
+            --precision bf16 --json >"$out/packing.json" 2>"$out/packing.err"
+        ;;
+    peers)
+        part peers 480 "$py" benchmarks/peers.py --device cuda --json >"$out/peers.json" 2>"$out/peers.err"
+        tail -3 "$out/peers.err"
+        ;;
+    *)
+        echo "unknown part '$what': give tests, packing or peers"
+        exit 2
+        ;;
+    esac
+done

@@ -1,0 +1,77 @@
+"""Attention's kernel, chosen by measurement and put in force process-wide: the choice is the
+fastest of what was timed, a named kernel runs, and a kernel that plans per shape sees lengths
+rounded up to a short ladder, and one that takes no grouped heads whole heads, without changing a
+value (forward or backward)."""
+
+import pytest
+import torch
+
+from hotswitch.backend.models import attention_kernels as kernels
+from hotswitch.backend.models.llama import fused_causal_attention
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+
+@pytest.fixture(autouse=True)
+def restore():
+    before = kernels.in_force()
+    yield
+    kernels.use(before)
+
+
+def test_lengths_round_up_to_a_ladder_of_few_shapes():
+    assert [kernels.rounded(n) for n in (1, 128, 129, 1024, 1025, 1153, 2049, 32768, 32769)] == [
+        128, 128, 256, 1024, 1152, 1280, 2304, 32768, 36864,
+    ]  # fmt: skip
+    assert len({kernels.rounded(n) for n in range(1, 32769)}) == 8 + 8 * 5  # eight shapes an octave
+    assert all(n <= kernels.rounded(n) <= n * 1.125 + 128 for n in range(1, 40000, 7))
+
+
+def test_the_choice_is_the_fastest_timed_and_is_put_in_force():
+    heads = (8, 4, 16)
+    choice = kernels.choose(torch.device("cpu"), torch.float32, heads, [64, 200], candidates=("flash", "math"))
+    timed = {name: s for name, s in choice.seconds.items() if s is not None}
+    assert set(timed) == {"flash", "math"} and all(s > 0 for s in timed.values())
+    assert choice.kernel == min(timed, key=timed.__getitem__) and kernels.in_force() is choice
+    assert choice.lengths == [64, 200] and not choice.alone
+    assert kernels.choose(torch.device("cpu"), torch.float32, heads, [64]).seconds.keys() == {"flash"}
+
+
+def test_a_kernel_is_named_or_refused_with_the_known_ones():
+    kernels.use("math")
+    assert kernels.attention_backends()[0] == kernels.KERNELS["math"]
+    with pytest.raises(ValueError, match="unknown attention kernel 'fast': choose one of flash, efficient, cudnn"):
+        kernels.use("fast")
+
+
+def test_rounded_lengths_and_repeated_heads_change_no_value_forward_or_backward(monkeypatch):
+    q, k, v = (torch.randn(2, 300, h, 16, dtype=torch.float64, requires_grad=True) for h in (8, 4, 4))
+
+    def attend():
+        out = fused_causal_attention(q, k, v)
+        return out, torch.autograd.grad(out.square().sum(), (q, k, v))
+
+    kernels.use("math")
+    plain, plain_grads = attend()
+    monkeypatch.setattr(kernels, "PLANS_PER_SHAPE", {"math"})  # as cuDNN's: 300 tokens run as 384,
+    monkeypatch.setattr(kernels, "EXPANDS_HEADS", {"math"})  # keys and values repeated per query head
+    assert kernels.in_force().rounds_lengths and kernels.in_force().expands_heads
+    padded, padded_grads = attend()
+    assert padded.shape == plain.shape and torch.allclose(padded, plain, rtol=0, atol=1e-12)
+    for a, b in zip(padded_grads, plain_grads, strict=True):
+        assert torch.allclose(a, b, rtol=0, atol=1e-12)
+
+
+@GPU
+def test_on_a_gpu_every_kernel_the_choice_weighs_agrees_with_flash_in_bf16():
+    heads = (8, 4, 64)
+    choice = kernels.choose(torch.device("cuda"), torch.bfloat16, heads, [300, 1100])
+    assert choice.kernel in kernels.CANDIDATES["cuda"] and choice.seconds[choice.kernel] is not None
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 1100, h, 64, generator=g).to("cuda", torch.bfloat16) for h in (8, 4, 4))
+    kernels.use("flash")
+    reference = fused_causal_attention(q, k, v).float()
+    for name, seconds in choice.seconds.items():
+        if seconds is not None:  # cuDNN's runs rounded: 1,100 tokens as 1,152
+            kernels.use(name)
+            assert torch.allclose(fused_causal_attention(q, k, v).float(), reference, rtol=2e-2, atol=2e-2), name
