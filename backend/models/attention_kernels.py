@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch.nn.attention import SDPBackend
@@ -41,6 +42,9 @@ PLANS_PER_SHAPE = {"cudnn"}
 # does): cuDNN's SDPA kernel does not take grouped heads in every PyTorch
 EXPANDS_HEADS = {"cudnn"}
 DEFAULT = ("flash", "efficient", "math")
+# how a packed row's documents are attended, per device kind: one fused call each (exact on every
+# device), or FlexAttention's one call with a block mask (its backward runs on GPUs only)
+DOCUMENT_CANDIDATES = {"cuda": ("per_document", "flex"), "cpu": ("per_document",)}
 
 
 @dataclass
@@ -52,6 +56,8 @@ class AttentionChoice:
     seconds: dict[str, float | None] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)
     alone: bool = False  # no fallbacks: a shape the kernel refuses raises (while it is timed)
+    documents: str = "per_document"  # packed rows: one call per document, or "flex" (one call a row)
+    document_seconds: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def rounds_lengths(self) -> bool:
@@ -100,45 +106,92 @@ def choose(
     heads: tuple[int, int, int],
     lengths: list[int],
     candidates: tuple[str, ...] | None = None,
+    packed_row: int | None = None,
 ) -> AttentionChoice:
     """Time each of ``candidates`` (default: the device kind's) on one row of each of
     ``lengths`` with ``heads`` (query heads, key/value heads, head dim), and put the fastest in
-    force; the choice, with what each candidate took."""
+    force; with ``packed_row``, also how a packed row of that many tokens attends its documents
+    (``DOCUMENT_CANDIDATES``), on a row of documents of halving lengths. The choice, with what
+    each candidate took."""
     candidates = candidates or CANDIDATES.get(device.type, DEFAULT)
     seconds = {name: _time_kernel(name, device, dtype, heads, lengths) for name in candidates}
-    timed = {name: s for name, s in seconds.items() if s is not None}
-    if not timed:
-        raise RuntimeError(f"no attention kernel ran on {device} in {dtype}: {', '.join(seconds)} all refused")
-    choice = AttentionChoice(min(timed, key=timed.__getitem__), seconds, list(lengths))
+    kernel = _fastest(seconds, f"no attention kernel ran on {device} in {dtype}")
+    choice = AttentionChoice(kernel, seconds, list(lengths))
+    if packed_row is not None:
+        modes = DOCUMENT_CANDIDATES.get(device.type, ("per_document",))
+        timed = {mode: _time_documents(mode, kernel, device, dtype, heads, packed_row) for mode in modes}
+        choice.documents = _fastest(timed, f"no way of attending packed documents ran on {device}")
+        choice.document_seconds = timed
     use(choice)
     return choice
+
+
+def halving_documents(length: int) -> list[int]:
+    """Documents of halving lengths that fill ``length`` tokens: 1,000 -> [500, 250, 125, 62, 63]."""
+    out: list[int] = []
+    while length - sum(out) > 64:
+        out.append((length - sum(out)) // 2)
+    return [*out, length - sum(out)] if length > sum(out) else out
+
+
+def _fastest(seconds: dict[str, float | None], failure: str) -> str:
+    timed = {name: s for name, s in seconds.items() if s is not None}
+    if not timed:
+        raise RuntimeError(f"{failure}: {', '.join(seconds)} all refused")
+    return min(timed, key=timed.__getitem__)
 
 
 def _time_kernel(
     name: str, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], lengths: list[int]
 ) -> float | None:
     """Seconds of forward and backward over ``lengths`` through the model's own attention with
-    kernel ``name`` alone in force (so lengths round where it plans per shape), each shape run
-    once first; None if the kernel refuses them."""
+    kernel ``name`` alone in force (so lengths round where it plans per shape); None if the
+    kernel refuses them."""
     from hotswitch.backend.models.llama import fused_causal_attention
+
+    total = 0.0
+    for length in lengths:
+        attend = partial(fused_causal_attention, *_inputs(device, dtype, heads, length))
+        seconds = _timed(AttentionChoice(name, alone=True), device, attend)
+        if seconds is None:
+            return None
+        total += seconds
+    return total
+
+
+def _time_documents(
+    mode: str, kernel: str, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], length: int
+) -> float | None:
+    """Seconds of forward and backward of one packed row of ``length`` tokens attended as
+    ``mode`` says, under ``kernel``; None if it fails there."""
+    from hotswitch.backend.models.documents import row_positions
+    from hotswitch.backend.models.llama import causal_attention
+
+    q, k, v = _inputs(device, dtype, heads, length)
+    positions = row_positions(halving_documents(length))[None]
+    return _timed(AttentionChoice(kernel, documents=mode), device, lambda: causal_attention(q, k, v, positions))
+
+
+def _inputs(device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], length: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(1, length, h, heads[2]) for h in (heads[0], heads[1], heads[1])]
+    return [torch.randn(shape, generator=generator).to(device, dtype).requires_grad_() for shape in shapes]
+
+
+def _timed(choice: AttentionChoice, device: torch.device, attend) -> float | None:
+    """Seconds of ``attend()``'s forward and backward with ``choice`` in force, after one
+    unmeasured run (which builds what the kernel needs for the shape); None if it fails."""
     from hotswitch.backend.runtime.devices import synchronize
 
-    generator = torch.Generator().manual_seed(0)
-    before, total = use(AttentionChoice(name, alone=True)), 0.0
+    before = use(choice)
     try:
-        for length in lengths:
-            q, k, v = (
-                torch.randn(1, length, h, heads[2], generator=generator).to(device, dtype).requires_grad_()
-                for h in (heads[0], heads[1], heads[1])
-            )
-            for attempt in range(2):  # the first builds what the kernel needs for the shape
-                synchronize(device)
-                started = time.perf_counter()
-                fused_causal_attention(q, k, v).sum().backward()
-                synchronize(device)
-                total += (time.perf_counter() - started) if attempt else 0.0
-    except RuntimeError:  # "No available kernel": it does not take this dtype or shape
+        for _ in range(2):  # the first run unmeasured
+            synchronize(device)
+            started = time.perf_counter()
+            attend().sum().backward()
+            synchronize(device)
+        return time.perf_counter() - started
+    except (RuntimeError, NotImplementedError):  # "No available kernel", or none for this device
         return None
     finally:
         use(before)
-    return total

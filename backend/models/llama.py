@@ -28,6 +28,7 @@ from hotswitch.backend.data.tokenizer import IGNORE
 from hotswitch.backend.models.attention_kernels import attention_backends, in_force, rounded
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
+from hotswitch.backend.models.flex_documents import flex_causal_attention
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 from hotswitch.backend.models.no_init import skip_default_init
 
@@ -52,10 +53,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim] that never crosses a document
     (``positions`` [batch, seq]): rows of one document each in one fused call, packed rows one
-    fused call per document (exact on every device)."""
+    fused call per document (exact on every device), or where chosen one FlexAttention call
+    (``flex_documents``; GPUs)."""
     documents = spans(positions)
     if documents is None:
         return fused_causal_attention(q, k, v)
+    if in_force().documents == "flex":
+        return flex_causal_attention(q, k, v, positions)
     return per_document(fused_causal_attention, q, k, v, documents)
 
 

@@ -125,7 +125,9 @@ class Engine:
         top = min(self.token_budget, c.max_seq_len)
         lengths = [n for n in (512, 2048, 8192) if n < top] + [top]
         heads = (c.n_heads, c.n_kv_heads, c.head_dim)
-        box = [choose(self.device, self.precision.compute_dtype, heads, lengths) if self.rank == 0 else None]
+        packed = self.token_budget if self.batching.packed else None  # and how a packed row attends documents
+        dtype = self.precision.compute_dtype
+        box = [choose(self.device, dtype, heads, lengths, packed_row=packed) if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
         chosen = cast("AttentionChoice", box[0])  # rank 0's, now on every rank
         use(chosen)

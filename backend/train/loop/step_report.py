@@ -36,7 +36,13 @@ def graphs_event(engine: Engine) -> dict:
     the attention kernel they run (with what choosing it measured)."""
     executable = {str(s): state.graph.summary() for s, state in engine.states.items() if state.graph is not None}
     chosen = engine.attention
-    attention = {"kernel": chosen.kernel, "seconds": chosen.seconds, "lengths": chosen.lengths}
+    attention = {
+        "kernel": chosen.kernel,
+        "seconds": chosen.seconds,
+        "lengths": chosen.lengths,
+        "documents": chosen.documents,
+        "document_seconds": chosen.document_seconds,
+    }
     return event("graphs", logical=summarize(engine.logical), exec=executable, attention=attention)
 
 

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from hotswitch.backend.models import attention_kernels as kernels
-from hotswitch.backend.models.llama import fused_causal_attention
+from hotswitch.backend.models.documents import row_positions
+from hotswitch.backend.models.flex_documents import flex_causal_attention
+from hotswitch.backend.models.llama import causal_attention, fused_causal_attention
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
@@ -75,3 +77,40 @@ def test_on_a_gpu_every_kernel_the_choice_weighs_agrees_with_flash_in_bf16():
         if seconds is not None:  # cuDNN's runs rounded: 1,100 tokens as 1,152
             kernels.use(name)
             assert torch.allclose(fused_causal_attention(q, k, v).float(), reference, rtol=2e-2, atol=2e-2), name
+
+
+def packed_row(device: str, dtype: torch.dtype, grad: bool):
+    documents = [70, 100, 30, 56]  # three boundaries inside FlexAttention's 128-token blocks
+    positions = row_positions(documents)[None]
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 256, h, 16, generator=g).to(device, dtype).requires_grad_(grad) for h in (8, 4, 4))
+    return q, k, v, positions
+
+
+def test_one_flex_call_attends_a_packed_row_as_one_call_per_document_does():
+    q, k, v, positions = packed_row("cpu", torch.float32, grad=False)  # FlexAttention's CPU backward: none
+    with torch.no_grad():
+        flex = flex_causal_attention(q, k, v, positions)
+        kernels.use(kernels.AttentionChoice("flash", documents="per_document"))
+        each = causal_attention(q, k, v, positions)
+    assert torch.allclose(flex, each, rtol=1e-5, atol=1e-5)
+
+
+def test_packed_rows_attend_per_document_on_the_cpu_and_the_choice_says_what_it_timed():
+    choice = kernels.choose(torch.device("cpu"), torch.float32, (8, 4, 16), [128], packed_row=300)
+    assert choice.documents == "per_document" and choice.document_seconds["per_document"] > 0
+    assert kernels.halving_documents(300) == [150, 75, 37, 38] and kernels.in_force() is choice
+
+
+@GPU
+def test_on_a_gpu_one_flex_call_trains_a_packed_row_as_one_call_per_document_does():
+    rows = []
+    for documents in ("flex", "per_document"):
+        kernels.use(kernels.AttentionChoice("flash", documents=documents))
+        q, k, v, positions = packed_row("cuda", torch.bfloat16, grad=True)
+        out = causal_attention(q, k, v, positions)
+        rows.append((out.float(), torch.autograd.grad(out.float().square().sum(), (q, k, v))))
+    (flex, flex_grads), (each, each_grads) = rows
+    assert torch.allclose(flex, each, rtol=2e-2, atol=2e-2)
+    for a, b in zip(flex_grads, each_grads, strict=True):
+        assert torch.allclose(a.float(), b.float(), rtol=5e-2, atol=5e-2)
