@@ -114,16 +114,19 @@ def release_memory() -> None:
 class EngineSide:
     """The engine on one device: ``Engine`` with the single strategy (dp1) as its own
     instantiation strategy, in ``precision`` (bf16: fp32 master weights, bf16 compute);
-    ``compiled``: its runs of tensor math torch.compiled (a run configuration's ``compile``)."""
+    ``compiled``: its runs of tensor math torch.compiled (a run configuration's ``compile``).
+    Rows of documents are packed, as a run with ``packing`` trains them; rows of one sequence
+    each are cut as the transformers peer cuts them."""
 
     def __init__(self, config: ModelConfig, device: torch.device, precision: Precision, compiled: bool = False):
         self.single = Strategy()
-        options = {"device": device, "precision": precision, "compiled": compiled}
-        # the token budget reaches the longest row: attention's kernel is timed up to it ("auto")
+        options = {"device": device, "precision": precision, "compiled": compiled, "packed": True}
+        # the token budget reaches the longest row: attention's kernels ("auto") are timed up to it,
+        # and a packed row that long chooses how its documents are attended
         self.engine = Engine(config, [self.single], self.single, OptimizerConfig(), SEED, config.max_seq_len, **options)
 
-    def use_budget(self, token_budget: int) -> None:
-        self.engine.use_batching(MicroBatching(token_budget))
+    def use_budget(self, token_budget: int, documents: bool = False) -> None:
+        self.engine.use_batching(MicroBatching(token_budget, packed=documents))
 
     def step(self, batch: list[Sequence]) -> float:
         return self.engine.step({self.single: batch}, [self.single]).loss
@@ -161,8 +164,8 @@ class TransformersSide:
         self.model = torch.compile(model) if compiled else model
         self.token_budget = config.max_seq_len
 
-    def use_budget(self, token_budget: int) -> None:
-        self.token_budget = token_budget
+    def use_budget(self, token_budget: int, documents: bool = False) -> None:
+        self.token_budget = token_budget  # documents too in padded, length-sorted rows, as its users do
         self.optimizer.zero_grad(set_to_none=True)  # what a step cut short (out of memory) left
 
     def step(self, batch: list[Sequence]) -> float:

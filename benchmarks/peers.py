@@ -15,7 +15,9 @@ forward, backward, gradient clipping and AdamW (fused on CUDA) on every side
 
 Rows: ``shape`` is rows x tokens of each step, in one micro-batch, or ``refinedweb ...``: a few
 batches of RefinedWeb-like documents (``sim.datasets.batch_lengths("commoncrawl")``, cut at a
-cap) that both sides pack longest first into padded micro-batches within a token budget. Per
+cap): transformers packs them longest first into padded micro-batches within a token budget, as
+its users do; the engine packs them back to back into rows of the budget (``packing``), its
+attention staying within each document. Per
 row: ``model``, ``shape``, ``tokens`` (per step; the mean over the batches of documents);
 ``engine_step_s``, ``transformers_step_s``, ``transformers_compiled_step_s``: seconds a step,
 the median of the timed steps after the warm-ups (for documents, the mean over the batches),
@@ -57,7 +59,7 @@ import time
 from dataclasses import replace
 
 import torch
-from _peer_presets import CPU, CUDA, SMOKE, Model, Preset, row_batches, timed_steps
+from _peer_presets import CPU, CUDA, SMOKE, Documents, Model, Preset, row_batches, timed_steps
 from _peer_sides import ERROR, SKIPPED, EngineSide, Measured, TransformersSide, measure, release_memory
 from _promised import check_promised
 
@@ -127,7 +129,7 @@ def run_side(side: str, model: Model, rows: dict, preset: Preset, measured: dict
         try:
             if runner is None:
                 runner = build_side(side, model.config, device, preset)
-            runner.use_budget(budget)
+            runner.use_budget(budget, documents=isinstance(row, Documents))
             done = measure(runner.step, batches, preset.warmups, timed_steps(preset, row), preset.device == "cuda")
         except Exception as error:
             if not tolerate:

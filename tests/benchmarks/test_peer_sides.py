@@ -25,8 +25,9 @@ BUDGET = 64
 STEPS = 3
 
 
-def losses_of_both_sides(rank: int, world: int) -> list[list[float]]:
-    """The engine's and the transformers peer's losses, ``STEPS`` steps on one batch each."""
+def losses_of_both_sides(rank: int, world: int, documents: bool) -> list[list[float]]:
+    """The engine's and the transformers peer's losses, ``STEPS`` steps on one batch each;
+    ``documents``: the engine packs the batch (transformers pads it either way)."""
     config = get_config("tiny").with_(max_seq_len=BUDGET)
     generator = torch.Generator().manual_seed(1)
     batch = [
@@ -38,13 +39,14 @@ def losses_of_both_sides(rank: int, world: int) -> list[list[float]]:
     peer = TransformersSide(config, cpu, mixed=False, compiled=False, same_weights=True)
     out = []
     for side in (engine, peer):
-        side.use_budget(BUDGET)
+        side.use_budget(BUDGET, documents=documents)
         out.append([side.step(batch) for _ in range(STEPS)])
     return out
 
 
-def test_the_transformers_peer_takes_the_engines_steps():
-    engine, peer = spawn_ranks(losses_of_both_sides, 1)[0]
+@pytest.mark.parametrize("documents", [False, True], ids=["padded", "engine-packed"])
+def test_the_transformers_peer_takes_the_engines_steps(documents):
+    engine, peer = spawn_ranks(losses_of_both_sides, 1, documents)[0]
     assert engine[-1] < engine[0], f"training one batch {STEPS} times did not lower its loss: {engine}"
     for step, (ours, theirs) in enumerate(zip(engine, peer, strict=True), 1):
         assert abs(ours - theirs) <= 1e-5 * ours, f"step {step}: the engine's loss {ours}, transformers' {theirs}"
