@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from hotswitch.backend.train.loop.events import PHASES, RunTotals
+from hotswitch.backend.train.loop.events import PHASES
+from hotswitch.backend.train.loop.run_totals import RunTotals
 from hotswitch.widgets.series import BoundedSeries
 
 STEP_COLUMNS = ("step", "tokens_per_s", "loss", *PHASES)
@@ -133,7 +134,7 @@ class DashboardState:
 
     def summary(self) -> dict | None:
         """The final figures once a "done" event has arrived, else None: ``tokens_per_s`` is
-        ``backend.train.loop.events.summarize``'s (tokens over step seconds);
+        ``backend.train.loop.run_totals.summarize``'s (tokens over step seconds);
         ``seconds_per_step`` the mean of the steps' seconds and ``total_step_seconds`` their
         sum (so tokens / total_step_seconds is tokens_per_s); ``seconds`` the wall time of the
         whole loop (planning, control and profiling included); ``attention`` the kernel it ran

@@ -4,7 +4,7 @@ strategy, and how far every step's loss is from one-device training on the same 
 from __future__ import annotations
 
 from hotswitch.backend.train.loop.compare import HOT
-from hotswitch.backend.train.loop.events import summarize
+from hotswitch.backend.train.loop.run_totals import summarize
 
 # fp32: every step is exactly one-device training up to float32 summation order. bf16: one
 # device trains in bf16 too, and the runs differ by bf16 rounding in another summation order.

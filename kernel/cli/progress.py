@@ -1,5 +1,5 @@
 """Training progress on a terminal: a one-line bar while it runs, a table at the end (of
-``hotswitch.backend.train.loop.events.summarize``'s figures, the dashboard's and the demo's too)."""
+``hotswitch.backend.train.loop.run_totals.summarize``'s figures, the dashboard's and the demo's too)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from hotswitch.backend.train.loop.events import summarize
+from hotswitch.backend.train.loop.run_totals import summarize
 from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
 from hotswitch.kernel.cli.train_flags import add_training_flags, given_settings

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hotswitch.backend.train.loop.events import summarize
+from hotswitch.backend.train.loop.run_totals import summarize
 from hotswitch.kernel.notebook.jobs.event_log import EventLog
 from hotswitch.widgets import Dashboard, show
 from hotswitch.widgets.dashboard_state import throughput_text

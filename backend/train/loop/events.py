@@ -7,8 +7,8 @@ what the trainer emits. Every event has ``type`` and ``time`` (seconds since the
 kernel adds ``rank`` on arrival, and a comparison run tags its events with ``run``.
 
 The figures a run is judged by (tokens/s, time split, per-strategy throughput) have one
-definition, ``summarize``: the command line's table, the dashboard and the demo report call it;
-throughput itself is ``tokens_per_s`` wherever it is computed (a step, a strategy, a run).
+definition, ``run_totals.summarize``: the command line's table, the dashboard and the demo report
+call it; throughput itself is ``tokens_per_s`` wherever it is computed (a step, a strategy, a run).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypedDict
 
@@ -185,108 +185,6 @@ def tokens_per_s(tokens: float, seconds: float) -> float:
 
 def discard(_: dict) -> None:
     """A sink that keeps nothing."""
-
-
-class RunTotals:
-    """Figures of a run folded from its events, one at a time (live) or all at once (replay):
-    the same events give the same ``summary()``. The first ``warmup`` steps count for the
-    progress and the losses but not for throughput, unless no other step exists. Memory stays
-    constant however long the run. Step events a body emitted itself are folded with whatever
-    fields they have (missing ones count as zero): a dashboard must never fail on them."""
-
-    def __init__(self, warmup: int = 0):
-        self.warmup = warmup
-        self.steps = 0
-        self.first_loss: float | None = None
-        self.last_loss: float | None = None
-        self.plans = 0
-        self.compile_s = 0.0  # over every step: compilation is what the first steps pay
-        self._all, self._measured = _Window(), _Window()
-
-    def add(self, e: dict) -> None:
-        if e.get("type") == "plan":
-            self.plans += 1
-        if e.get("type") != "step":
-            return
-        self.steps += 1
-        loss = e.get("loss")
-        self.first_loss = loss if self.first_loss is None else self.first_loss
-        self.last_loss = loss
-        self.compile_s += e.get("compile_s", 0.0)
-        self._all.add(e)
-        if self.steps > self.warmup:
-            self._measured.add(e)
-
-    def summary(self) -> dict:
-        """``steps`` (all), ``first_loss``, ``last_loss``, ``plans``, ``compile_s`` (all); and over the measured
-        steps: ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time), ``tokens_per_s``,
-        ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
-        tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
-        window = self._measured if self._measured.steps else self._all
-        return {
-            "steps": self.steps,
-            "first_loss": self.first_loss,
-            "last_loss": self.last_loss,
-            "plans": self.plans,
-            "compile_s": self.compile_s,
-            **window.summary(),
-        }
-
-
-class _Window:
-    """Sums over a run of step events."""
-
-    def __init__(self):
-        self.steps = self.tokens = self.padding = self.switches = 0
-        self.seconds = 0.0
-        self.split = dict.fromkeys(PHASES, 0.0)
-        self.per_strategy: dict[str, list] = {}
-        self.predicted: list[float] = []
-
-    def add(self, e: dict) -> None:
-        # a body may emit "step" events of its own (job.emit): what they lack counts as nothing
-        seconds = e.get("seconds")
-        if not isinstance(seconds, dict):
-            seconds = {}
-        self.steps += 1
-        self.tokens += e.get("tokens", 0)
-        self.padding += e.get("padding", 0)
-        self.switches += e.get("switches", 0)
-        self.seconds += seconds.get("total", sum(seconds.get(phase, 0.0) for phase in PHASES))
-        for phase in PHASES:
-            self.split[phase] += seconds.get(phase, 0.0)
-        for name, share in (e.get("strategies") or {}).items():
-            totals = self.per_strategy.setdefault(name, [0, 0.0])
-            totals[0] += share.get("tokens", 0)
-            totals[1] += share.get("seconds", 0.0)
-        if e.get("predicted_step_s") is not None:
-            self.predicted.append(e["predicted_step_s"])
-
-    def summary(self) -> dict:
-        return {
-            "measured_steps": self.steps,
-            "tokens": self.tokens,
-            "padding": self.padding,
-            "seconds": self.seconds,
-            "tokens_per_s": tokens_per_s(self.tokens, self.seconds),
-            "split": dict(self.split),
-            "switches": self.switches,
-            "strategies": {
-                name: {"tokens": t, "tokens_per_s": tokens_per_s(t, s)}
-                for name, (t, s) in sorted(self.per_strategy.items())
-            },
-            "measured_step_s": self.seconds / self.steps if self.steps else None,
-            "predicted_step_s": sum(self.predicted) / len(self.predicted) if self.predicted else None,
-        }
-
-
-def summarize(events: Iterable[dict], warmup: int = 0) -> dict:
-    """``RunTotals(warmup)`` over ``events``: tokens/s is the measured steps' tokens over their
-    step seconds, wherever it is shown."""
-    totals = RunTotals(warmup)
-    for e in events:
-        totals.add(e)
-    return totals.summary()
 
 
 def read_events(path: str | os.PathLike) -> list[dict]:

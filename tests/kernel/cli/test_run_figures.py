@@ -7,7 +7,7 @@ import pytest
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.loop.compare import HOT
-from hotswitch.backend.train.loop.events import summarize
+from hotswitch.backend.train.loop.run_totals import summarize
 from hotswitch.kernel.cli import demo_report, progress
 from hotswitch.widgets.dashboard_state import DashboardState
 

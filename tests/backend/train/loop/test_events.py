@@ -2,7 +2,8 @@
 
 import pytest
 
-from hotswitch.backend.train.loop.events import EVENTS, RunTotals, event, summarize
+from hotswitch.backend.train.loop.events import EVENTS, event
+from hotswitch.backend.train.loop.run_totals import RunTotals, summarize
 
 
 def step(n: int, tokens: int, total: float, switches: int = 0, predicted: float | None = None) -> dict:
