@@ -66,6 +66,9 @@ class PrecisionSettings:
             raise bad_setting("packing", self.packing, "give true or false")
         three_way("compile", self.compile, "compiled on cuda, eager on cpu")
         choice("attention", self.attention, ("auto", *KERNELS))
+        if device == "cpu" and self.attention not in ("auto", "flash", "math"):
+            why = "that kernel runs on cuda only; on cpu give auto, flash or math"
+            raise bad_setting("attention", self.attention, why)
         choice("precision", self.compute, tuple(TORCH_NAMES))
         choice("grad_dtype", self.grad_dtype, tuple(TORCH_NAMES), none=True)
         if self.grad_dtype not in (None, "fp32") and self.compute == "fp32":

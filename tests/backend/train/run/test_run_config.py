@@ -146,6 +146,8 @@ def test_compile_defaults_to_the_device_and_needs_a_compiler_on_the_cpu(monkeypa
 
 
 def test_attention_is_chosen_by_measurement_unless_a_kernel_is_named():
-    assert check_spec({})["attention"] == "auto" and check_spec({"attention": "cudnn"})["attention"] == "cudnn"
+    assert check_spec({})["attention"] == "auto" and check_spec({"attention": "math"})["attention"] == "math"
+    with pytest.raises(ValueError, match=r"'attention' = 'cudnn' is not valid: that kernel runs on cuda only"):
+        check_spec({"attention": "cudnn"})  # the tests' device is the CPU
     with pytest.raises(ValueError, match=r"'attention' = 'fast' is not valid: choose one of auto, flash, efficient"):
         check_spec({"attention": "fast"})
