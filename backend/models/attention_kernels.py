@@ -28,12 +28,9 @@ from functools import partial
 import torch
 from torch.nn.attention import SDPBackend
 
-KERNELS = {
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
-    "math": SDPBackend.MATH,
-}
+from hotswitch.backend.models.attention_names import SDPA_BACKENDS
+
+KERNELS = {name: getattr(SDPBackend, member) for name, member in SDPA_BACKENDS.items()}
 # what "auto" weighs per device kind: the CPU has one fused kernel (flash; math is the unfused
 # reference, ten times slower at a few hundred tokens), so its choice is made without a race
 CANDIDATES = {"cuda": ("cudnn", "flash", "efficient"), "cpu": ("flash",)}

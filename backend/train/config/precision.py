@@ -9,7 +9,7 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 
-from hotswitch.backend.models.attention_kernels import KERNELS
+from hotswitch.backend.models.attention_names import CPU_KERNELS, KERNEL_NAMES
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import TORCH_NAMES, Precision, check_supported
 from hotswitch.backend.train.config.setting import bad_setting, choice, positive, setting, three_way, whole
@@ -52,8 +52,8 @@ class PrecisionSettings:
     attention: str = setting(
         "auto",
         "attention's kernel: auto (the fastest measured on the device at start: cudnn, flash or efficient on cuda), "
-        "or one of " + ", ".join(KERNELS),
-        choices=("auto", *KERNELS),
+        "or one of " + ", ".join(KERNEL_NAMES),
+        choices=("auto", *KERNEL_NAMES),
     )
 
     def check(self, max_len: int, device: str) -> PrecisionSettings:
@@ -65,8 +65,8 @@ class PrecisionSettings:
         if not isinstance(self.packing, bool):
             raise bad_setting("packing", self.packing, "give true or false")
         three_way("compile", self.compile, "compiled on cuda, eager on cpu")
-        choice("attention", self.attention, ("auto", *KERNELS))
-        if device == "cpu" and self.attention not in ("auto", "flash", "math"):
+        choice("attention", self.attention, ("auto", *KERNEL_NAMES))
+        if device == "cpu" and self.attention not in ("auto", *CPU_KERNELS):
             why = "that kernel runs on cuda only; on cpu give auto, flash or math"
             raise bad_setting("attention", self.attention, why)
         choice("precision", self.compute, tuple(TORCH_NAMES))
