@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import sys
 from functools import partial
 from typing import cast
 
@@ -89,7 +90,10 @@ def compiled_runs() -> int:
 def compile_seconds() -> float:
     """Seconds this process has spent in torch.compile so far: tracing and compiling forward
     graphs, and compiling their backward where that waits for the first backward pass (the
-    timers torch._dynamo keeps; 0 before any compile)."""
+    timers torch._dynamo keeps; 0 before any compile). A process that never compiled has not
+    imported torch._dynamo, and this does not import it (its import takes seconds)."""
+    if "torch._dynamo.utils" not in sys.modules:
+        return 0.0
     from torch._dynamo.utils import compilation_time_metrics
 
     return sum(sum(compilation_time_metrics.get(phase, ())) for phase in COMPILE_TIMERS)
