@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hotswitch.backend.graph.checkpoint_blocks import CheckpointedBlock
-from hotswitch.backend.graph.extract import extract, item, sub_graph
+from hotswitch.backend.graph.extract import extract, item
 from hotswitch.backend.models.documents import gather_tables
 from hotswitch.backend.models.lean_ops import RotaryFunction
 from hotswitch.backend.models.llama import apply_rotary, rms_norm
@@ -45,7 +45,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return RotaryFunction.apply(x, cos, sin)
 
 
-FUSIBLE_FUNCTIONS = {operator.add, operator.mul, F.linear, torch._C._nn.linear, F.silu, rms_norm, rotate}
+FUSIBLE_FUNCTIONS = {operator.add, operator.mul, F.linear, F.silu, rms_norm, rotate}  # F.linear: torch._C._nn's
 FUSIBLE_METHODS = {"flatten", "unflatten"}
 COMPILE_TIMERS = ("_compile.compile_inner", "backward._backward_impl")  # torch._dynamo's, not nested
 _COMPILED: dict[str, nn.Module] = {}  # a run's structure -> its compiled module, process-wide
@@ -57,9 +57,7 @@ def compile_regions(module: torch.fx.GraphModule) -> int:
     _hoist_rotary_tables(module)
     count = sum(compile_regions(child.block) for child in module.children() if isinstance(child, CheckpointedBlock))
     for index, nodes in enumerate(_runs(module.graph)):
-        sub, _, _ = sub_graph(nodes)
-        run = CompiledRun(_shared(sub), _ops(nodes))
-        extract(module, nodes, f"compiled_run_{index}", partial(_given, run))
+        extract(module, nodes, f"compiled_run_{index}", partial(_compiled_run, _ops(nodes)))
         count += 1
     module.graph.lint()
     module.recompile()
@@ -148,10 +146,6 @@ def _hoist_rotary_tables(module: torch.fx.GraphModule) -> None:
         graph.erase_node(node)
 
 
-def _given(run: CompiledRun, _: torch.fx.GraphModule) -> nn.Module:
-    return run  # the extracted graph is the shared compiled module's twin: that module runs it
-
-
 def _ops(nodes: list[torch.fx.Node]) -> str:
     """The run's arithmetic, in order, repeats counted: 'rms_norm, linear x3, rotate x2'."""
     names = [n.target.__name__ for n in nodes if n.op == "call_function"]  # type: ignore[union-attr]
@@ -164,12 +158,13 @@ def _position(graph: torch.fx.Graph):
     return lambda node: order[node]
 
 
-def _shared(sub: torch.fx.Graph) -> nn.Module:
-    """The compiled module for a run of this structure: made on first sight, then shared."""
-    key = _structure(sub)
+def _compiled_run(ops: str, run: torch.fx.GraphModule) -> CompiledRun:
+    """The run extracted as ``run``, through the compiled module of its structure: ``run``
+    itself compiled on first sight, then shared by every run of that structure."""
+    key = _structure(run.graph)
     if key not in _COMPILED:
-        _COMPILED[key] = cast("nn.Module", torch.compile(torch.fx.GraphModule(nn.Module(), sub)))
-    return _COMPILED[key]
+        _COMPILED[key] = cast("nn.Module", torch.compile(run))
+    return CompiledRun(_COMPILED[key], ops)
 
 
 def _structure(graph: torch.fx.Graph) -> str:

@@ -11,7 +11,7 @@ import torch.fx
 from torch import nn
 
 
-def sub_graph(nodes: list[torch.fx.Node]) -> tuple[torch.fx.Graph, list[torch.fx.Node], list[torch.fx.Node]]:
+def _sub_graph(nodes: list[torch.fx.Node]) -> tuple[torch.fx.Graph, list[torch.fx.Node], list[torch.fx.Node]]:
     """The run ``nodes`` as a graph of its own, with the outer nodes it reads (its inputs) and
     the run's nodes read after it (its outputs)."""
     inside = set(nodes)
@@ -33,7 +33,7 @@ def extract(
 ) -> None:
     """Replace ``nodes`` in ``module``'s graph by one call of ``wrap(sub-module)``, registered
     as ``name``. Call ``module.recompile()`` once every run is out."""
-    sub, inputs, outputs = sub_graph(nodes)
+    sub, inputs, outputs = _sub_graph(nodes)
     module.add_submodule(name, wrap(torch.fx.GraphModule(module, sub)))
     with module.graph.inserting_after(nodes[-1]):  # every input (parameters too) is defined by then
         call = module.graph.call_module(name, tuple(inputs))

@@ -123,6 +123,21 @@ def choose(
     return choice
 
 
+_CHOSEN: dict[tuple, AttentionChoice] = {}
+
+
+def chosen(
+    device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], lengths: list[int], packed_row: int | None
+) -> AttentionChoice:
+    """``choose`` with the device kind's candidates, timed once per process for these shapes and
+    put in force again after (a warm pool's next cell, a new engine on the same model)."""
+    key = (str(device), dtype, heads, tuple(lengths), packed_row)
+    if key not in _CHOSEN:
+        _CHOSEN[key] = choose(device, dtype, heads, lengths, packed_row=packed_row)
+    use(_CHOSEN[key])
+    return _CHOSEN[key]
+
+
 def halving_documents(length: int) -> list[int]:
     """Documents of halving lengths that fill ``length`` tokens: 1,000 -> [500, 250, 125, 62, 63]."""
     out: list[int] = []

@@ -30,7 +30,7 @@ from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.compiled_regions import compile_seconds
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout
-from hotswitch.backend.models.attention_kernels import AttentionChoice, choose, in_force, use
+from hotswitch.backend.models.attention_kernels import AttentionChoice, chosen, in_force, use
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.devices import device_clock
@@ -116,8 +116,8 @@ class Engine:
 
     def _choose_attention(self, kernel: str) -> AttentionChoice:
         """Attention's kernel put in force on every rank (collective): ``kernel``, or under
-        "auto" the fastest on rank 0's device, timed there on the model's heads at lengths up to
-        the token budget (``models.attention_kernels``)."""
+        "auto" the fastest on rank 0's device, timed there (once per process) on the model's heads
+        at lengths up to the token budget (``models.attention_kernels``)."""
         if kernel != "auto":
             use(kernel)
             return in_force()
@@ -127,11 +127,11 @@ class Engine:
         heads = (c.n_heads, c.n_kv_heads, c.head_dim)
         packed = self.token_budget if self.batching.packed else None  # and how a packed row attends documents
         dtype = self.precision.compute_dtype
-        box = [choose(self.device, dtype, heads, lengths, packed_row=packed) if self.rank == 0 else None]
+        box = [chosen(self.device, dtype, heads, lengths, packed) if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
-        chosen = cast("AttentionChoice", box[0])  # rank 0's, now on every rank
-        use(chosen)
-        return chosen
+        choice = cast("AttentionChoice", box[0])  # rank 0's, now on every rank
+        use(choice)
+        return choice
 
     def master_replicas(self):
         """This rank's replica group (dp x cp) of the instantiation strategy (groups are rebuilt

@@ -114,3 +114,11 @@ def test_on_a_gpu_one_flex_call_trains_a_packed_row_as_one_call_per_document_doe
     assert torch.allclose(flex, each, rtol=2e-2, atol=2e-2)
     for a, b in zip(flex_grads, each_grads, strict=True):
         assert torch.allclose(a.float(), b.float(), rtol=5e-2, atol=5e-2)
+
+
+def test_an_engine_after_the_first_reuses_the_choice_made_for_the_same_shapes():
+    cpu, heads = torch.device("cpu"), (8, 4, 16)
+    first = kernels.chosen(cpu, torch.float32, heads, [64], None)
+    kernels.use("math")
+    assert kernels.chosen(cpu, torch.float32, heads, [64], None) is first and kernels.in_force() is first
+    assert kernels.chosen(cpu, torch.float32, heads, [128], None) is not first  # other shapes: timed anew
