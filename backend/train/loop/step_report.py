@@ -3,6 +3,8 @@ and each trained step (the engine's result and the step's wall time)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.graph.logical import summarize
 from hotswitch.backend.strategy import Strategy
@@ -35,14 +37,7 @@ def graphs_event(engine: Engine) -> dict:
     """The ``graphs`` event: the logical graph, this rank's executable graph per strategy, and
     the attention kernel they run (with what choosing it measured)."""
     executable = {str(s): state.graph.summary() for s, state in engine.states.items() if state.graph is not None}
-    chosen = engine.attention
-    attention = {
-        "kernel": chosen.kernel,
-        "seconds": chosen.seconds,
-        "lengths": chosen.lengths,
-        "documents": chosen.documents,
-        "document_seconds": chosen.document_seconds,
-    }
+    attention = {k: v for k, v in asdict(engine.attention).items() if k != "alone"}  # alone: only while timed
     return event("graphs", logical=summarize(engine.logical), exec=executable, attention=attention)
 
 
