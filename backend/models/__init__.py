@@ -7,7 +7,7 @@ _EXPORTS = {
     "CONFIGS": "hotswitch.backend.models.config",
     "ModelConfig": "hotswitch.backend.models.config",
     "get_config": "hotswitch.backend.models.config",
-    "IGNORE": "hotswitch.backend.models.llama",
+    "IGNORE": "hotswitch.backend.data.tokenizer",
     "Transformer": "hotswitch.backend.models.llama",
     "build_model": "hotswitch.backend.models.llama",
     "init_param": "hotswitch.backend.models.llama",

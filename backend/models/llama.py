@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import sdpa_kernel
 
-from hotswitch.backend.data.tokenizer import IGNORE
 from hotswitch.backend.models.attention_kernels import attention_backends, in_force, rounded
+from hotswitch.backend.models.chunked_loss import chunked_cross_entropy
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
 from hotswitch.backend.models.flex_documents import flex_causal_attention
@@ -88,8 +88,9 @@ def fused_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
 
 @torch.fx.wrap
 def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Sum of cross-entropy over the tokens whose target is not ``IGNORE``."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE, reduction="sum")
+    """Sum of cross-entropy over the tokens whose target is not ``IGNORE`` (``chunked_loss``:
+    the fp32 gradient of the logits is never whole)."""
+    return chunked_cross_entropy(logits, targets)
 
 
 class RMSNorm(nn.Module):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
-from hotswitch.backend.models.llama import IGNORE
+from hotswitch.backend.models.chunked_loss import chunked_cross_entropy
 from hotswitch.backend.runtime.group_module import GroupModule
 
 
@@ -17,40 +16,9 @@ def vocab_parallel_embedding(tokens: torch.Tensor, weight: torch.Tensor, start: 
     return rows * inside.unsqueeze(-1)
 
 
-class _VocabParallelLoss(torch.autograd.Function):
-    """Summed cross-entropy of logits whose last dim holds vocabulary ``[start, start + n)``
-    on this rank (Megatron's vocab-parallel cross-entropy, summed over tokens)."""
-
-    @staticmethod
-    def forward(ctx, logits, targets, start, group):
-        logits = logits.float()
-        peak = logits.max(dim=-1).values
-        dist.all_reduce(peak, op=dist.ReduceOp.MAX, group=group)
-        shifted = logits - peak.unsqueeze(-1)
-        exp = shifted.exp()
-        total = exp.sum(dim=-1)
-        dist.all_reduce(total, group=group)
-        local = targets - start
-        mine = (local >= 0) & (local < logits.shape[-1])
-        index = torch.where(mine, local, 0).unsqueeze(-1)
-        target_logit = torch.where(mine, shifted.gather(-1, index).squeeze(-1), 0.0)
-        dist.all_reduce(target_logit, group=group)
-        counted = targets != IGNORE
-        loss = torch.where(counted, total.log() - target_logit, 0.0).sum()
-        ctx.save_for_backward(exp, total, index, mine, counted)
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad):
-        exp, total, index, mine, counted = ctx.saved_tensors
-        grad_logits = exp / total.unsqueeze(-1)
-        grad_logits.scatter_add_(-1, index, -mine.unsqueeze(-1).to(grad_logits.dtype))
-        grad_logits *= (counted.unsqueeze(-1) * grad).to(grad_logits.dtype)
-        return grad_logits, None, None, None
-
-
 class VocabParallelLoss(GroupModule):
-    """``token_loss`` for logits split over the vocabulary across ``ranks``."""
+    """``token_loss`` for logits split over the vocabulary across ``ranks`` (Megatron's
+    vocab-parallel cross-entropy, summed over tokens, ``chunked_loss``'s memory)."""
 
     what = "vocab-parallel loss"
 
@@ -59,7 +27,7 @@ class VocabParallelLoss(GroupModule):
         self.start = start
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return _VocabParallelLoss.apply(logits, targets, self.start, self.bound_group())
+        return chunked_cross_entropy(logits, targets, self.start, self.bound_group())
 
     def extra_repr(self) -> str:
         return f"ranks={list(self.ranks)}, vocab_start={self.start}"

@@ -19,9 +19,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from hotswitch.backend.data.tokenizer import IGNORE
 from hotswitch.backend.models.documents import gather_tables, pad_positions, unpacked_positions
 from hotswitch.backend.models.lean_ops import RotaryFunction
-from hotswitch.backend.models.llama import IGNORE
 
 
 def zigzag_positions(index: int, cp: int, local_length: int, device=None) -> torch.Tensor:

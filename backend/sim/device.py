@@ -49,6 +49,7 @@ class DeviceSpec:
     half_work: float = 0.0  # tokens x hidden / tp per device at which half of ``max_mfu`` is reached
     attention_mfu: float = 0.0  # fraction of peak the fused attention kernels reach (CALIBRATED)
     layer_overhead_s: float = 0.0  # per layer a micro-batch passes, forward and backward (CALIBRATED)
+    attention_kernel: str = ""  # whose attention ``attention_mfu`` was measured from
     latency_s: float = 10e-6  # per collective step (NCCL's small-message latency, nccl-tests order)
     reserved: int = 6 * GIB  # CUDA context, NCCL buffers, allocator fragmentation: never usable
 
@@ -91,8 +92,14 @@ _UNCALIBRATED = {
     "H100": DeviceSpec("H100-80G", BF16_PEAK_FLOPS["H100"], 80 * GIB, 3.35e12, 450 * GB, 400 * GB),
     "H200": DeviceSpec("H200-141G", BF16_PEAK_FLOPS["H200"], int(141 * GB), 4.8e12, 450 * GB, 400 * GB),
 }
+# The simulator runs no kernels: its attention is as fast as the kernel its calibration timed.
+ATTENTION_MEASURED = "flash-attn in Megatron-LM on 8 x H800 (the authors' logs)"
+ATTENTION_MEASURED_H200 = "cuDNN through PyTorch's scaled_dot_product_attention (the engine on one H200)"
 PRESETS: dict[str, DeviceSpec] = {
-    k: v.calibrated(**(CALIBRATION_H200 if k == "H200" else CALIBRATION)) for k, v in _UNCALIBRATED.items()
+    k: replace(v, attention_kernel=ATTENTION_MEASURED_H200).calibrated(**CALIBRATION_H200)
+    if k == "H200"
+    else replace(v, attention_kernel=ATTENTION_MEASURED).calibrated(**CALIBRATION)
+    for k, v in _UNCALIBRATED.items()
 }
 
 

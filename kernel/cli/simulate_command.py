@@ -122,6 +122,8 @@ def report(comparison, floor_s: float | None = None) -> dict:
         # every contender's peak_gib (model states, optimizer share, its largest micro-batch's
         # activations) is held within this one limit: the device's memory less what is reserved
         "limit_gib": (setup.spec.memory - setup.spec.reserved) / 2**30,
+        # the simulator runs no kernels: attention is as fast as what its calibration measured
+        "attention": {"kernel": setup.spec.attention_kernel, "fraction_of_peak": setup.spec.attention_mfu},
         "contenders": [c.summary() for c in comparison.contenders()],
         "notices": list(setup.notices),  # e.g. Ulysses asked where the heads do not split: ring runs
         "cp_speedup": comparison.cp_speedup,  # auto over auto+cp, with --context-parallel
@@ -137,6 +139,8 @@ def _print_table(out: dict) -> None:
     )
     print(f"peak GiB: per device, within the limit of {out['limit_gib']:.1f} GiB (device memory less reserved)")
     print("step: on the device model; predicted: what the planner's fitted costs said (the engine's plans)")
+    attention = out["attention"]
+    print(f"attention: {attention['fraction_of_peak']:.0%} of peak, as measured of {attention['kernel']}")
     print(f"{'contender':<26}{'step':>10}{'predicted':>11}{'peak GiB':>10}  plan")
     for c in out["contenders"]:
         step = f"{c['step_s']:.2f}s" if c["step_s"] is not None else "no fit"

@@ -19,7 +19,7 @@ from hotswitch.backend.sim.device import CALIBRATION, CALIBRATION_H200, DeviceSp
 from hotswitch.backend.sim.paper.calibrate import HELD_OUT_LIMIT, fit_figures
 from hotswitch.backend.sim.paper.measured_h200 import COMMAND, DEVICE, FIT, HELD_OUT, EngineStep
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
+from hotswitch.backend.train.planning.memory import WHOLE, activation_bytes, model_state_bytes
 
 BF16 = Precision.of("bf16")
 
@@ -45,10 +45,12 @@ def measured_config(point: EngineStep) -> ModelConfig:
 
 def one_gpu_peak_bytes(config: ModelConfig, documents: int, length: int, precision: Precision = BF16) -> float:
     """One device training ``config`` alone: parameters, gradients, master weights and AdamW's
-    moments, and the activations of ``documents`` sequences of ``length`` in one micro-batch."""
+    moments, and the activations of ``documents`` sequences of ``length`` in one micro-batch,
+    with the loss the engine ran when the peaks were measured (``WHOLE``: before
+    ``models.chunked_loss``)."""
     single = Strategy()
     states = model_state_bytes(config, single, precision) + precision.master_bytes * config.n_params
-    return states + documents * activation_bytes(config, single, length, precision)
+    return states + documents * activation_bytes(config, single, length, precision, WHOLE)
 
 
 def predict(point: EngineStep, spec: DeviceSpec) -> float:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from hotswitch.backend.sim.compute import SimulatedStrategy, flops_parts, ring_s
 from hotswitch.backend.sim.setup import Setup
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.memory import activation_bytes
+from hotswitch.backend.train.planning.memory import WHOLE, activation_bytes
 
 MBS_SWEEP = (32, 16, 8, 4, 2, 1)
 STAGES = (1, 2, 3)
@@ -44,7 +44,7 @@ def _memory(setup: Setup, zero: int, u: int, mbs: int, recompute: bool) -> float
     c, n, world = setup.precision, setup.config.n_params, setup.cluster.world_size
     params = c.param_bytes * n / (world if zero == 3 else 1)
     grads = c.grad_bytes * n / (world if zero >= 2 else 1)
-    acts = activation_bytes(setup.config, Strategy(ckpt=recompute), setup.context, c) / u
+    acts = activation_bytes(setup.config, Strategy(ckpt=recompute), setup.context, c, WHOLE) / u
     return params + grads + c.master_bytes * n / world + mbs * acts
 
 

@@ -25,7 +25,7 @@ from hotswitch.backend.sim.compute import SimulatedStrategy, update_seconds
 from hotswitch.backend.sim.device import DeviceSpec
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import pipelined_s
-from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
+from hotswitch.backend.train.planning.memory import WHOLE, activation_bytes, model_state_bytes
 
 MBS_SWEEP = (32, 16, 8, 4, 2, 1)
 
@@ -65,7 +65,9 @@ def megatron_memory(
     """Peak bytes per device of a run that must hold ``mbs`` documents of ``context`` tokens."""
     s = strategy
     master = precision.master_bytes * config.n_params / (s.tp * s.pp * s.dp)
-    return master + model_state_bytes(config, s, precision) + mbs * activation_bytes(config, s, context, precision)
+    return (
+        master + model_state_bytes(config, s, precision) + mbs * activation_bytes(config, s, context, precision, WHOLE)
+    )
 
 
 def megatron_sweep(

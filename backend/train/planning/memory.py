@@ -16,12 +16,20 @@ lean Functions of ``models.lean_ops``, which keep no fp32 copies):
   parallelism, the shard with it (``runtime.sequence_parallel_linear`` all-gathers it again in
   backward): 2 * c * dim, split with sp. With sp and tp this is Megatron's 34 * dim / tp for
   LLaMA shapes, in bf16 (ffn = 8/3 dim, kv = dim);
-- once per sequence position, the head: the fp32 softmax over vocab / tp, the final norm and the
-  output layer's input as above, and the targets (int64; vocabulary-parallel loss keeps its
-  per-token sums and masks too). With sp, the first block's input is a view of the embedding's
-  whole all-reduced output on gloo (its reduce-scatter is an all-reduce and a chunk).
-- at the peak, not kept: while the loss runs backward, the gradients of the log-probabilities and
-  of the logits, fp32 over vocab / tp (``LOSS_PEAK_BYTES``, measured on a GPU).
+- once per sequence position, the head: the final norm and the output layer's input as above,
+  and what the loss keeps (``loss_kept_bytes``). With sp, the first block's input is a view of
+  the embedding's whole all-reduced output on gloo (its reduce-scatter is an all-reduce and a chunk).
+- at the peak, not kept: what the loss's backward holds (``loss_peak_bytes``).
+
+The loss is the engine's ``models.chunked_loss`` (``CHUNKED``): it keeps the logits in the compute
+dtype over vocab / tp and an fp32 log-sum-exp and the int64 target per token; its backward holds
+the logits' gradient in the compute dtype and one chunk's fp32 softmax. ``WHOLE`` is
+``F.cross_entropy`` over fp32 logits, as Megatron-LM and DeepSpeed run it and as the engine ran
+it when the H200 peaks of ``sim.paper.measured_h200`` were taken: the fp32 log-probabilities kept,
+and in backward their gradient and the logits' in fp32 (8 bytes an entry, measured on one H200:
+peak minus the rest of the model grew by 256,042 bytes a token for the 1b preset, 8 x its
+vocabulary: 256,000). tests/backend/models/test_chunked_loss.py holds both against the live bytes
+PyTorch allocates on the CPU.
 
 With activation checkpointing a block keeps only its inputs (the residual stream, dim, split with
 sp; without sp tensor parallelism adds the partial sum its all-reduce reads), and one block's
@@ -41,26 +49,45 @@ cp as over dp.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final, Literal
 
 from hotswitch.backend.cluster import GIB
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.loss_chunks import CHUNK_BYTES, chunk_rows
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.context import in_flight_bytes, local_tokens
 from hotswitch.backend.train.planning.selective import recomputed_bytes
 
 FP32_BYTES = 4
-TARGET_BYTES = 8  # cross-entropy keeps the int64 targets
-VOCAB_PARALLEL_LOSS_BYTES = 15  # runtime.vocab_parallel keeps a sum (fp32), an index (int64) and two masks
-# At the loss, beside the kept fp32 log-probabilities, their gradient and the logits' gradient live
-# in fp32: the peak's only term that grows with tokens beyond what is kept. Measured on one H200
-# in bf16 (benchmarks/precision.py --device cuda): peak minus the rest of the model grows by
-# 256,042 bytes a token for the 1b preset (8 x its vocabulary: 256,000) and 243,652 for the 7b
-# shape (8 x 30,592: 244,736).
-LOSS_PEAK_BYTES = 2 * FP32_BYTES
+TARGET_BYTES = 8  # the int64 targets
+VOCAB_PARALLEL_LOSS_BYTES = 15  # WHOLE over tp: a sum (fp32), an index (int64) and two masks
+CHUNKED: Final = "chunked"
+WHOLE: Final = "whole"
+Loss = Literal["chunked", "whole"]
 
 
-def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision) -> tuple[float, float]:
+def loss_kept_bytes(entries: float, precision: Precision, tp: int = 1, loss: Loss = CHUNKED) -> float:
+    """What the loss keeps for backward per token, over ``entries`` vocabulary entries a rank."""
+    if loss == CHUNKED:
+        return precision.param_bytes * entries + FP32_BYTES + TARGET_BYTES
+    return FP32_BYTES * entries + (VOCAB_PARALLEL_LOSS_BYTES if tp > 1 else TARGET_BYTES)
+
+
+def loss_peak_bytes(
+    entries: float, tokens: float, precision: Precision, loss: Loss = CHUNKED, chunk_bytes: int = CHUNK_BYTES
+) -> float:
+    """What the loss's backward holds beyond what it keeps, for ``tokens`` over ``entries``
+    vocabulary entries a rank: the logits' gradient whole and, chunked, one chunk's fp32 softmax
+    (and the fp32 copy of the chunk's logits it is computed from, in a narrower dtype)."""
+    if loss == WHOLE:
+        return 2 * FP32_BYTES * entries * tokens
+    chunk = min(tokens, chunk_rows(round(entries), chunk_bytes)) * entries * FP32_BYTES
+    widened = chunk if precision.param_bytes < FP32_BYTES else 0.0
+    return precision.param_bytes * entries * tokens + chunk + widened
+
+
+def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision, loss: Loss) -> tuple[float, float]:
     """(bytes one layer keeps, bytes the head keeps) per token on one device."""
     dim, kv, c, f = config.dim, config.n_kv_heads * config.head_dim, precision.param_bytes, FP32_BYTES
     tp, region = strategy.tp, strategy.tp if strategy.sp else 1
@@ -68,16 +95,17 @@ def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision) ->
     norms = 2 * (c * dim + f)
     linear_inputs = 2 * c * dim
     layer = inside / tp + (norms + linear_inputs) / region
-    loss = VOCAB_PARALLEL_LOSS_BYTES if tp > 1 else TARGET_BYTES
-    head = f * config.vocab_size / tp + (c * dim + f + c * dim) / region + loss
+    head = loss_kept_bytes(config.vocab_size / tp, precision, tp, loss) + (c * dim + f + c * dim) / region
     return layer, head
 
 
-def kept_activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
+def kept_activation_bytes(
+    config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32, loss: Loss = CHUNKED
+) -> float:
     """What one sequence keeps from forward to backward on one device (what
     ``memory_measure.measured_activation_bytes`` counts)."""
     length = local_tokens(length, strategy.cp)  # a cp rank keeps its own zig-zag chunks only
-    layer, head = _per_token(config, strategy, precision)
+    layer, head = _per_token(config, strategy, precision, loss)
     layer -= recomputed_bytes(config, strategy, precision)  # sel: dropped in forward, recomputed in backward
     c, region = precision.param_bytes, strategy.tp if strategy.sp else 1
     # with sp on gloo, the first block's input is a view of the embedding's whole output
@@ -91,16 +119,18 @@ def kept_activation_bytes(config: ModelConfig, strategy: Strategy, length: int, 
     return length * (config.n_layers * layer + first + strategy.pp * head)  # the last stage: pp heads in flight
 
 
-def activation_bytes(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:
+def activation_bytes(
+    config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32, loss: Loss = CHUNKED
+) -> float:
     """Activations one sequence needs on one device at its peak: what it keeps for backward,
-    with checkpointing one block recomputed on top, the loss's gradients over the vocabulary
-    (``LOSS_PEAK_BYTES``); with context parallelism what travels."""
-    kept = kept_activation_bytes(config, strategy, length, precision)
-    if strategy.ckpt:
-        kept += local_tokens(length, strategy.cp) * _per_token(config, strategy, precision)[0]
+    with checkpointing one block recomputed on top, what the loss's backward holds
+    (``loss_peak_bytes``); with context parallelism what travels."""
+    kept = kept_activation_bytes(config, strategy, length, precision, loss)
     tokens = local_tokens(length, strategy.cp)
+    if strategy.ckpt:
+        kept += tokens * _per_token(config, strategy, precision, loss)[0]
     kept += tokens * recomputed_bytes(config, strategy, precision)  # sel: one layer's
-    kept += tokens * LOSS_PEAK_BYTES * config.vocab_size / strategy.tp  # the loss's gradients, one micro-batch's
+    kept += loss_peak_bytes(config.vocab_size / strategy.tp, tokens, precision, loss)  # one micro-batch's
     return kept + in_flight_bytes(config, strategy, length, precision)
 
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from hotswitch.backend.sim.device import device_spec
 from hotswitch.kernel.cli.main import main
 from hotswitch.kernel.cli.simulate_command import parse_plan
 
@@ -37,6 +38,7 @@ def test_the_table_shows_the_users_plan(capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "7b on 8 x A800-80G: 32 sequences" in text
+    assert "attention: 20% of peak, as measured of flash-attn in Megatron-LM on 8 x H800" in text
     assert "plan" in text and "dp2tp4pp1sp(L>4096) | dp8tp1pp1(L>0)" in text
     row = next(line for line in text.splitlines() if line.startswith("plan "))
     assert len(row.split()) >= 4 and all(x.endswith("s") for x in row.split()[1:3])  # step and predicted
@@ -71,6 +73,15 @@ def test_side_by_side_adds_auto_with_device_groups_and_prices_a_plan_of_groups(c
     row = next(line for line in lines if line.startswith("plan "))
     assert "dp1tp4pp1@0-3(L>4096) | dp2tp2pp1@4-7(L>0)" in row and row.split()[1].endswith("s"), row
     assert any(line.startswith("floor: no plan over auto's layouts takes less than") for line in lines)
+
+
+def test_the_attention_priced_is_the_kernel_each_device_was_calibrated_on(capsys):
+    for device, kernel in (("A800", "flash-attn in Megatron-LM"), ("H200", "cuDNN")):
+        args = ["simulate", "--device", device, "--context", "4096", "--batch", "8", "--contenders", "none", "--json"]
+        assert main(args) == 0
+        attention = json.loads(capsys.readouterr().out)["attention"]
+        assert attention["kernel"].startswith(kernel)
+        assert attention["fraction_of_peak"] == device_spec(device).attention_mfu > 0
 
 
 def test_plans_parse_as_a_strategy_or_buckets():
