@@ -5,8 +5,9 @@ bytes per token and vocabulary entry), and its backward holds their gradient and
 gradient in fp32 at once (8 bytes more): for the 1b preset's 32,000 entries at 32K tokens, 12.6
 GB at the loss alone, the largest term of a long sequence's peak. Here forward keeps the logits
 as they come (the compute dtype: 2 bytes an entry in bf16) and one fp32 log-sum-exp per token;
-backward rebuilds the softmax a chunk of tokens at a time (``CHUNK_BYTES`` of fp32) and writes
-each chunk's gradient into the logits' gradient, in the logits' dtype. The fp32 values are the
+backward rebuilds the softmax a chunk of tokens at a time (``loss_chunks``: 256 MiB of fp32 on a
+GPU, 4 MiB on a CPU) and writes each chunk's gradient into the logits' gradient, in the logits'
+dtype. The fp32 values are the
 ones ``F.cross_entropy`` computes, so loss and gradient agree with it to fp32 rounding.
 
 Over a vocabulary split across tensor-parallel ranks (Megatron's vocab-parallel cross-entropy),
@@ -20,7 +21,8 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.data.tokenizer import IGNORE
-from hotswitch.backend.models.loss_chunks import CHUNK_BYTES, chunk_rows
+from hotswitch.backend.models.loss_chunks import chunk_bytes as default_chunk_bytes
+from hotswitch.backend.models.loss_chunks import chunk_rows
 
 
 def _chunks(tokens: int, rows: int) -> list[slice]:
@@ -73,20 +75,25 @@ class ChunkedCrossEntropy(torch.autograd.Function):
         scale = ((flat_targets != IGNORE) * grad).float().unsqueeze(-1)
         out = torch.empty_like(flat)
         for part in _chunks(flat.shape[0], ctx.rows):
-            out[part] = _gradient(flat[part], lse[part], index[part], mine[part], scale[part])
+            _gradient(out[part], flat[part], lse[part], index[part], mine[part], scale[part])
         return out.view_as(logits), None, None, None, None
 
 
-def _gradient(logits, lse, index, mine, scale) -> torch.Tensor:
-    """One chunk's gradient in fp32: (softmax - the target's one-hot, where here) x scale. Its
-    temporaries die with the call, so one chunk's live at a time."""
-    softmax = (logits.float() - lse.unsqueeze(-1)).exp_()
+def _gradient(out, logits, lse, index, mine, scale) -> None:
+    """One chunk's gradient, (softmax - the target's one-hot, where here) x scale, computed in
+    fp32 into ``out``: in place where ``out`` is fp32, else in one fp32 chunk that dies with the call."""
+    softmax = out if out.dtype == torch.float32 else torch.empty_like(out, dtype=torch.float32)
+    torch.sub(logits, lse.unsqueeze(-1), out=softmax).exp_()
     softmax.scatter_add_(-1, index, -mine.unsqueeze(-1).float())
-    return softmax.mul_(scale)
+    softmax.mul_(scale)
+    if softmax is not out:
+        out.copy_(softmax)
 
 
 def chunked_cross_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, start: int = 0, group=None, chunk_bytes: int = CHUNK_BYTES
+    logits: torch.Tensor, targets: torch.Tensor, start: int = 0, group=None, chunk_bytes: int | None = None
 ) -> torch.Tensor:
-    """The summed cross-entropy over ``logits`` (this rank's vocabulary shard with ``group``)."""
-    return ChunkedCrossEntropy.apply(logits, targets, chunk_rows(logits.shape[-1], chunk_bytes), start, group)
+    """The summed cross-entropy over ``logits`` (this rank's vocabulary shard with ``group``), in
+    chunks of ``chunk_bytes`` of fp32 (default: the device's, ``loss_chunks.chunk_bytes``)."""
+    rows = chunk_rows(logits.shape[-1], chunk_bytes or default_chunk_bytes(logits.device.type))
+    return ChunkedCrossEntropy.apply(logits, targets, rows, start, group)

@@ -78,13 +78,13 @@ def loss_peak_bytes(
     entries: float, tokens: float, precision: Precision, loss: Loss = CHUNKED, chunk_bytes: int = CHUNK_BYTES
 ) -> float:
     """What the loss's backward holds beyond what it keeps, for ``tokens`` over ``entries``
-    vocabulary entries a rank: the logits' gradient whole and, chunked, one chunk's fp32 softmax
-    (and the fp32 copy of the chunk's logits it is computed from, in a narrower dtype)."""
+    vocabulary entries a rank: the logits' gradient whole and, chunked, in a dtype narrower than
+    fp32, one chunk's fp32 softmax (in fp32 it is computed in the gradient itself). The chunk is a
+    GPU's (``loss_chunks``): on a CPU, whose chunks are smaller, an upper bound."""
     if loss == WHOLE:
         return 2 * FP32_BYTES * entries * tokens
     chunk = min(tokens, chunk_rows(round(entries), chunk_bytes)) * entries * FP32_BYTES
-    widened = chunk if precision.param_bytes < FP32_BYTES else 0.0
-    return precision.param_bytes * entries * tokens + chunk + widened
+    return precision.param_bytes * entries * tokens + (chunk if precision.param_bytes < FP32_BYTES else 0.0)
 
 
 def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision, loss: Loss) -> tuple[float, float]:
