@@ -95,12 +95,15 @@ _UNCALIBRATED = {
 # The simulator runs no kernels: its attention is as fast as the kernel its calibration timed.
 ATTENTION_MEASURED = "flash-attn in Megatron-LM on 8 x H800 (the authors' logs)"
 ATTENTION_MEASURED_H200 = "cuDNN through PyTorch's scaled_dot_product_attention (the engine on one H200)"
-PRESETS: dict[str, DeviceSpec] = {
-    k: replace(v, attention_kernel=ATTENTION_MEASURED_H200).calibrated(**CALIBRATION_H200)
-    if k == "H200"
-    else replace(v, attention_kernel=ATTENTION_MEASURED).calibrated(**CALIBRATION)
-    for k, v in _UNCALIBRATED.items()
-}
+_FITS = {"H200": (CALIBRATION_H200, ATTENTION_MEASURED_H200)}  # every other preset: the H800 logs' fit
+
+
+def _fitted(name: str, spec: DeviceSpec) -> DeviceSpec:
+    figures, kernel = _FITS.get(name, (CALIBRATION, ATTENTION_MEASURED))
+    return replace(spec, attention_kernel=kernel).calibrated(**figures)
+
+
+PRESETS: dict[str, DeviceSpec] = {k: _fitted(k, v) for k, v in _UNCALIBRATED.items()}
 
 
 def uncalibrated(name: str) -> DeviceSpec:

@@ -7,9 +7,7 @@ before the block are left out, and so are views and in-place results, which allo
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -17,7 +15,8 @@ from torch.utils._pytree import tree_leaves
 
 
 class LiveBytes(TorchDispatchMode):
-    """``now``: bytes alive that were allocated inside the block; ``peak``: their most at once."""
+    """``with LiveBytes() as live:`` counts the block; ``now``: bytes alive that were allocated
+    inside it; ``peak``: their most at once."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -49,10 +48,3 @@ class LiveBytes(TorchDispatchMode):
     def reset_peak(self) -> None:
         """Start a new peak from what is alive now."""
         self.peak = self.now
-
-
-@contextlib.contextmanager
-def counting_live() -> Iterator[LiveBytes]:
-    """Count the bytes allocated inside the block while they live."""
-    with LiveBytes() as live:
-        yield live

@@ -11,7 +11,7 @@ from hotswitch.backend.models.chunked_loss import chunked_cross_entropy
 from hotswitch.backend.models.loss_chunks import chunk_bytes, chunk_rows
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.train.planning.live_bytes import counting_live
+from hotswitch.backend.train.planning.live_bytes import LiveBytes
 from hotswitch.backend.train.planning.memory import CHUNKED, WHOLE, loss_kept_bytes, loss_peak_bytes
 
 from .loss_workers import vocab_split_loss
@@ -84,7 +84,7 @@ def test_the_bytes_held_live_are_the_memory_model_s(loss, precision):
     weight = torch.randn(entries, dim, generator=gen).to(p.compute_dtype).requires_grad_()
     targets = torch.randint(0, entries, (tokens,), generator=gen)
     fn = (lambda x, t: chunked_cross_entropy(x, t, chunk_bytes=chunk_bytes)) if loss == CHUNKED else whole
-    with counting_live() as live:
+    with LiveBytes() as live:
         value = fn((hidden @ weight.T).unsqueeze(0), targets.unsqueeze(0))
         kept = live.now
         live.reset_peak()
