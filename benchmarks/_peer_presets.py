@@ -4,7 +4,7 @@ Not a script: the leading underscore keeps it out of the smoke test."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -116,6 +116,21 @@ SMOKE = Preset(
     long_tokens=64,
     budget_s=60.0,
 )
+
+
+def only_rows(preset: Preset, texts: list[str]) -> Preset:
+    """``preset`` with only the rows whose "model shape" holds one of ``texts`` (a short GPU
+    lease's one question), its models without such rows left out."""
+
+    def kept(model: str, row: str) -> bool:
+        return any(text in f"{model} {row}" for text in texts)
+
+    models = tuple(replace(m, rows=tuple(r for r in m.rows if kept(m.label, r.label))) for m in preset.models)
+    models = tuple(m for m in models if m.rows)
+    if not models:
+        raise SystemExit(f"--rows {' '.join(texts)}: no row of the {preset.name} preset matches")
+    compiled = tuple(key for key in preset.compiled if kept(*key))
+    return replace(preset, models=models, compiled=compiled)
 
 
 def row_batches(config: ModelConfig, row: Shape | Documents) -> tuple[list[list[Sequence]], int]:

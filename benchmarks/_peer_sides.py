@@ -60,13 +60,28 @@ class Measured:
     attention: str | None = None
     note: str | None = None
 
+    def summary(self) -> str:
+        """One line of what was measured (progress: a run cut off still shows its figures)."""
+        if not isinstance(self.step_s, float):
+            return f"{self.step_s} ({self.note})"
+        peak = f", peak {self.peak_bytes / 2**30:.1f} GiB" if self.peak_bytes is not None else ""
+        return f"{self.step_s:.4f} s a step, first {self.first_step_s:.1f} s{peak}, attention {self.attention}"
+
+
+# flash's kernel called directly (the engine's packed rows, ``models.varlen_documents``): SDPA's
+# flash operator calls it too, so only calls beyond SDPA's count
+FLASH_KERNEL, SDPA_FLASH = "aten::_flash_attention_forward", "aten::_scaled_dot_product_flash_attention"
+
 
 def attention_kernels(run: Callable[[], object]) -> str:
-    """The SDPA kernel families that ``run()`` calls, read from a profile of it."""
+    """The attention kernel families that ``run()`` calls, read from a profile of it."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
         run()
-    seen = {event.key for event in profile.key_averages()}
-    return "+".join(kind for op, kind in ATTENTION_OPS.items() if op in seen) or "no SDPA operator seen"
+    counts = {event.key: event.count for event in profile.key_averages()}
+    kinds = [kind for op, kind in ATTENTION_OPS.items() if op in counts]
+    if counts.get(FLASH_KERNEL, 0) > counts.get(SDPA_FLASH, 0):
+        kinds.append("flash (variable-length)")
+    return "+".join(kinds) or "no attention operator seen"
 
 
 def measure(

@@ -4,6 +4,14 @@
 #
 #   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (about 2 min), packing on one GPU
 #   bash benchmarks/on_a_gpu.sh peers           # benchmarks/peers.py --device cuda (about 5 min)
+#   DEADLINE=585 PACKING_S=160 PEERS_S=300 ROUNDS=2 BUDGET=200 \
+#       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
+#
+# TESTS_S, PACKING_S and PEERS_S replace a part's limit; ROUNDS and BUDGETS are packing's
+# --rounds (default 3) and --budgets, BUDGET and ROWS peers' --budget and --rows. DEADLINE
+# (seconds from the start) caps every part's limit so that the whole ends by then; both
+# benchmarks print each figure to their .err file as they measure it, so a part cut off at its
+# limit still brings back what it measured.
 #
 # It installs the project without its dependencies into the machine's own Python (whose CUDA
 # build of torch it keeps), bounds each part with a timeout, and writes what each printed, with
@@ -26,12 +34,20 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/devi
 "$py" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))' >>"$out/device.txt" 2>&1
 cat "$out/device.txt"
 
+exec 3>&1  # how a part ended goes to the script's output, not to the part's files
 part() {  # part NAME SECONDS COMMAND...: run it bounded, say how it ended
     local name=$1 limit=$2
     shift 2
+    local own="${name^^}_S"
+    limit=${!own:-$limit}
+    if [ -n "${DEADLINE:-}" ] && [ $((DEADLINE - SECONDS)) -lt "$limit" ]; then limit=$((DEADLINE - SECONDS)); fi
+    if [ "$limit" -le 10 ]; then
+        echo "[$name] not run: the deadline leaves $limit s" >&3
+        return
+    fi
     local started=$SECONDS
     timeout "$limit" "$@"
-    echo "[$name] exit $? after $((SECONDS - started)) s (limit $limit s)"
+    echo "[$name] exit $? after $((SECONDS - started)) s (limit $limit s)" >&3
 }
 
 parts=("$@")
@@ -48,10 +64,10 @@ for what in "${parts[@]}"; do
         ;;
     packing)
         part packing 200 "$py" benchmarks/packing.py --device cuda --ranks 1 --plan dp1 --model 1b \
-            --precision bf16 --json >"$out/packing.json" 2>"$out/packing.err"
+            --precision bf16 --rounds "${ROUNDS:-3}" ${BUDGETS:+--budgets $BUDGETS} --json >"$out/packing.json" 2>"$out/packing.err"
         ;;
     peers)
-        part peers 480 "$py" benchmarks/peers.py --device cuda --json >"$out/peers.json" 2>"$out/peers.err"
+        part peers 480 "$py" benchmarks/peers.py --device cuda ${BUDGET:+--budget "$BUDGET"} ${ROWS:+--rows $ROWS} --json >"$out/peers.json" 2>"$out/peers.err"
         tail -3 "$out/peers.err"
         ;;
     *)

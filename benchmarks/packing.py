@@ -14,7 +14,8 @@ tokens. At each token budget per micro-batch (``--budgets``):
   alternating within a round, the median round's ratio reported (``step_s`` holds every
   round's seconds per mode, ``speedup_rounds`` every round's ratio).
 
-Also in the output: ``device``, ``plan``, ``model``, ``tokens_per_batch``. ``--smoke``: 2 ranks, a
+Also in the output: ``device``, ``plan``, ``model``, ``tokens_per_batch``, ``attention`` (per
+budget and mode, the kernel in force and how packed rows attended their documents). ``--smoke``: 2 ranks, a
 2-layer model, one small budget, one round of one step (the output's ``smoke``).
 
     python benchmarks/packing.py --json
@@ -24,9 +25,11 @@ Also in the output: ``device``, ``plan``, ``model``, ``tokens_per_batch``. ``--s
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
+import sys
 import time
 
 import torch
@@ -35,6 +38,7 @@ from _promised import check_promised
 
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.attention_kernels import in_force
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.sim.datasets import batch_lengths
@@ -54,6 +58,7 @@ OUTPUT_KEYS = (
     "plan",
     "model",
     "tokens_per_batch",
+    "attention",
 )
 MODEL = dict(dim=128, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=352, vocab_size=2048)
 SMOKE = dict(
@@ -131,35 +136,54 @@ def timed_steps(engine: Engine, plan: HotSwitchPlan, data: list[list[Sequence]],
     return (time.perf_counter() - started) / max(1, len(data) - warmup)
 
 
+def release_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def bench_rank(rank: int, world: int, args) -> dict:
     device = torch.device(f"cuda:{rank}" if args.device == "cuda" else "cpu")
     model = args.model if isinstance(args.model, dict) else None
     config = get_config("tiny").with_(**model) if model else get_config(args.model)
     config = config.with_(max_seq_len=max(config.max_seq_len, args.context))
-    plan = HotSwitchPlan.of(args.plan)
     data = batches(args, config.vocab_size)
-    precision = Precision.of(args.precision)
     step_s: dict = {str(b): {"packed": [], "padded": []} for b in args.budgets}
+    attention: dict = {}
     for round_ in range(args.rounds):
         for budget in args.budgets:
-            modes = ("packed", "padded") if round_ % 2 == 0 else ("padded", "packed")
-            for mode in modes:
-                engine = Engine(
-                    config, plan.strategies, plan.strategies[0], OptimizerConfig(), 0, budget,
-                    device=device, precision=precision, packed=mode == "packed",
-                )  # fmt: skip
-                step_s[str(budget)][mode].append(timed_steps(engine, plan, data, args.warmup, device))
-                del engine
+            for mode in ("packed", "padded") if round_ % 2 == 0 else ("padded", "packed"):
+                seconds, attention[f"{budget} {mode}"] = time_mode(config, data, budget, mode, args, device)
+                step_s[str(budget)][mode].append(seconds)
+                if rank == 0:  # progress: a run cut off still shows the steps it timed
+                    line = f"[packing] round {round_} budget {budget} {mode}: {seconds:.4f} s a step"
+                    print(line, file=sys.stderr, flush=True)
     rounds = {b: [pad / pack for pack, pad in zip(s["packed"], s["padded"], strict=True)] for b, s in step_s.items()}
     return {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x {world} ranks (gloo)",
         "plan": args.plan,
         "model": model or args.model,
         "tokens_per_batch": sum(s.length for s in data[-1]),
+        "attention": attention,
         "step_s": step_s,
         "speedup_rounds": rounds,
         "speedup_packed_over_padded": {b: statistics.median(r) for b, r in rounds.items()},
     }
+
+
+def time_mode(config, data: list, budget: int, mode: str, args, device: torch.device) -> tuple[float, str]:
+    """Seconds a step of a new engine training ``mode`` rows under ``args.plan``, and the
+    attention it ran (the kernel; for packed rows, how their documents were attended)."""
+    plan = HotSwitchPlan.of(args.plan)
+    engine = Engine(
+        config, plan.strategies, plan.strategies[0], OptimizerConfig(), 0, budget,
+        device=device, precision=Precision.of(args.precision), packed=mode == "packed",
+    )  # fmt: skip
+    seconds = timed_steps(engine, plan, data, args.warmup, device)
+    choice = in_force()
+    del engine
+    release_memory()  # the next engine starts on an empty device
+    return seconds, choice.kernel + (f", documents {choice.documents}" if mode == "packed" else "")
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ import torch
 from torch.nn.attention import SDPBackend
 
 from hotswitch.backend.models.attention_names import SDPA_BACKENDS
+from hotswitch.backend.models.document_agreement import agrees
 
 KERNELS = {name: getattr(SDPBackend, member) for name, member in SDPA_BACKENDS.items()}
 # what "auto" weighs per device kind: the CPU has one fused kernel (flash; math is the unfused
@@ -40,8 +41,10 @@ PLANS_PER_SHAPE = {"cudnn"}
 EXPANDS_HEADS = {"cudnn"}
 DEFAULT = ("flash", "efficient", "math")
 # how a packed row's documents are attended, per device kind: one fused call each (exact on every
-# device), or FlexAttention's one call with a block mask (its backward runs on GPUs only)
-DOCUMENT_CANDIDATES = {"cuda": ("per_document", "flex"), "cpu": ("per_document",)}
+# device), flash's variable-length kernel (one call a micro-batch; CUDA, bf16 and fp16) or
+# FlexAttention's one call with a block mask (its backward runs on GPUs only)
+DOCUMENT_CANDIDATES = {"cuda": ("varlen", "per_document", "flex"), "cpu": ("per_document",)}
+SHORT_DOCUMENT = 512  # tokens a document in the second of the two rows the ways above are timed on
 
 
 @dataclass
@@ -53,7 +56,7 @@ class AttentionChoice:
     seconds: dict[str, float | None] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)
     alone: bool = False  # no fallbacks: a shape the kernel refuses raises (while it is timed)
-    documents: str = "per_document"  # packed rows: one call per document, or "flex" (one call a row)
+    documents: str = "per_document"  # packed rows: one call per document, "varlen" or "flex" (one call)
     document_seconds: dict[str, float | None] = field(default_factory=dict)
 
     @property
@@ -108,8 +111,10 @@ def choose(
     """Time each of ``candidates`` (default: the device kind's) on one row of each of
     ``lengths`` with ``heads`` (query heads, key/value heads, head dim), and put the fastest in
     force; with ``packed_row``, also how a packed row of that many tokens attends its documents
-    (``DOCUMENT_CANDIDATES``), on a row of documents of halving lengths. The choice, with what
-    each candidate took."""
+    (``DOCUMENT_CANDIDATES``), on a row of documents of halving lengths and a row of short
+    ones (a call per document costs most there), a one-call way only where it agrees with
+    per-document calls (``document_agreement``). The choice, with what each candidate took
+    (None: refused, failed or disagreed)."""
     candidates = candidates or CANDIDATES.get(device.type, DEFAULT)
     seconds = {name: _time_kernel(name, device, dtype, heads, lengths) for name in candidates}
     kernel = _fastest(seconds, f"no attention kernel ran on {device} in {dtype}")
@@ -117,6 +122,10 @@ def choose(
     if packed_row is not None:
         modes = DOCUMENT_CANDIDATES.get(device.type, ("per_document",))
         timed = {mode: _time_documents(mode, kernel, device, dtype, heads, packed_row) for mode in modes}
+        for mode in modes:  # a one-call way only where it computes what per-document calls do
+            one_call = AttentionChoice(kernel, documents=mode)
+            if mode != "per_document" and timed[mode] is not None and not agrees(one_call, device, dtype, heads):
+                timed[mode] = None
         choice.documents = _fastest(timed, f"no way of attending packed documents ran on {device}")
         choice.document_seconds = timed
     use(choice)
@@ -174,14 +183,22 @@ def _time_kernel(
 def _time_documents(
     mode: str, kernel: str, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], length: int
 ) -> float | None:
-    """Seconds of forward and backward of one packed row of ``length`` tokens attended as
-    ``mode`` says, under ``kernel``; None if it fails there."""
+    """Seconds of forward and backward of two packed rows of ``length`` tokens attended as
+    ``mode`` says, under ``kernel``: one of documents of halving lengths, one of documents of
+    ``SHORT_DOCUMENT`` tokens; None if it fails there."""
     from hotswitch.backend.models.documents import row_positions
     from hotswitch.backend.models.llama import causal_attention
 
     q, k, v = _inputs(device, dtype, heads, length)
-    positions = row_positions(halving_documents(length))[None]
-    return _timed(AttentionChoice(kernel, documents=mode), device, lambda: causal_attention(q, k, v, positions))
+    whole, rest = divmod(length, SHORT_DOCUMENT)
+    total = 0.0
+    for documents in (halving_documents(length), [SHORT_DOCUMENT] * whole + [rest] * (rest > 0)):
+        attend = partial(causal_attention, q, k, v, row_positions(documents)[None])
+        seconds = _timed(AttentionChoice(kernel, documents=mode), device, attend)
+        if seconds is None:
+            return None
+        total += seconds
+    return total
 
 
 def _inputs(device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], length: int) -> list[torch.Tensor]:

@@ -31,6 +31,7 @@ from hotswitch.backend.models.documents import gather_tables, per_document, span
 from hotswitch.backend.models.flex_documents import flex_causal_attention
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 from hotswitch.backend.models.no_init import skip_default_init
+from hotswitch.backend.models.varlen_documents import varlen_causal_attention
 
 SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scaled_dot_product_attention(enable_gqa=)
 
@@ -53,11 +54,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim] that never crosses a document
     (``positions`` [batch, seq]): rows of one document each in one fused call, packed rows one
-    fused call per document (exact on every device), or where chosen one FlexAttention call
-    (``flex_documents``; GPUs)."""
+    fused call per document (exact on every device), or where chosen one call of flash's
+    variable-length kernel (``varlen_documents``) or FlexAttention's (``flex_documents``; GPUs)."""
     documents = spans(positions)
     if documents is None:
         return fused_causal_attention(q, k, v)
+    if in_force().documents == "varlen":
+        return varlen_causal_attention(q, k, v, positions)
     if in_force().documents == "flex":
         return flex_causal_attention(q, k, v, positions)
     return per_document(fused_causal_attention, q, k, v, documents)

@@ -46,7 +46,7 @@ class AttentionKernel(TypedDict):
     kernel: str  # the kernel attention runs (models.attention_kernels)
     seconds: dict[str, float | None]  # what each candidate took when it was chosen ({} if named)
     lengths: list[int]  # the lengths it was timed at
-    documents: str  # how packed rows attend their documents: "per_document" or "flex"
+    documents: str  # how packed rows attend their documents: "per_document", "varlen" or "flex"
     document_seconds: dict[str, float | None]  # what each way took on a packed row ({} unpacked)
 
 

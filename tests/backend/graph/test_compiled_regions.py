@@ -56,15 +56,15 @@ def test_selective_recompute_stays_eager():
 
 @pytest.mark.parametrize("strategy", ["dp1", "dp1ckpt"])
 def test_a_compiled_graph_computes_what_the_eager_one_does(strategy):
-    compare_compiled_with_eager(strategy, "cpu", torch.float32, loss_rtol=1e-6, grad_rtol=1e-5, grad_atol=1e-6)
+    compare_compiled_with_eager(strategy, "cpu", torch.float32, loss_rtol=1e-6, grad_rtol=5e-6)
 
 
 @GPU
 def test_on_a_gpu_a_compiled_graph_computes_what_the_eager_one_does_in_bf16():
-    compare_compiled_with_eager("dp1", "cuda", torch.bfloat16, loss_rtol=1e-2, grad_rtol=5e-2, grad_atol=1e-3)
+    compare_compiled_with_eager("dp1", "cuda", torch.bfloat16, loss_rtol=1e-2, grad_rtol=3e-2)
 
 
-def compare_compiled_with_eager(strategy, device, dtype, loss_rtol, grad_rtol, grad_atol):
+def compare_compiled_with_eager(strategy, device, dtype, loss_rtol, grad_rtol):
     eager, eager_grads = attached(strategy, False, device, dtype)
     compiled, compiled_grads = attached(strategy, True, device, dtype)
     assert runs_of(compiled) or any(runs_of_block(m) for m in compiled.module.children())
@@ -77,7 +77,10 @@ def compare_compiled_with_eager(strategy, device, dtype, loss_rtol, grad_rtol, g
         for loss in losses:
             loss.backward()
         assert abs(losses[0].item() - losses[1].item()) <= loss_rtol * abs(losses[0].item())
-        assert torch.allclose(compiled_grads.flat, eager_grads.flat, rtol=grad_rtol, atol=grad_atol)
+        # the gradient oracle's measure: relative norm of the difference (elementwise closeness
+        # fails on fp32 summation-order noise where Inductor reorders a reduction, as on 16 cores)
+        error = ((compiled_grads.flat - eager_grads.flat).norm() / eager_grads.flat.norm()).item()
+        assert error <= grad_rtol, f"{length} tokens: gradients {error:.2e} from eager's (relative norm)"
 
 
 def runs_of_block(module) -> list:

@@ -10,6 +10,7 @@ from hotswitch.backend.models import attention_kernels as kernels
 from hotswitch.backend.models.documents import row_positions
 from hotswitch.backend.models.flex_documents import flex_causal_attention
 from hotswitch.backend.models.llama import causal_attention, fused_causal_attention
+from hotswitch.backend.models.varlen_documents import document_offsets
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
@@ -103,17 +104,31 @@ def test_packed_rows_attend_per_document_on_the_cpu_and_the_choice_says_what_it_
 
 
 @GPU
-def test_on_a_gpu_one_flex_call_trains_a_packed_row_as_one_call_per_document_does():
-    rows = []
-    for documents in ("flex", "per_document"):
-        kernels.use(kernels.AttentionChoice("flash", documents=documents))
-        q, k, v, positions = packed_row("cuda", torch.bfloat16, grad=True)
-        out = causal_attention(q, k, v, positions)
-        rows.append((out.float(), torch.autograd.grad(out.float().square().sum(), (q, k, v))))
-    (flex, flex_grads), (each, each_grads) = rows
-    assert torch.allclose(flex, each, rtol=2e-2, atol=2e-2)
-    for a, b in zip(flex_grads, each_grads, strict=True):
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("documents", ["varlen", "flex"])
+def test_on_a_gpu_one_call_trains_packed_rows_as_one_call_per_document_does(documents, rows):
+    """bf16, grouped heads; with 3 rows the last is padded (its last document runs on)."""
+    positions = torch.cat([row_positions([70, 100, 30, 56]), row_positions([256]), row_positions([200], 256)])
+    positions = positions[:rows]
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(rows, 256, h, 64, generator=g).to("cuda", torch.bfloat16) for h in (8, 4, 4))
+    out = {}
+    for way in (documents, "per_document"):
+        kernels.use(kernels.AttentionChoice("flash", documents=way))
+        inputs = [x.clone().requires_grad_() for x in (q, k, v)]
+        attended = causal_attention(*inputs, positions)
+        out[way] = attended.float(), torch.autograd.grad(attended.float().square().sum(), inputs)
+    (one, one_grads), (each, each_grads) = out[documents], out["per_document"]
+    assert torch.allclose(one, each, rtol=2e-2, atol=2e-2)
+    for a, b in zip(one_grads, each_grads, strict=True):
         assert torch.allclose(a.float(), b.float(), rtol=5e-2, atol=5e-2)
+
+
+def test_the_cpu_never_weighs_the_variable_length_kernel_and_its_offsets_cut_every_row():
+    assert "varlen" not in kernels.DOCUMENT_CANDIDATES["cpu"] and "varlen" in kernels.DOCUMENT_CANDIDATES["cuda"]
+    positions = torch.stack([row_positions([3, 5]), row_positions([8]), row_positions([2], 8)])
+    offsets, longest = document_offsets(positions, torch.device("cpu"))
+    assert offsets.tolist() == [0, 3, 8, 16, 24] and longest == 8 and offsets.dtype == torch.int32
 
 
 def test_an_engine_after_the_first_reuses_the_choice_made_for_the_same_shapes():
@@ -122,3 +137,28 @@ def test_an_engine_after_the_first_reuses_the_choice_made_for_the_same_shapes():
     kernels.use("math")
     assert kernels.chosen(cpu, torch.float32, heads, [64], None) is first and kernels.in_force() is first
     assert kernels.chosen(cpu, torch.float32, heads, [128], None) is not first  # other shapes: timed anew
+
+
+@pytest.mark.parametrize("crosses", [True, False])
+def test_a_one_call_way_of_attending_documents_is_chosen_only_where_it_agrees_with_per_document_calls(
+    monkeypatch, crosses
+):
+    """A stand-in for flash's variable-length kernel on the CPU: one that lets attention cross
+    documents is left out with a warning, whatever it took; a faithful one is weighed."""
+    from hotswitch.backend.models import llama
+    from hotswitch.backend.models.documents import per_document, spans
+
+    def stand_in(q, k, v, positions):
+        if crosses:
+            return fused_causal_attention(q, k, v)
+        return per_document(fused_causal_attention, q, k, v, spans(positions))
+
+    monkeypatch.setattr(llama, "varlen_causal_attention", stand_in)
+    monkeypatch.setitem(kernels.DOCUMENT_CANDIDATES, "cpu", ("per_document", "varlen"))
+    if crosses:
+        with pytest.warns(UserWarning, match="varlen attention is .* from per-document calls"):
+            choice = kernels.choose(torch.device("cpu"), torch.float32, (8, 4, 16), [128], packed_row=1024)
+        assert choice.document_seconds["varlen"] is None and choice.documents == "per_document"
+    else:
+        choice = kernels.choose(torch.device("cpu"), torch.float32, (8, 4, 16), [128], packed_row=1024)
+        assert choice.document_seconds["varlen"] > 0 and choice.documents in ("per_document", "varlen")
