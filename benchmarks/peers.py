@@ -45,7 +45,7 @@ Presets: ``--device cuda`` (1b and the 7B shape with 8 layers, bf16: the engine 
 transformers took 4.6 minutes on an H200, the compiled peer about 40 s a row more, while
 ``--budget`` allows), ``--device cpu`` (a CI-sized model; the default without CUDA), ``--smoke``
 (the tiniest CPU run, no compilation). ``--rows TEXT...`` keeps the rows whose "model shape"
-holds a TEXT (the compiled peer's first row still runs first). Progress goes to stderr, with
+holds a TEXT (the compiled peer's rows then after the eager sides). Progress goes to stderr, with
 every side's figures on a row as they are measured.
 
     python benchmarks/peers.py --device cuda --json
@@ -220,11 +220,11 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
     measured = {(m.label, label): {} for m in preset.models for label in rows[m.label]}
     # the most wanted compiled row first: its compilation time then budgets the others, and no
     # compilation of unknown length starts near the end of the budget
-    run_compiled(preset.compiled[:1], preset, rows, measured, started)
+    run_compiled(preset.compiled[: preset.compiled_first], preset, rows, measured, started)
     for m in preset.models:
         for side in SIDES[:2]:
             run_side(side, m, rows[m.label], preset, measured)
-    run_compiled(preset.compiled[1:], preset, rows, measured, started)
+    run_compiled(preset.compiled[preset.compiled_first :], preset, rows, measured, started)
     for sides in measured.values():
         unlisted = Measured(SKIPPED, note=f"not in the {preset.name} preset's compiled rows")
         sides.setdefault("transformers_compiled", unlisted)

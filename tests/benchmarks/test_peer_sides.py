@@ -75,3 +75,17 @@ def test_a_side_out_of_memory_is_recorded_with_the_message(error):
 def test_any_other_failure_is_raised():
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         measure(failing_step(RuntimeError("shapes cannot be multiplied")), [[]], warmups=1, timed=1, cuda=False)
+
+
+def test_rows_narrow_a_preset_to_what_was_asked_with_the_compiled_peer_after_the_eager_sides():
+    from _peer_presets import CUDA, DOCS_1B, only_rows
+
+    narrowed = only_rows(CUDA, ["refinedweb", "7b-shape-8-layers 1x8192"])
+    assert [(m.label, [r.label for r in m.rows]) for m in narrowed.models] == [
+        ("1b", [DOCS_1B.label]),
+        ("7b-shape-8-layers", ["1x8192"]),
+    ]
+    assert narrowed.compiled == (("7b-shape-8-layers", "1x8192"), ("1b", DOCS_1B.label))
+    assert narrowed.compiled_first == 0 and CUDA.compiled_first == 1
+    with pytest.raises(SystemExit, match="no row"):
+        only_rows(CUDA, ["70b"])
