@@ -25,7 +25,6 @@ budget and mode, the kernel in force and how packed rows attended their document
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import random
 import statistics
@@ -34,6 +33,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from _peer_sides import release_memory
 from _promised import check_promised
 
 from hotswitch.backend import Strategy, get_config
@@ -134,12 +134,6 @@ def timed_steps(engine: Engine, plan: HotSwitchPlan, data: list[list[Sequence]],
         torch.cuda.synchronize()
     dist.barrier()
     return (time.perf_counter() - started) / max(1, len(data) - warmup)
-
-
-def release_memory() -> None:
-    gc.collect()
-    if torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
 
 
 def bench_rank(rank: int, world: int, args) -> dict:

@@ -19,11 +19,31 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
-_MOVED: dict[tuple[int, str], tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
-_GATHERED: dict[tuple[int, int], tuple[weakref.ref[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]] = {}
+
+class NewestMicroBatch:
+    """What is built from a micro-batch's positions (and a ``key``: the device, the tables), kept
+    for the newest micro-batch only: every layer reads the same, and the previous micro-batch's
+    goes as the next one's is built."""
+
+    def __init__(self) -> None:
+        self._positions: weakref.ref[torch.Tensor] | None = None
+        self._key: object = None
+        self._value: Any = None
+
+    def get(self, positions: torch.Tensor, key: object, build: Callable[[], Any]) -> Any:
+        if self._positions is not None and self._positions() is positions and self._key == key:
+            return self._value
+        self._positions = self._value = None
+        self._value = build()
+        self._positions, self._key = weakref.ref(positions), key
+        return self._value
+
+
+_MOVED, _GATHERED = NewestMicroBatch(), NewestMicroBatch()
 
 
 def row_positions(lengths: list[int], length: int | None = None) -> torch.Tensor:
@@ -87,14 +107,7 @@ def on_device(positions: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``positions`` on ``device``, copied once per tensor (every layer's rotary reads them)."""
     if positions.device == device:
         return positions
-    key = (id(positions), str(device))
-    cached = _MOVED.get(key)
-    if cached is not None and cached[0]() is positions:
-        return cached[1]
-    moved = positions.to(device, non_blocking=True)
-    _MOVED.clear()  # one micro-batch at a time: keep the newest only
-    _MOVED[key] = (weakref.ref(positions), moved)
-    return moved
+    return _MOVED.get(positions, str(device), lambda: positions.to(device, non_blocking=True))
 
 
 def per_document(
@@ -120,15 +133,11 @@ def gather_tables(cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor)
     tables (padding continued past the model's context) clamp to the last row."""
     if positions.device.type == "meta":
         return cos, sin
-    key = (id(positions), id(cos))
-    cached = _GATHERED.get(key)
-    if cached is not None and cached[0]() is positions:  # every layer after the first: no scan
-        return cached[1]
-    if counts_from_zero(positions):
-        tables = cos, sin
-    else:
+
+    def build() -> tuple[torch.Tensor, torch.Tensor]:  # the first layer's call; the others read it back
+        if counts_from_zero(positions):
+            return cos, sin
         at = on_device(positions, cos.device).clamp(max=cos.shape[0] - 1)
-        tables = cos[at], sin[at]
-    _GATHERED.clear()  # one micro-batch at a time: keep the newest only
-    _GATHERED[key] = (weakref.ref(positions), tables)
-    return tables
+        return cos[at], sin[at]
+
+    return _GATHERED.get(positions, id(cos), build)

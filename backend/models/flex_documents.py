@@ -12,12 +12,13 @@ between the two on a GPU is measured (``attention_kernels.choose``).
 
 from __future__ import annotations
 
-import weakref
 from functools import cache
 
 import torch
 
-_MASKS: dict[int, tuple[weakref.ref[torch.Tensor], object]] = {}
+from hotswitch.backend.models.documents import NewestMicroBatch
+
+_MASKS = NewestMicroBatch()
 
 
 def flex_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -35,19 +36,16 @@ def document_mask(positions: torch.Tensor, device: torch.device):
     layer reads the same one)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    cached = _MASKS.get(id(positions))
-    if cached is not None and cached[0]() is positions:
-        return cached[1]
-    documents = (positions == 0).cumsum(-1).to(device, non_blocking=True)  # a document's number in its row
-    rows, length = positions.shape
+    def build():
+        documents = (positions == 0).cumsum(-1).to(device, non_blocking=True)  # a document's number in its row
+        rows, length = positions.shape
 
-    def causal_in_document(b, h, q_index, kv_index):
-        return (q_index >= kv_index) & (documents[b, q_index] == documents[b, kv_index])
+        def causal_in_document(b, h, q_index, kv_index):
+            return (q_index >= kv_index) & (documents[b, q_index] == documents[b, kv_index])
 
-    mask = create_block_mask(causal_in_document, rows, None, length, length, device=device)
-    _MASKS.clear()  # one micro-batch at a time: keep the newest only
-    _MASKS[id(positions)] = (weakref.ref(positions), mask)
-    return mask
+        return create_block_mask(causal_in_document, rows, None, length, length, device=device)
+
+    return _MASKS.get(positions, str(device), build)
 
 
 @cache

@@ -15,13 +15,11 @@ packed rows keep ``per_document``, the exact reference this kernel is tested aga
 
 from __future__ import annotations
 
-import weakref
-
 import torch
 
-from hotswitch.backend.models.documents import spans
+from hotswitch.backend.models.documents import NewestMicroBatch, spans
 
-_OFFSETS: dict[tuple[int, str], tuple[weakref.ref[torch.Tensor], tuple[torch.Tensor, int]]] = {}
+_OFFSETS = NewestMicroBatch()
 
 
 def varlen_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -40,18 +38,15 @@ def document_offsets(positions: torch.Tensor, device: torch.device) -> tuple[tor
     row ends (int32 on ``device``), with the longest document; built once a micro-batch (every
     layer reads the same). A padded row's padding joins its last document, as causal attention
     lets it: no real query sees it."""
-    key = (id(positions), str(device))
-    cached = _OFFSETS.get(key)
-    if cached is not None and cached[0]() is positions:
-        return cached[1]
-    length = positions.shape[1]
-    rows = spans(positions) or [[(0, length)] for _ in range(positions.shape[0])]
-    bounds = [r * length + a for r, row in enumerate(rows) for a, _ in row] + [len(rows) * length]
-    longest = max(b - a for row in rows for a, b in row)
-    offsets = torch.tensor(bounds, dtype=torch.int32).to(device, non_blocking=True)
-    _OFFSETS.clear()  # one micro-batch at a time: keep the newest only
-    _OFFSETS[key] = (weakref.ref(positions), (offsets, longest))
-    return offsets, longest
+
+    def build() -> tuple[torch.Tensor, int]:
+        length = positions.shape[1]
+        rows = spans(positions) or [[(0, length)] for _ in range(positions.shape[0])]
+        bounds = [r * length + a for r, row in enumerate(rows) for a, _ in row] + [len(rows) * length]
+        longest = max(b - a for row in rows for a, b in row)
+        return torch.tensor(bounds, dtype=torch.int32).to(device, non_blocking=True), longest
+
+    return _OFFSETS.get(positions, str(device), build)
 
 
 class VarlenAttention(torch.autograd.Function):
