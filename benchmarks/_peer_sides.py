@@ -139,6 +139,17 @@ class EngineSide:
         # the token budget reaches the longest row: attention's kernels ("auto") are timed up to it,
         # and a packed row that long chooses how its documents are attended
         self.engine = Engine(config, [self.single], self.single, OptimizerConfig(), SEED, config.max_seq_len, **options)
+        # the weights every row starts from, kept on the host (the device's peak stays the run's)
+        self.initial = self.engine.master.master_weights().flat.detach().to("cpu", copy=True)
+
+    def restart(self) -> None:
+        """Back to the initial weights, AdamW's state fresh: each row trains from the start."""
+        master = self.engine.master
+        weights = master.master_weights()
+        weights.flat.copy_(self.initial)
+        master.load_weights(weights)
+        master.forget_updates()
+        master.refresh()
 
     def use_budget(self, token_budget: int, documents: bool = False) -> None:
         self.engine.use_batching(MicroBatching(token_budget, packed=documents))
@@ -178,6 +189,16 @@ class TransformersSide:
         self.optimizer = self.optim.adamw(self.params)
         self.model = torch.compile(model) if compiled else model
         self.token_budget = config.max_seq_len
+        # the weights every row starts from, on the host (the compiled peer: a new model a row)
+        self.initial = None if compiled else [p.detach().to("cpu", copy=True) for p in self.params]
+
+    def restart(self) -> None:
+        """Back to the initial weights with a fresh AdamW: each row trains from the start."""
+        if self.initial is not None:
+            with torch.no_grad():
+                for param, initial in zip(self.params, self.initial, strict=True):
+                    param.copy_(initial)
+        self.optimizer = self.optim.adamw(self.params)
 
     def use_budget(self, token_budget: int, documents: bool = False) -> None:
         self.token_budget = token_budget  # documents too in padded, length-sorted rows, as its users do

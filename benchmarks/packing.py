@@ -177,7 +177,7 @@ def time_mode(config, data: list, budget: int, mode: str, args, device: torch.de
     choice = in_force()
     del engine
     release_memory()  # the next engine starts on an empty device
-    return seconds, choice.kernel + (f", documents {choice.documents}" if mode == "packed" else "")
+    return seconds, choice.label + (f", documents {choice.documents}" if mode == "packed" else "")
 
 
 def main() -> None:

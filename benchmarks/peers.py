@@ -35,7 +35,8 @@ ran; ``transformers_over_engine``, ``transformers_compiled_over_engine``: step s
 engine's (above 1: the engine is faster); ``transformers_compiled_compile_s``: its first step's
 excess over a step (compilation); ``engine_compile_s``: the same for the engine, when
 ``engine_compiled``; ``engine_loss``, ``transformers_loss``: the first warm-up
-step's mean token loss (equal weights and equal steps before it: they agree to rounding);
+step's mean token loss (each side starts every row from the same weights with a fresh
+optimizer: they agree to rounding);
 ``notes``. Top level: ``device`` (the GPU's name, or "cpu"), ``torch``, ``transformers``
 (versions), ``precision``, ``engine_compiled`` (whether the engine's runs were compiled),
 ``preset``, ``smoke`` (whether it is the smoke run), ``cpu_threads`` (intra-op threads: one in
@@ -122,6 +123,7 @@ def run_side(side: str, model: Model, rows: dict, preset: Preset, measured: dict
         try:
             if runner is None:
                 runner = build_side(side, model.config, device, preset)
+            runner.restart()  # every row from the same weights: its first losses compare
             runner.use_budget(budget, documents=isinstance(row, Documents))
             done = measure(runner.step, batches, preset.warmups, timed_steps(preset, row), preset.device == "cuda")
         except Exception as error:

@@ -12,8 +12,9 @@ causal attention never lets a real query see a padded key, so the values are exa
 run meets a few dozen shapes at most, each planned once.
 
 ``choose(device, dtype, heads, lengths)`` times each kernel the device offers (forward and
-backward, one unmeasured run per shape first, so that plans are built before the clock starts)
-and puts the fastest in force (``use``); a kernel that refuses the shapes is left out.
+backward, one unmeasured run per shape first, so that plans are built before the clock starts),
+on a GPU each both with grouped heads as they are and repeated to the query heads, and puts
+the fastest in force (``use``); a kernel that refuses the shapes is left out.
 ``attention_backends`` is what attention runs under: the chosen kernel first, the others after
 it as fallbacks for shapes it refuses. Before any choice: flash, then memory-efficient, then
 math (no per-shape plans).
@@ -22,7 +23,8 @@ math (no per-shape plans).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import torch
@@ -36,9 +38,11 @@ KERNELS = {name: getattr(SDPBackend, member) for name, member in SDPA_BACKENDS.i
 # reference, ten times slower at a few hundred tokens), so its choice is made without a race
 CANDIDATES = {"cuda": ("cudnn", "flash", "efficient"), "cpu": ("flash",)}
 PLANS_PER_SHAPE = {"cudnn"}
-# kernels handed whole heads (grouped keys and values repeated per query head, as transformers
-# does): cuDNN's SDPA kernel does not take grouped heads in every PyTorch
-EXPANDS_HEADS = {"cudnn"}
+# device kinds where, for a model with grouped heads, each kernel is timed twice: taking the
+# grouped keys and values as they are (``enable_gqa``) and repeated to the query heads first
+# (transformers' way where it passes no ``enable_gqa``); a kernel may be faster one way, and
+# memory-efficient's takes no grouped heads. On the CPU flash takes them, and nothing races.
+REPEATS_RACE = {"cuda"}
 DEFAULT = ("flash", "efficient", "math")
 # how a packed row's documents are attended, per device kind: one fused call each (exact on every
 # device), flash's variable-length kernel (one call a micro-batch; CUDA, bf16 and fp16) or
@@ -56,6 +60,7 @@ class AttentionChoice:
     seconds: dict[str, float | None] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)
     alone: bool = False  # no fallbacks: a shape the kernel refuses raises (while it is timed)
+    repeats_heads: bool = False  # grouped keys and values repeated to the query heads before the call
     documents: str = "per_document"  # packed rows: one call per document, "varlen" or "flex" (one call)
     document_seconds: dict[str, float | None] = field(default_factory=dict)
 
@@ -64,8 +69,9 @@ class AttentionChoice:
         return self.kernel in PLANS_PER_SHAPE
 
     @property
-    def expands_heads(self) -> bool:
-        return self.kernel in EXPANDS_HEADS
+    def label(self) -> str:
+        """The kernel, and how it takes grouped heads where it is handed them repeated."""
+        return f"{self.kernel} (heads repeated)" if self.repeats_heads else self.kernel
 
 
 _in_force = AttentionChoice(DEFAULT[0])
@@ -116,20 +122,31 @@ def choose(
     per-document calls (``document_agreement``). The choice, with what each candidate took
     (None: refused, failed or disagreed)."""
     candidates = candidates or CANDIDATES.get(device.type, DEFAULT)
-    seconds = {name: _time_kernel(name, device, dtype, heads, lengths) for name in candidates}
-    kernel = _fastest(seconds, f"no attention kernel ran on {device} in {dtype}")
-    choice = AttentionChoice(kernel, seconds, list(lengths))
+    repeats = (False, True) if heads[0] != heads[1] and device.type in REPEATS_RACE else (False,)
+    forms = [AttentionChoice(name, alone=True, repeats_heads=r) for name in candidates for r in repeats]
+    seconds = {form.label: _time_kernel(form, device, dtype, heads, lengths) for form in forms}
+    fastest = _fastest(seconds, f"no attention kernel ran on {device} in {dtype}")
+    form = next(form for form in forms if form.label == fastest)
+    choice = AttentionChoice(form.kernel, seconds, list(lengths), repeats_heads=form.repeats_heads)
     if packed_row is not None:
-        modes = DOCUMENT_CANDIDATES.get(device.type, ("per_document",))
-        timed = {mode: _time_documents(mode, kernel, device, dtype, heads, packed_row) for mode in modes}
-        for mode in modes:  # a one-call way only where it computes what per-document calls do
-            one_call = AttentionChoice(kernel, documents=mode)
-            if mode != "per_document" and timed[mode] is not None and not agrees(one_call, device, dtype, heads):
-                timed[mode] = None
-        choice.documents = _fastest(timed, f"no way of attending packed documents ran on {device}")
-        choice.document_seconds = timed
+        _choose_documents(choice, device, dtype, heads, packed_row)
     use(choice)
     return choice
+
+
+def _choose_documents(
+    choice: AttentionChoice, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], length: int
+) -> None:
+    """Set on ``choice`` how a packed row of ``length`` tokens attends its documents: the fastest
+    of the device kind's ways, a one-call way only where it agrees with per-document calls."""
+    modes = DOCUMENT_CANDIDATES.get(device.type, ("per_document",))
+    ways = {mode: replace(choice, documents=mode) for mode in modes}
+    timed = {mode: _time_documents(way, device, dtype, heads, length) for mode, way in ways.items()}
+    for mode, way in ways.items():
+        if mode != "per_document" and timed[mode] is not None and not agrees(way, device, dtype, heads):
+            timed[mode] = None
+    choice.documents = _fastest(timed, f"no way of attending packed documents ran on {device}")
+    choice.document_seconds = timed
 
 
 _CHOSEN: dict[tuple, AttentionChoice] = {}
@@ -163,17 +180,17 @@ def _fastest(seconds: dict[str, float | None], failure: str) -> str:
 
 
 def _time_kernel(
-    name: str, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], lengths: list[int]
+    form: AttentionChoice, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], lengths: list[int]
 ) -> float | None:
     """Seconds of forward and backward over ``lengths`` through the model's own attention with
-    kernel ``name`` alone in force (so lengths round where it plans per shape); None if the
-    kernel refuses them."""
+    ``form`` (a kernel alone, its heads grouped or repeated) in force (so lengths round where
+    it plans per shape); None if the kernel refuses them."""
     from hotswitch.backend.models.llama import fused_causal_attention
 
     total = 0.0
     for length in lengths:
         attend = partial(fused_causal_attention, *_inputs(device, dtype, heads, length))
-        seconds = _timed(AttentionChoice(name, alone=True), device, attend)
+        seconds = _timed(form, device, attend)
         if seconds is None:
             return None
         total += seconds
@@ -181,11 +198,11 @@ def _time_kernel(
 
 
 def _time_documents(
-    mode: str, kernel: str, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], length: int
+    way: AttentionChoice, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int], length: int
 ) -> float | None:
     """Seconds of forward and backward of two packed rows of ``length`` tokens attended as
-    ``mode`` says, under ``kernel``: one of documents of halving lengths, one of documents of
-    ``SHORT_DOCUMENT`` tokens; None if it fails there."""
+    ``way`` says: one of documents of halving lengths, one of documents of ``SHORT_DOCUMENT``
+    tokens; None if it fails there."""
     from hotswitch.backend.models.documents import row_positions
     from hotswitch.backend.models.llama import causal_attention
 
@@ -194,7 +211,7 @@ def _time_documents(
     total = 0.0
     for documents in (halving_documents(length), [SHORT_DOCUMENT] * whole + [rest] * (rest > 0)):
         attend = partial(causal_attention, q, k, v, row_positions(documents)[None])
-        seconds = _timed(AttentionChoice(kernel, documents=mode), device, attend)
+        seconds = _timed(way, device, attend)
         if seconds is None:
             return None
         total += seconds
@@ -214,11 +231,13 @@ def _timed(choice: AttentionChoice, device: torch.device, attend) -> float | Non
 
     before = use(choice)
     try:
-        for _ in range(2):  # the first run unmeasured
-            synchronize(device)
-            started = time.perf_counter()
-            attend().sum().backward()
-            synchronize(device)
+        with warnings.catch_warnings():  # SDPA's "kernel not used because" where a kernel refuses
+            warnings.simplefilter("ignore", UserWarning)
+            for _ in range(2):  # the first run unmeasured
+                synchronize(device)
+                started = time.perf_counter()
+                attend().sum().backward()
+                synchronize(device)
         return time.perf_counter() - started
     except (RuntimeError, NotImplementedError):  # "No available kernel", or none for this device
         return None

@@ -69,9 +69,10 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position
 def fused_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim]; k and v may have fewer heads
     (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads.
-    One ``scaled_dot_product_attention`` call with ``enable_gqa`` (no copies of k and v), so
-    the fused kernels (flash, memory-efficient, cuDNN; CPU's flash too) engage
-    and no L x L score matrix is kept for backward. The kernel is the one in force
+    One ``scaled_dot_product_attention`` call with ``enable_gqa`` (no copies of k and v), or
+    with k and v repeated where the choice in force was faster so, so the fused kernels (flash,
+    memory-efficient, cuDNN; CPU's flash too) engage and no L x L score matrix is kept for
+    backward. The kernel is the one in force
     (``attention_kernels``); one that plans per shape sees the length rounded up, the rows
     padded on the right (no real query sees a padded key) and the output cut back."""
     length = q.shape[1]
@@ -79,10 +80,10 @@ def fused_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
         extra = (0, 0, 0, 0, 0, rounded(length) - length)
         return fused_causal_attention(*(F.pad(x, extra) for x in (q, k, v)))[:, :length]
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    options: dict[str, Any] = {}  # enable_gqa where this PyTorch and the kernel in force take it
-    if q.shape[1] != k.shape[1] and SDPA_GQA and not in_force().expands_heads:
+    options: dict[str, Any] = {}  # enable_gqa where this PyTorch takes it and the choice keeps heads grouped
+    if q.shape[1] != k.shape[1] and SDPA_GQA and not in_force().repeats_heads:
         options["enable_gqa"] = True
-    elif q.shape[1] != k.shape[1]:  # PyTorch 2.4, or cuDNN's kernel: the copies enable_gqa avoids
+    elif q.shape[1] != k.shape[1]:  # PyTorch 2.4, or a kernel faster so: the copies enable_gqa avoids
         repeat = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
     with sdpa_kernel(attention_backends()):

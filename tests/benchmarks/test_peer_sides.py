@@ -1,7 +1,8 @@
 """``benchmarks/peers.py`` compares like with like: its transformers peer, started from the
 engine's initial weights, trains the engine's model, so that on the same batch, cut into the
 same padded micro-batches, its loss equals the engine's step after step (the same loss
-scaling over micro-batches, the same clipping, the same AdamW update). And a side that runs
+scaling over micro-batches, the same clipping, the same AdamW update), and each side restarted
+(as every row starts) takes its first step again. And a side that runs
 out of device memory is recorded as such rather than ending the whole run."""
 
 from __future__ import annotations
@@ -40,16 +41,20 @@ def losses_of_both_sides(rank: int, world: int, documents: bool) -> list[list[fl
     out = []
     for side in (engine, peer):
         side.use_budget(BUDGET, documents=documents)
-        out.append([side.step(batch) for _ in range(STEPS)])
+        losses = [side.step(batch) for _ in range(STEPS)]
+        side.restart()  # as every row of peers.py starts: the first step's loss again
+        out.append([*losses, side.step(batch)])
     return out
 
 
 @pytest.mark.parametrize("documents", [False, True], ids=["padded", "engine-packed"])
-def test_the_transformers_peer_takes_the_engines_steps(documents):
+def test_the_transformers_peer_takes_the_engines_steps_and_each_starts_over_on_restart(documents):
     engine, peer = spawn_ranks(losses_of_both_sides, 1, documents)[0]
-    assert engine[-1] < engine[0], f"training one batch {STEPS} times did not lower its loss: {engine}"
+    assert engine[STEPS - 1] < engine[0], f"training one batch {STEPS} times did not lower its loss: {engine}"
     for step, (ours, theirs) in enumerate(zip(engine, peer, strict=True), 1):
         assert abs(ours - theirs) <= 1e-5 * ours, f"step {step}: the engine's loss {ours}, transformers' {theirs}"
+    for losses in (engine, peer):
+        assert abs(losses[STEPS] - losses[0]) <= 1e-6 * losses[0], f"restarted, the first loss is not again: {losses}"
 
 
 def failing_step(error: Exception):

@@ -52,7 +52,7 @@ def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device:
         "budget": engine.token_budget,
         "packed": engine.batching.packed,  # packed micro-batches are measured as the engine runs them
         "compiled": engine.compiled,  # runs of tensor math torch.compiled
-        "attention": [engine.attention.kernel, engine.attention.documents],  # attention's kernels in force
+        "attention": [engine.attention.label, engine.attention.documents],  # attention's kernels in force
         "lengths": lengths,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

@@ -229,6 +229,12 @@ class Master:
                 **{k: moments[name][k].detach().clone() for k in ADAM_MOMENTS},
             }
 
+    def forget_updates(self) -> None:
+        """AdamW's state and the schedule's position as before the first update (the weights
+        stay): with ``load_weights`` of the initial weights, training starts over."""
+        self.optimizer.state.clear()
+        self.updates = 0
+
     def global_params(self) -> dict[str, torch.Tensor]:
         """Full parameters gathered on every rank (collective; tests and small models only)."""
         return self._gather(self.master_weights())

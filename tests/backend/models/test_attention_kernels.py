@@ -1,7 +1,7 @@
 """Attention's kernel, chosen by measurement and put in force process-wide: the choice is the
 fastest of what was timed, a named kernel runs, and a kernel that plans per shape sees lengths
-rounded up to a short ladder, and one that takes no grouped heads whole heads, without changing a
-value (forward or backward)."""
+rounded up to a short ladder, and one faster with repeated heads is handed them, without changing
+a value (forward or backward)."""
 
 import pytest
 import torch
@@ -40,6 +40,20 @@ def test_the_choice_is_the_fastest_timed_and_is_put_in_force():
     assert kernels.choose(torch.device("cpu"), torch.float32, heads, [64]).seconds.keys() == {"flash"}
 
 
+def test_where_heads_race_each_kernel_is_timed_with_grouped_and_repeated_heads(monkeypatch):
+    """On a GPU a kernel may be faster with keys and values repeated (or take no grouped heads):
+    the choice is the fastest form, which attention then runs; equal heads have one form."""
+    monkeypatch.setattr(kernels, "REPEATS_RACE", {"cpu"})
+    cpu = torch.device("cpu")
+    choice = kernels.choose(cpu, torch.float32, (8, 4, 16), [64], candidates=("flash", "math"))
+    forms = ["flash", "flash (heads repeated)", "math", "math (heads repeated)"]
+    assert sorted(choice.seconds) == forms and all(s is not None for s in choice.seconds.values())
+    assert choice.label == min(choice.seconds, key=choice.seconds.__getitem__) and kernels.in_force() is choice
+    assert choice.repeats_heads == choice.label.endswith("(heads repeated)")
+    same = kernels.choose(cpu, torch.float32, (8, 8, 16), [64], candidates=("flash", "math"))
+    assert sorted(same.seconds) == ["flash", "math"] and not same.repeats_heads
+
+
 def test_a_kernel_is_named_or_refused_with_the_known_ones():
     kernels.use("math")
     assert kernels.attention_backends()[0] == kernels.KERNELS["math"]
@@ -57,8 +71,8 @@ def test_rounded_lengths_and_repeated_heads_change_no_value_forward_or_backward(
     kernels.use("math")
     plain, plain_grads = attend()
     monkeypatch.setattr(kernels, "PLANS_PER_SHAPE", {"math"})  # as cuDNN's: 300 tokens run as 384,
-    monkeypatch.setattr(kernels, "EXPANDS_HEADS", {"math"})  # keys and values repeated per query head
-    assert kernels.in_force().rounds_lengths and kernels.in_force().expands_heads
+    kernels.use(kernels.AttentionChoice("math", repeats_heads=True))  # keys and values per query head
+    assert kernels.in_force().rounds_lengths and kernels.in_force().label == "math (heads repeated)"
     padded, padded_grads = attend()
     assert padded.shape == plain.shape and torch.allclose(padded, plain, rtol=0, atol=1e-12)
     for a, b in zip(padded_grads, plain_grads, strict=True):
@@ -69,15 +83,17 @@ def test_rounded_lengths_and_repeated_heads_change_no_value_forward_or_backward(
 def test_on_a_gpu_every_kernel_the_choice_weighs_agrees_with_flash_in_bf16():
     heads = (8, 4, 64)
     choice = kernels.choose(torch.device("cuda"), torch.bfloat16, heads, [300, 1100])
-    assert choice.kernel in kernels.CANDIDATES["cuda"] and choice.seconds[choice.kernel] is not None
+    assert choice.kernel in kernels.CANDIDATES["cuda"] and choice.seconds[choice.label] is not None
+    assert {"cudnn", "cudnn (heads repeated)", "flash", "flash (heads repeated)"} <= set(choice.seconds)
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 1100, h, 64, generator=g).to("cuda", torch.bfloat16) for h in (8, 4, 4))
     kernels.use("flash")
     reference = fused_causal_attention(q, k, v).float()
-    for name, seconds in choice.seconds.items():
-        if seconds is not None:  # cuDNN's runs rounded: 1,100 tokens as 1,152
-            kernels.use(name)
-            assert torch.allclose(fused_causal_attention(q, k, v).float(), reference, rtol=2e-2, atol=2e-2), name
+    for label, seconds in choice.seconds.items():
+        if seconds is not None:  # cuDNN's runs rounded: 1,100 tokens as 1,152; heads grouped or repeated
+            kernel = label.split()[0]
+            kernels.use(kernels.AttentionChoice(kernel, repeats_heads=label != kernel))
+            assert torch.allclose(fused_causal_attention(q, k, v).float(), reference, rtol=2e-2, atol=2e-2), label
 
 
 def packed_row(device: str, dtype: torch.dtype, grad: bool):
