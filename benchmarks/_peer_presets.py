@@ -4,6 +4,7 @@ Not a script: the leading underscore keeps it out of the smoke test."""
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, replace
 
 import torch
@@ -62,6 +63,11 @@ class Preset:
     budget_s: float
     engine_compile: bool | None = None  # the engine's runs compiled; None: as a run would (on cuda)
     compiled_first: int = 1  # compiled rows run before the eager sides (the budget keeps them)
+
+    @property
+    def engine_compiled(self) -> bool:
+        """Whether the engine compiles its runs: as ``--[no-]compile`` says, else as a run would."""
+        return self.device == "cuda" if self.engine_compile is None else self.engine_compile
 
 
 def model(label: str, config: ModelConfig, rows: tuple[Shape | Documents, ...]) -> Model:
@@ -157,3 +163,25 @@ def timed_steps(preset: Preset, row: Shape | Documents) -> int:
     if isinstance(row, Documents):
         return row.passes
     return preset.long_timed if row.tokens >= preset.long_tokens else preset.timed
+
+
+def add_preset_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose a preset and narrow it (``preset_of``)."""
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="the preset (default: cuda where torch sees one)")
+    parser.add_argument("--smoke", action="store_true", help="the tiniest CPU run, seconds, no compilation")
+    parser.add_argument(
+        "--compile", action=argparse.BooleanOptionalAction, help="compile the engine's runs (default: on cuda)"
+    )
+    parser.add_argument("--rows", nargs="+", metavar="TEXT", help="only the rows whose 'model shape' holds a TEXT")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+
+
+def preset_of(parser: argparse.ArgumentParser, args: argparse.Namespace, rows: dict | None = None) -> Preset:
+    """The preset the options chose, narrowed to ``--rows`` (else to ``rows[device]`` if given)."""
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not args.smoke and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device here; run it on a GPU machine, or pass --device cpu")
+    preset = SMOKE if args.smoke else {"cpu": CPU, "cuda": CUDA}[device]
+    preset = replace(preset, engine_compile=args.compile)
+    texts = args.rows or (rows or {}).get(device)
+    return only_rows(preset, texts) if texts and not args.smoke else preset

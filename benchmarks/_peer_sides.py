@@ -33,6 +33,8 @@ from hotswitch.backend.train.state.optim import OptimizerConfig
 # what a side's step_s holds where it has no figure
 OOM, SKIPPED, ERROR = "oom", "skipped", "error"
 SEED = 0
+# how each side computes, per device kind (the output's ``precision``)
+PRECISIONS = {"cuda": "bf16 (engine: fp32 master weights; transformers: fp32 weights, bf16 autocast)", "cpu": "fp32"}
 OUT_OF_MEMORY = re.compile(r"out of memory|ALLOC_FAILED", re.IGNORECASE)
 # SDPA's operators as a profile names them, each by the kernel family it runs
 ATTENTION_OPS = {

@@ -4,20 +4,21 @@
 #
 #   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (about 2 min), packing on one GPU
 #   bash benchmarks/on_a_gpu.sh peers           # benchmarks/peers.py --device cuda (about 5 min)
+#   bash benchmarks/on_a_gpu.sh breakdown       # where each side's step goes, 1b 32K and documents (2-3 min)
 #   DEADLINE=585 PACKING_S=160 PEERS_S=300 ROUNDS=2 BUDGET=200 \
 #       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
 #
-# TESTS_S, PACKING_S and PEERS_S replace a part's limit; ROUNDS and BUDGETS are packing's
-# --rounds (default 3) and --budgets, BUDGET and ROWS peers' --budget and --rows. DEADLINE
-# (seconds from the start) caps every part's limit so that the whole ends by then; both
-# benchmarks print each figure to their .err file as they measure it, so a part cut off at its
-# limit still brings back what it measured.
+# TESTS_S, PACKING_S, PEERS_S and BREAKDOWN_S replace a part's limit; ROUNDS and BUDGETS are
+# packing's --rounds (default 3) and --budgets, BUDGET peers' --budget, ROWS the --rows of peers
+# and breakdown. DEADLINE (seconds from the start) caps every part's limit so that the whole
+# ends by then; the benchmarks print each figure to their .err file as they measure it, so a
+# part cut off at its limit still brings back what it measured.
 #
 # It installs the project without its dependencies into the machine's own Python (whose CUDA
 # build of torch it keeps), bounds each part with a timeout, and writes what each printed, with
 # the device's name, under $OUT (else ./gpu-results): device.txt, cuda_tests.txt, peers.json and
-# peers.err, packing.json and packing.err. A part that fails or times out says so and the next
-# part still runs.
+# peers.err, packing.json and packing.err, breakdown.json and breakdown.err. A part that fails
+# or times out says so and the next part still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-results}
@@ -70,8 +71,12 @@ for what in "${parts[@]}"; do
         part peers 480 "$py" benchmarks/peers.py --device cuda ${BUDGET:+--budget "$BUDGET"} ${ROWS:+--rows $ROWS} --json >"$out/peers.json" 2>"$out/peers.err"
         tail -3 "$out/peers.err"
         ;;
+    breakdown)
+        part breakdown 180 "$py" benchmarks/breakdown.py --device cuda ${ROWS:+--rows $ROWS} --json >"$out/breakdown.json" 2>"$out/breakdown.err"
+        grep '^\[breakdown\].*by kind' "$out/breakdown.err"
+        ;;
     *)
-        echo "unknown part '$what': give tests, packing or peers"
+        echo "unknown part '$what': give tests, packing, peers or breakdown"
         exit 2
         ;;
     esac

@@ -63,8 +63,8 @@ import time
 from dataclasses import replace
 
 import torch
-from _peer_presets import CPU, CUDA, SMOKE, Documents, Model, Preset, only_rows, row_batches, timed_steps
-from _peer_sides import ERROR, SKIPPED, EngineSide, Measured, TransformersSide, measure, release_memory
+from _peer_presets import SMOKE, Documents, Model, Preset, add_preset_arguments, preset_of, row_batches, timed_steps
+from _peer_sides import ERROR, PRECISIONS, SKIPPED, EngineSide, Measured, TransformersSide, measure, release_memory
 from _promised import check_promised
 
 from hotswitch.backend.models.config import ModelConfig
@@ -100,7 +100,7 @@ def progress(message: str) -> None:
 def build_side(side: str, config: ModelConfig, device: torch.device, preset: Preset):
     mixed = device.type == "cuda"
     if side == "engine":
-        return EngineSide(config, device, Precision.of("bf16" if mixed else "fp32"), engine_compiled(preset))
+        return EngineSide(config, device, Precision.of("bf16" if mixed else "fp32"), preset.engine_compiled)
     # the eager peer starts from the engine's weights (its first loss is compared); the compiled
     # one keeps transformers' own initialisation, which costs no host time
     return TransformersSide(config, device, mixed, compiled=side != "transformers", same_weights=side == "transformers")
@@ -136,11 +136,6 @@ def run_side(side: str, model: Model, rows: dict, preset: Preset, measured: dict
     del runner
     torch.compiler.reset()  # compiled code holds the model it was compiled for
     release_memory()
-
-
-def engine_compiled(preset: Preset) -> bool:
-    """Whether the engine compiles its runs: as ``--[no-]compile`` says, else as a run would."""
-    return preset.device == "cuda" if preset.engine_compile is None else preset.engine_compile
 
 
 def admit_compiled(preset: Preset, rows: dict, measured: dict, started: float, key: tuple[str, str]) -> bool:
@@ -234,7 +229,7 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
     device = torch.cuda.get_device_name(0) if cuda else "cpu"
     peak = peak_flops(device) if cuda else None
     out_rows = [
-        output_row(m, row, batches, measured[m.label, label], peak, engine_compiled(preset))
+        output_row(m, row, batches, measured[m.label, label], peak, preset.engine_compiled)
         for m in preset.models
         for label, (row, batches, _) in rows[m.label].items()
     ]
@@ -242,10 +237,8 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
         "device": device,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "precision": "bf16 (engine: fp32 master weights; transformers: fp32 weights, bf16 autocast)"
-        if cuda
-        else "fp32",
-        "engine_compiled": engine_compiled(preset),
+        "precision": PRECISIONS[preset.device],
+        "engine_compiled": preset.engine_compiled,
         "preset": preset.name,
         "smoke": preset.name == SMOKE.name,  # the preset crossed to this process as a copy
         "cpu_threads": torch.get_num_threads(),
@@ -265,24 +258,12 @@ def table(out: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), help="the preset (default: cuda where torch sees one)")
-    parser.add_argument("--smoke", action="store_true", help="the tiniest CPU run, seconds, no compilation")
-    parser.add_argument(
-        "--compile", action=argparse.BooleanOptionalAction, help="compile the engine's runs (default: on cuda)"
-    )
+    add_preset_arguments(parser)
     parser.add_argument("--budget", type=float, help="seconds the timed rank may spend (default: the preset's)")
-    parser.add_argument("--rows", nargs="+", metavar="TEXT", help="only the rows whose 'model shape' holds a TEXT")
-    parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not args.smoke and not torch.cuda.is_available():
-        parser.error("--device cuda: torch sees no CUDA device here; run it on a GPU machine, or pass --device cpu")
-    preset = SMOKE if args.smoke else {"cpu": CPU, "cuda": CUDA}[device]
+    preset = preset_of(parser, args)
     if args.budget:
         preset = replace(preset, budget_s=args.budget)
-    preset = replace(preset, engine_compile=args.compile)
-    if args.rows:
-        preset = only_rows(preset, args.rows)
     backend = "cpu:gloo,cuda:nccl" if preset.device == "cuda" else "gloo"
     out = spawn_ranks(run_preset, 1, preset, backend=backend, timeout=2 * preset.budget_s + 600)[0]
     if not args.json:
