@@ -70,7 +70,7 @@ class Measured:
         return f"{self.step_s:.4f} s a step, first {self.first_step_s:.1f} s{peak}, attention {self.attention}"
 
 
-# flash's kernel called directly (the engine's packed rows, ``models.varlen_documents``): SDPA's
+# flash's kernel called directly (the engine's packed rows, ``models.attention.varlen``): SDPA's
 # flash operator calls it too, so only calls beyond SDPA's count
 FLASH_KERNEL, SDPA_FLASH = "aten::_flash_attention_forward", "aten::_scaled_dot_product_flash_attention"
 

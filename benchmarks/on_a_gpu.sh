@@ -57,7 +57,7 @@ for what in "${parts[@]}"; do
     case $what in
     tests)
         part tests 240 "$py" -m pytest -q -n 0 -p no:cacheprovider -rs \
-            tests/backend/models/test_attention_kernels.py tests/backend/graph/test_compiled_regions.py \
+            tests/backend/models/attention/test_kernels.py tests/backend/graph/test_compiled_regions.py \
             tests/backend/models/test_chunked_loss.py \
             tests/backend/runtime/test_attention_blocks.py tests/backend/runtime/test_devices.py \
             >"$out/cuda_tests.txt" 2>&1

@@ -38,7 +38,7 @@ from _promised import check_promised
 
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.models.attention_kernels import in_force
+from hotswitch.backend.models.attention.kernels import in_force
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.sim.datasets import batch_lengths

@@ -24,14 +24,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import sdpa_kernel
 
-from hotswitch.backend.models.attention_kernels import attention_backends, in_force, rounded
+from hotswitch.backend.models.attention.flex import flex_causal_attention
+from hotswitch.backend.models.attention.kernels import attention_backends, in_force, rounded
+from hotswitch.backend.models.attention.varlen import varlen_causal_attention
 from hotswitch.backend.models.chunked_loss import chunked_cross_entropy
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
-from hotswitch.backend.models.flex_documents import flex_causal_attention
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 from hotswitch.backend.models.no_init import skip_default_init
-from hotswitch.backend.models.varlen_documents import varlen_causal_attention
 
 SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scaled_dot_product_attention(enable_gqa=)
 
@@ -55,7 +55,7 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, position
     """Causal attention over [batch, seq, heads, head_dim] that never crosses a document
     (``positions`` [batch, seq]): rows of one document each in one fused call, packed rows one
     fused call per document (exact on every device), or where chosen one call of flash's
-    variable-length kernel (``varlen_documents``) or FlexAttention's (``flex_documents``; GPUs)."""
+    variable-length kernel (``attention.varlen``) or FlexAttention's (``attention.flex``; GPUs)."""
     documents = spans(positions)
     if documents is None:
         return fused_causal_attention(q, k, v)
@@ -73,7 +73,7 @@ def fused_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
     with k and v repeated where the choice in force was faster so, so the fused kernels (flash,
     memory-efficient, cuDNN; CPU's flash too) engage and no L x L score matrix is kept for
     backward. The kernel is the one in force
-    (``attention_kernels``); one that plans per shape sees the length rounded up, the rows
+    (``attention.kernels``); one that plans per shape sees the length rounded up, the rows
     padded on the right (no real query sees a padded key) and the output cut back."""
     length = q.shape[1]
     if in_force().rounds_lengths and rounded(length) > length:

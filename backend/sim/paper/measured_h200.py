@@ -8,7 +8,7 @@ Measured on 2026-11-26 (PyTorch 2.11 with CUDA 13.0, driver 580.159) with
 [--per-step D] --lengths ...``: each step time the median of 5 steps after a warm-up step, each
 peak ``torch.cuda.max_memory_allocated()`` over them. Attention ran PyTorch's default choice
 then, cuDNN's (the engine now times the kernels the device offers and runs the fastest,
-``models.attention_kernels``). The 1b points are fitted on; the 7B and 13B shapes (other widths, heads and
+``models.attention.kernels``). The 1b points are fitted on; the 7B and 13B shapes (other widths, heads and
 vocabulary) are held out. Nothing here was tuned.
 """
 

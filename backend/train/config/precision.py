@@ -9,7 +9,7 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 
-from hotswitch.backend.models.attention_names import CPU_KERNELS, KERNEL_NAMES
+from hotswitch.backend.models.attention.names import CPU_KERNELS, KERNEL_NAMES
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import TORCH_NAMES, Precision, check_supported
 from hotswitch.backend.train.config.setting import bad_setting, choice, positive, setting, three_way, whole

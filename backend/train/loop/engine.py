@@ -30,7 +30,7 @@ from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.compiled_regions import compile_seconds
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout
-from hotswitch.backend.models.attention_kernels import AttentionChoice, chosen, in_force, use
+from hotswitch.backend.models.attention.kernels import AttentionChoice, chosen, in_force, use
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.devices import device_clock
@@ -73,7 +73,7 @@ class Engine:
     instantiation strategy's replicas, dp x cp as Megatron's distributed optimizer (a no-op
     where it has one replica). ``compiled``: each rank's runs of tensor math between attentions
     ``torch.compile``d (``graph.compiled_regions``), compiled on their first micro-batch.
-    ``attention``: the kernel attention runs (``models.attention_kernels``: "flash", "cudnn",
+    ``attention``: the kernel attention runs (``models.attention.kernels``: "flash", "cudnn",
     ...), or "auto", the fastest measured on the device."""
 
     def __init__(
@@ -117,7 +117,7 @@ class Engine:
     def _choose_attention(self, kernel: str) -> AttentionChoice:
         """Attention's kernel put in force on every rank (collective): ``kernel``, or under
         "auto" the fastest on rank 0's device, timed there (once per process) on the model's heads
-        at lengths up to the token budget (``models.attention_kernels``)."""
+        at lengths up to the token budget (``models.attention.kernels``)."""
         if kernel != "auto":
             use(kernel)
             return in_force()

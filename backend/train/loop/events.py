@@ -43,7 +43,7 @@ class PlanEvent(Event):
 
 
 class AttentionKernel(TypedDict):
-    kernel: str  # the kernel attention runs (models.attention_kernels)
+    kernel: str  # the kernel attention runs (models.attention.kernels)
     repeats_heads: bool  # grouped keys and values repeated to the query heads (faster so there)
     seconds: dict[str, float | None]  # what each candidate took when it was chosen ({} if named)
     lengths: list[int]  # the lengths it was timed at

@@ -30,8 +30,8 @@ from functools import partial
 import torch
 from torch.nn.attention import SDPBackend
 
-from hotswitch.backend.models.attention_names import SDPA_BACKENDS
-from hotswitch.backend.models.document_agreement import agrees
+from hotswitch.backend.models.attention.agreement import agrees
+from hotswitch.backend.models.attention.names import SDPA_BACKENDS
 
 KERNELS = {name: getattr(SDPBackend, member) for name, member in SDPA_BACKENDS.items()}
 # what "auto" weighs per device kind: the CPU has one fused kernel (flash; math is the unfused
@@ -119,7 +119,7 @@ def choose(
     force; with ``packed_row``, also how a packed row of that many tokens attends its documents
     (``DOCUMENT_CANDIDATES``), on a row of documents of halving lengths and a row of short
     ones (a call per document costs most there), a one-call way only where it agrees with
-    per-document calls (``document_agreement``). The choice, with what each candidate took
+    per-document calls (``attention.agreement``). The choice, with what each candidate took
     (None: refused, failed or disagreed)."""
     candidates = candidates or CANDIDATES.get(device.type, DEFAULT)
     repeats = (False, True) if heads[0] != heads[1] and device.type in REPEATS_RACE else (False,)

@@ -7,7 +7,7 @@ On an H200, attention forward and backward over a 66K-token batch of RefinedWeb-
 took 10.6 ms this way against 15.2 ms as padded rows through flash attention (issue 40's
 measurement). PyTorch runs FlexAttention's backward on GPUs only, so on the CPU packed rows keep
 one fused call per document (``documents.per_document``), which is exact everywhere; the choice
-between the two on a GPU is measured (``attention_kernels.choose``).
+between the two on a GPU is measured (``attention.kernels.choose``).
 """
 
 from __future__ import annotations

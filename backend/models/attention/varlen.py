@@ -9,7 +9,7 @@ One fused call per document (``documents.per_document``) launches a kernel per d
 layer: a RefinedWeb-like row of 16K tokens holds dozens of documents, and on an H200 the 1b
 model's step on such batches ran slower than transformers' padded rows (issue 41's run). Here a
 row costs one call whatever it holds. CUDA only, in bf16 or fp16 (flash's dtypes); where it
-refuses, the measured choice (``attention_kernels.choose``) keeps another way, and on the CPU
+refuses, the measured choice (``attention.kernels.choose``) keeps another way, and on the CPU
 packed rows keep ``per_document``, the exact reference this kernel is tested against.
 """
 

@@ -1,6 +1,6 @@
 """The names of attention's kernels, as settings and events write them, without importing torch
 (the command line checks a run configuration before any rank starts): each name with the member
-of PyTorch's ``SDPBackend`` it stands for (``attention_kernels.KERNELS``)."""
+of PyTorch's ``SDPBackend`` it stands for (``attention.kernels.KERNELS``)."""
 
 SDPA_BACKENDS = {
     "flash": "FLASH_ATTENTION",

@@ -6,11 +6,11 @@ a value (forward or backward)."""
 import pytest
 import torch
 
-from hotswitch.backend.models import attention_kernels as kernels
+from hotswitch.backend.models.attention import kernels
+from hotswitch.backend.models.attention.flex import flex_causal_attention
+from hotswitch.backend.models.attention.varlen import document_offsets
 from hotswitch.backend.models.documents import row_positions
-from hotswitch.backend.models.flex_documents import flex_causal_attention
 from hotswitch.backend.models.llama import causal_attention, fused_causal_attention
-from hotswitch.backend.models.varlen_documents import document_offsets
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 

@@ -2,7 +2,7 @@
 is put in force only where, on this device and dtype, it computes what one fused call per
 document does (``documents.per_document``, exact everywhere): forward and gradients, on two
 rows of documents whose boundaries fall inside kernel blocks, one of them padded, with grouped
-heads as the model has them. Checked once, as the way is chosen (``attention_kernels.choose``):
+heads as the model has them. Checked once, as the way is chosen (``attention.kernels.choose``):
 a kernel that crossed a document, or a PyTorch whose kernel behaves otherwise than the one it
 was tested on, is left out with a warning instead of training on wrong attention.
 """
@@ -45,7 +45,7 @@ def agrees(choice, device: torch.device, dtype: torch.dtype, heads: tuple[int, i
 
 def _attended(choice, device: torch.device, dtype: torch.dtype, heads: tuple[int, int, int]) -> list[torch.Tensor]:
     """The output and the gradients of q, k and v of a fixed packed batch under ``choice``."""
-    from hotswitch.backend.models.attention_kernels import use
+    from hotswitch.backend.models.attention.kernels import use
     from hotswitch.backend.models.llama import causal_attention
 
     positions = torch.stack([row_positions([70, 100, 30, 56]), row_positions([200], 256)])
