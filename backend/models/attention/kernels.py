@@ -43,6 +43,9 @@ PLANS_PER_SHAPE = {"cudnn"}
 # (transformers' way where it passes no ``enable_gqa``); a kernel may be faster one way, and
 # memory-efficient's takes no grouped heads. On the CPU flash takes them, and nothing races.
 REPEATS_RACE = {"cuda"}
+# repeated heads keep their copies for backward (at 32K tokens, 1b: 4 GiB more): a kernel's
+# repeated form is chosen over its grouped one only where it is at least this much faster
+REPEAT_GAIN = 0.05
 DEFAULT = ("flash", "efficient", "math")
 # how a packed row's documents are attended, per device kind: one fused call each (exact on every
 # device), flash's variable-length kernel (one call a micro-batch; CUDA, bf16 and fp16) or
@@ -125,13 +128,24 @@ def choose(
     repeats = (False, True) if heads[0] != heads[1] and device.type in REPEATS_RACE else (False,)
     forms = [AttentionChoice(name, alone=True, repeats_heads=r) for name in candidates for r in repeats]
     seconds = {form.label: _time_kernel(form, device, dtype, heads, lengths) for form in forms}
-    fastest = _fastest(seconds, f"no attention kernel ran on {device} in {dtype}")
+    fastest = _fastest(_weighed(seconds, forms), f"no attention kernel ran on {device} in {dtype}")
     form = next(form for form in forms if form.label == fastest)
     choice = AttentionChoice(form.kernel, seconds, list(lengths), repeats_heads=form.repeats_heads)
     if packed_row is not None:
         _choose_documents(choice, device, dtype, heads, packed_row)
     use(choice)
     return choice
+
+
+def _weighed(seconds: dict[str, float | None], forms: list[AttentionChoice]) -> dict[str, float | None]:
+    """``seconds`` without each repeated form that is not ``REPEAT_GAIN`` faster than its
+    kernel's grouped form (which is the one that runs, where it ran at all)."""
+    weighed = dict(seconds)
+    for form in forms:
+        grouped, repeated = seconds.get(form.kernel), seconds[form.label]
+        if form.repeats_heads and None not in (grouped, repeated) and repeated > (1 - REPEAT_GAIN) * grouped:
+            weighed[form.label] = None
+    return weighed
 
 
 def _choose_documents(
