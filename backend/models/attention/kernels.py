@@ -43,7 +43,7 @@ PLANS_PER_SHAPE = {"cudnn"}
 # (transformers' way where it passes no ``enable_gqa``); a kernel may be faster one way, and
 # memory-efficient's takes no grouped heads. On the CPU flash takes them, and nothing races.
 REPEATS_RACE = {"cuda"}
-# repeated heads keep their copies for backward (at 32K tokens, 1b: 4 GiB more): a kernel's
+# repeated heads keep their copies for backward (at 32K tokens, 1b: 3 GiB more): a kernel's
 # repeated form is chosen over its grouped one only where it is at least this much faster
 REPEAT_GAIN = 0.05
 DEFAULT = ("flash", "efficient", "math")
