@@ -121,6 +121,12 @@ def measure(
     return Measured(step_s, first_s, first_loss, peak, attention)
 
 
+def host_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of ``tensor`` on the host, pinned where it came from a GPU (copied back fast)."""
+    copy = tensor.detach().to("cpu", copy=True)
+    return copy.pin_memory() if tensor.is_cuda else copy
+
+
 def release_memory() -> None:
     """Return what a finished (or failed) side held to the device, so the next starts clean."""
     gc.collect()
@@ -142,7 +148,7 @@ class EngineSide:
         # and a packed row that long chooses how its documents are attended
         self.engine = Engine(config, [self.single], self.single, OptimizerConfig(), SEED, config.max_seq_len, **options)
         # the weights every row starts from, kept on the host (the device's peak stays the run's)
-        self.initial = self.engine.master.master_weights().flat.detach().to("cpu", copy=True)
+        self.initial = host_copy(self.engine.master.master_weights().flat)
 
     def restart(self) -> None:
         """Back to the initial weights, AdamW's state fresh: each row trains from the start."""
@@ -192,7 +198,7 @@ class TransformersSide:
         self.model = torch.compile(model) if compiled else model
         self.token_budget = config.max_seq_len
         # the weights every row starts from, on the host (the compiled peer: a new model a row)
-        self.initial = None if compiled else [p.detach().to("cpu", copy=True) for p in self.params]
+        self.initial = None if compiled else [host_copy(p) for p in self.params]
 
     def restart(self) -> None:
         """Back to the initial weights with a fresh AdamW: each row trains from the start."""
