@@ -82,7 +82,9 @@ def profiled(step, batch, cuda: bool) -> list[tuple[str, float]]:
     if cuda:
         kernels = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA]
         return [(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels]
-    return [(e.name, e.self_cpu_time_total / 1e6) for e in profile.events() if e.name.startswith("aten::")]
+    # ATen's operators, and compiled code's own time (its Inductor kernels record no operators)
+    ops = [e for e in profile.events() if e.name.startswith("aten::") or kind_of(e.name) == "compiled"]
+    return [(e.name, e.self_cpu_time_total / 1e6) for e in ops]
 
 
 def summarize(times: list[tuple[str, float]], step_s: float) -> dict:

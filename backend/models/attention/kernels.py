@@ -143,7 +143,8 @@ def _weighed(seconds: dict[str, float | None], forms: list[AttentionChoice]) -> 
     weighed = dict(seconds)
     for form in forms:
         grouped, repeated = seconds.get(form.kernel), seconds[form.label]
-        if form.repeats_heads and None not in (grouped, repeated) and repeated > (1 - REPEAT_GAIN) * grouped:
+        slower = grouped is not None and repeated is not None and repeated > (1 - REPEAT_GAIN) * grouped
+        if form.repeats_heads and slower:
             weighed[form.label] = None
     return weighed
 
