@@ -43,7 +43,7 @@ class NewestMicroBatch:
         return self._value
 
 
-_MOVED, _GATHERED = NewestMicroBatch(), NewestMicroBatch()
+_MOVED, _GATHERED, _SPANS = NewestMicroBatch(), NewestMicroBatch(), NewestMicroBatch()
 
 
 def row_positions(lengths: list[int], length: int | None = None) -> torch.Tensor:
@@ -71,9 +71,14 @@ def pad_positions(positions: torch.Tensor, extra: int) -> torch.Tensor:
 
 def spans(positions: torch.Tensor) -> list[list[tuple[int, int]]] | None:
     """Per row, the (start, end) of each of its documents; None when every row is a single
-    document (the rows of today's padded micro-batches: one fused call serves them)."""
+    document (the rows of today's padded micro-batches: one fused call serves them). Read once
+    a micro-batch (every layer's attention asks; about 0.1 ms for a 16K-token row)."""
     if positions.device.type == "meta" or positions.shape[1] < 2:
         return None
+    return _SPANS.get(positions, None, lambda: _spans(positions))
+
+
+def _spans(positions: torch.Tensor) -> list[list[tuple[int, int]]] | None:
     host = positions.cpu()
     starts = host[:, 1:] == 0
     if not bool(starts.any()):
