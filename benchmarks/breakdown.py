@@ -2,20 +2,21 @@
 
 ``peers.py`` says which side is faster; this says where each spends its step, so that a gap
 can be put down to a kernel family rather than guessed at. Each side (``_peer_sides``: the
-same model, weights, tokens, micro-batches and optimizer as in ``peers.py``) takes its warm-up
-steps on a row, then ``timed`` unprofiled steps, then one step under PyTorch's profiler: on a
-GPU every kernel it launched, with its device time; on the CPU every operator call, with its
-own time (its callees' left out). Those times are summed by kind (``KINDS``: attention,
-matmul, optimizer (clipping's norms too), compiled (Inductor's fused kernels), copy (casts
-too), element-wise (on the CPU every other operator), other).
+same model, weights, tokens, micro-batches and optimizer as in ``peers.py``) is measured on a
+row as ``peers.py`` measures it (``_peer_sides.measure``), then takes one step under PyTorch's
+profiler: on a GPU every kernel it launched, with its device time; on the CPU every operator
+call, with its own time (its callees' left out). Those times are summed by kind (``KINDS``:
+attention, matmul, optimizer (clipping's norms too), compiled (Inductor's fused kernels), copy
+(casts too), element-wise (on the CPU every other operator), other).
 
 Output: ``device``, ``torch``, ``transformers``, ``precision``, ``engine_compiled``,
 ``preset``, ``smoke``, and ``rows``, each with ``model``, ``shape``, ``tokens`` (per step) and
-one entry per side, ``engine`` and ``transformers``, holding ``step_s`` (the median unprofiled
-step's seconds), ``busy_s`` (the profiled step's kernel or operator seconds, summed),
-``calls`` (kernels launched, or operators called, in the profiled step), ``by_kind`` (seconds
-per kind) and ``top`` (the longest kernels or operators: name, seconds, calls). On a GPU,
-``step_s`` well above ``busy_s`` means the device waited for the host.
+one entry per side, ``engine`` and ``transformers``, holding ``step_s`` (the unprofiled step's
+seconds as ``peers.py`` reports them, or "oom" with a ``note``), ``busy_s`` (the profiled
+step's kernel or operator seconds, summed), ``calls`` (kernels launched, or operators called,
+in the profiled step), ``by_kind`` (seconds per kind) and ``top`` (the longest kernels or
+operators: name, seconds, calls). On a GPU, ``step_s`` well above ``busy_s`` means the device
+waited for the host.
 
 Rows are ``peers.py``'s presets' (``--device cuda``: 1b at 32K tokens and its RefinedWeb-like
 documents by default, where the engine's lead over transformers is smallest; ``--device cpu``;
@@ -31,12 +32,11 @@ import json
 import re
 import statistics
 import sys
-import time
 from collections import defaultdict
 
 import torch
-from _peer_presets import SMOKE, Documents, Preset, add_preset_arguments, preset_of, row_batches
-from _peer_sides import PRECISIONS, EngineSide, TransformersSide, release_memory
+from _peer_presets import SMOKE, Documents, Preset, add_preset_arguments, preset_of, row_batches, timed_steps
+from _peer_sides import PRECISIONS, EngineSide, TransformersSide, measure, release_memory
 from _promised import check_promised
 
 from hotswitch.backend.precision import Precision
@@ -44,7 +44,6 @@ from hotswitch.backend.runtime.spawn import spawn_ranks
 
 SIDES = ("engine", "transformers")
 DEFAULT_ROWS = {"cuda": ["1b 1x32768", "1b refinedweb"], "cpu": ["ci 1x1024", "ci refinedweb"]}
-TIMED = 3  # unprofiled steps timed on each row
 TOP = 12  # the longest kernels or operators listed per side
 # (kind, pattern on a kernel's or an operator's name), the first that matches: cuDNN's attention
 # kernels name "sdpa" and "flash" beside "wgmma", hence attention before matmul
@@ -103,22 +102,23 @@ def summarize(times: list[tuple[str, float]], step_s: float) -> dict:
     }
 
 
-def side_on_row(runner, batches: list, budget: int, documents: bool, preset: Preset, cuda: bool) -> dict:
-    """Warm-ups, ``TIMED`` timed steps, then one profiled step of ``runner`` on a row."""
+def side_on_row(runner, row, batches: list, budget: int, preset: Preset, cuda: bool) -> dict:
+    """``runner`` on a row, measured as ``peers.py`` measures it (warm-ups, then its timed
+    steps), then one profiled step; where the device ran out of memory, what it said."""
     runner.restart()
-    runner.use_budget(budget, documents=documents)
-    for i in range(max(preset.warmups, len(batches))):
-        runner.step(batches[i % len(batches)])
-    seconds = []
-    for _ in range(TIMED):
-        if cuda:
-            torch.cuda.synchronize()
-        started = time.perf_counter()
-        runner.step(batches[0])
-        if cuda:
-            torch.cuda.synchronize()
-        seconds.append(time.perf_counter() - started)
-    return summarize(profiled(runner.step, batches[0], cuda), statistics.median(seconds))
+    runner.use_budget(budget, documents=isinstance(row, Documents))
+    done = measure(runner.step, batches, preset.warmups, timed_steps(preset, row), cuda)
+    if not isinstance(done.step_s, float):
+        return {"step_s": done.step_s, "busy_s": None, "calls": 0, "by_kind": {}, "top": [], "note": done.note}
+    return summarize(profiled(runner.step, batches[0], cuda), done.step_s)
+
+
+def line(figures: dict) -> str:
+    """A side's figures on a row in one line (progress, and the table without ``--json``)."""
+    if not isinstance(figures["step_s"], float):
+        return f"{figures['step_s']} ({figures['note']})"
+    kinds = ", ".join(f"{kind} {seconds:.3f}" for kind, seconds in figures["by_kind"].items())
+    return f"{figures['step_s']:.4f} s a step; busy s by kind: {kinds}"
 
 
 def build(side: str, config, device: torch.device, preset: Preset):
@@ -149,9 +149,8 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
                 release_memory()
                 runner, built_for = build(side, m.config, device, preset), m
             progress(f"{m.label} {r.label}: {side}")
-            entry[side] = side_on_row(runner, batches, budget, isinstance(r, Documents), preset, cuda)
-            kinds = ", ".join(f"{kind} {s:.3f}" for kind, s in entry[side]["by_kind"].items())
-            progress(f"{m.label} {r.label}: {side} {entry[side]['step_s']:.4f} s a step; busy s by kind: {kinds}")
+            entry[side] = side_on_row(runner, r, batches, budget, preset, cuda)
+            progress(f"{m.label} {r.label}: {side} {line(entry[side])}")
         del runner
         torch.compiler.reset()
         release_memory()
@@ -177,8 +176,7 @@ def main() -> None:
     if not args.json:
         for row in out["rows"]:
             for side in SIDES:
-                kinds = ", ".join(f"{kind} {s:.3f}" for kind, s in row[side]["by_kind"].items())
-                print(f"{row['model']} {row['shape']} {side}: {row[side]['step_s']:.4f} s a step; {kinds}")
+                print(f"{row['model']} {row['shape']} {side}: {line(row[side])}")
     print(json.dumps(out, indent=1))
     check_promised(out, OUTPUT_KEYS)
 
