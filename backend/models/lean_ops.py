@@ -18,6 +18,14 @@ from __future__ import annotations
 import torch
 
 
+def cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` in ``dtype``, never through a conversion that changes nothing: under
+    ``torch.compile`` in PyTorch 2.11, an autograd Function whose forward returns such a no-op
+    ``.to``/``.float()`` (an alias of its own result) gives its inputs zero gradients; an fp32
+    run then silently trains only what lies outside the compiled runs."""
+    return x if x.dtype == dtype else x.to(dtype)
+
+
 def _rms_inverse(x: torch.Tensor, eps: float) -> torch.Tensor:
     return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
@@ -30,7 +38,7 @@ class RMSNormFunction(torch.autograd.Function):
         xf = x.float()
         inverse = _rms_inverse(xf, eps)
         ctx.save_for_backward(x, weight, inverse)
-        return (xf * inverse * weight.float()).to(x.dtype)
+        return cast(xf * inverse * weight.float(), x.dtype)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -57,7 +65,7 @@ class RotaryFunction(torch.autograd.Function):
         seq = x.shape[1]  # tables [positions, half] from 0, or [batch, seq, half] at each token's
         cos, sin = cos[..., :seq, None, :], sin[..., :seq, None, :]
         ctx.save_for_backward(cos, sin)
-        return _rotate(x, cos, sin).to(x.dtype)
+        return cast(_rotate(x, cos, sin), x.dtype)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):

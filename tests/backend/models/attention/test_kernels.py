@@ -140,7 +140,7 @@ def test_packed_rows_attend_per_document_on_the_cpu_and_the_choice_says_what_it_
 @pytest.mark.parametrize("documents", ["varlen", "flex"])
 def test_on_a_gpu_one_call_trains_packed_rows_as_one_call_per_document_does(documents, rows):
     """bf16, grouped heads; with 3 rows the last is padded (its last document runs on)."""
-    positions = torch.cat([row_positions([70, 100, 30, 56]), row_positions([256]), row_positions([200], 256)])
+    positions = torch.stack([row_positions([70, 100, 30, 56]), row_positions([256]), row_positions([200], 256)])
     positions = positions[:rows]
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(rows, 256, h, 64, generator=g).to("cuda", torch.bfloat16) for h in (8, 4, 4))
