@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.attention import kernels
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.hf_config import config_to_dict, hf_name
 from hotswitch.backend.models.llama import init_param
@@ -83,7 +84,12 @@ def attention_kernels(run: Callable[[], object]) -> str:
     kinds = [kind for op, kind in ATTENTION_OPS.items() if op in counts]
     if counts.get(FLASH_KERNEL, 0) > counts.get(SDPA_FLASH, 0):
         kinds.append("flash (variable-length)")
-    return "+".join(kinds) or "no attention operator seen"
+    return "+".join(kinds) or NOTHING_SEEN
+
+
+NOTHING_SEEN = "no attention operator seen"
+# how the engine's packed rows attend their documents (``kernels.DOCUMENT_CANDIDATES``)
+DOCUMENT_WAYS = {"varlen": "flash (variable-length)", "flex": "FlexAttention", "per_document": "a call per document"}
 
 
 def measure(
@@ -149,6 +155,7 @@ class EngineSide:
         self.engine = Engine(config, [self.single], self.single, OptimizerConfig(), SEED, config.max_seq_len, **options)
         # the weights every row starts from, kept on the host (the device's peak stays the run's)
         self.initial = host_copy(self.engine.master.master_weights().flat)
+        self.packed = False  # whether the row in use is of documents, packed
 
     def restart(self) -> None:
         """Back to the initial weights, AdamW's state fresh: each row trains from the start."""
@@ -161,6 +168,20 @@ class EngineSide:
 
     def use_budget(self, token_budget: int, documents: bool = False) -> None:
         self.engine.use_batching(MicroBatching(token_budget, packed=documents))
+        self.packed = documents
+
+    def attention(self, seen: str) -> str:
+        """What a profile of a step saw, with how packed rows attend their documents and what
+        each way took when the engine chose (compiled FlexAttention shows no operator)."""
+        if not self.packed:
+            return seen
+        choice = kernels.in_force()
+        timed = ", ".join(
+            f"{DOCUMENT_WAYS[way]} {'refused' if s is None else f'{s * 1e3:.1f} ms'}"
+            for way, s in choice.document_seconds.items()
+        )
+        packed = f"packed rows: {DOCUMENT_WAYS[choice.documents]} (timed: {timed or 'nothing'})"
+        return packed if seen == NOTHING_SEEN else f"{seen}; {packed}"
 
     def step(self, batch: list[Sequence]) -> float:
         return self.engine.step({self.single: batch}, [self.single]).loss
@@ -211,6 +232,9 @@ class TransformersSide:
     def use_budget(self, token_budget: int, documents: bool = False) -> None:
         self.token_budget = token_budget  # documents too in padded, length-sorted rows, as its users do
         self.optimizer.zero_grad(set_to_none=True)  # what a step cut short (out of memory) left
+
+    def attention(self, seen: str) -> str:
+        return seen  # SDPA's operators, each seen in a profile
 
     def step(self, batch: list[Sequence]) -> float:
         count = torch.tensor(sum(s.length for s in batch), device=self.device)

@@ -9,10 +9,11 @@
 #       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
 #
 # TESTS_S, PACKING_S, PEERS_S and BREAKDOWN_S replace a part's limit; ROUNDS and BUDGETS are
-# packing's --rounds (default 3) and --budgets, BUDGET peers' --budget, ROWS the --rows of peers
-# and breakdown. DEADLINE (seconds from the start) caps every part's limit so that the whole
-# ends by then; the benchmarks print each figure to their .err file as they measure it, so a
-# part cut off at its limit still brings back what it measured.
+# packing's --rounds (default 3) and --budgets, BUDGET peers' --budget, ROWS peers' --rows and
+# BREAKDOWN_ROWS breakdown's (each script's own default rows when unset). DEADLINE (seconds
+# from the start) caps every part's limit so that the whole ends by then; the benchmarks print
+# each figure to their .err file as they measure it, so a part cut off at its limit still
+# brings back what it measured.
 #
 # It installs the project without its dependencies into the machine's own Python (whose CUDA
 # build of torch it keeps), bounds each part with a timeout, and writes what each printed, with
@@ -72,7 +73,7 @@ for what in "${parts[@]}"; do
         tail -3 "$out/peers.err"
         ;;
     breakdown)
-        part breakdown 180 "$py" benchmarks/breakdown.py --device cuda ${ROWS:+--rows $ROWS} --json >"$out/breakdown.json" 2>"$out/breakdown.err"
+        part breakdown 180 "$py" benchmarks/breakdown.py --device cuda ${BREAKDOWN_ROWS:+--rows $BREAKDOWN_ROWS} --json >"$out/breakdown.json" 2>"$out/breakdown.err"
         grep '^\[breakdown\].*by kind' "$out/breakdown.err"
         ;;
     *)

@@ -31,7 +31,8 @@ bf16 peak, null on CPU;
 ``engine_peak_bytes``, ``transformers_peak_bytes``, ``transformers_compiled_peak_bytes``:
 ``torch.cuda.max_memory_allocated`` over the row, null on CPU; ``engine_attention``,
 ``transformers_attention``, ``transformers_compiled_attention``: the SDPA kernels a profiled step
-ran; ``transformers_over_engine``, ``transformers_compiled_over_engine``: step seconds over the
+ran (on rows of documents the engine's adds how its packed rows attend them, and what each way
+took when it chose); ``transformers_over_engine``, ``transformers_compiled_over_engine``: step seconds over the
 engine's (above 1: the engine is faster); ``transformers_compiled_compile_s``: its first step's
 excess over a step (compilation); ``engine_compile_s``: the same for the engine, when
 ``engine_compiled``; ``engine_loss``, ``transformers_loss``: the first warm-up
@@ -126,6 +127,8 @@ def run_side(side: str, model: Model, rows: dict, preset: Preset, measured: dict
             runner.restart()  # every row from the same weights: its first losses compare
             runner.use_budget(budget, documents=isinstance(row, Documents))
             done = measure(runner.step, batches, preset.warmups, timed_steps(preset, row), preset.device == "cuda")
+            if done.attention is not None:
+                done = replace(done, attention=runner.attention(done.attention))
         except Exception as error:
             if not tolerate:
                 raise

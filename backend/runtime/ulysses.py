@@ -19,9 +19,13 @@ from hotswitch.backend.runtime.zigzag import zigzag_shard, zigzag_unshard
 
 
 def _exchange(parts: list[torch.Tensor], group) -> list[torch.Tensor]:
-    received = [torch.empty_like(p) for p in parts]
-    dist.all_to_all(received, [p.contiguous() for p in parts], group=group)
-    return received
+    """Part i to rank i, and rank i's part for this rank back in place i (the parts are of one
+    shape). One ``all_to_all_single`` of the parts stacked: gloo runs it in every PyTorch this
+    project supports, where its list form ``all_to_all`` came only later (2.11 refuses it)."""
+    stacked = torch.stack(parts)
+    received = torch.empty_like(stacked)
+    dist.all_to_all_single(received, stacked, group=group)
+    return list(received.unbind(0))
 
 
 def seq_to_heads(x: torch.Tensor, group) -> torch.Tensor:

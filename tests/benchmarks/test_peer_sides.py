@@ -27,8 +27,9 @@ STEPS = 3
 
 
 def losses_of_both_sides(rank: int, world: int, documents: bool) -> list[list[float]]:
-    """The engine's and the transformers peer's losses, ``STEPS`` steps on one batch each;
-    ``documents``: the engine packs the batch (transformers pads it either way)."""
+    """The engine's and the transformers peer's losses, ``STEPS`` steps on one batch each, and
+    how each describes its attention; ``documents``: the engine packs the batch (transformers
+    pads it either way)."""
     config = get_config("tiny").with_(max_seq_len=BUDGET)
     generator = torch.Generator().manual_seed(1)
     batch = [
@@ -44,12 +45,17 @@ def losses_of_both_sides(rank: int, world: int, documents: bool) -> list[list[fl
         losses = [side.step(batch) for _ in range(STEPS)]
         side.restart()  # as every row of peers.py starts: the first step's loss again
         out.append([*losses, side.step(batch)])
-    return out
+    return out, [side.attention("flash (cpu)") for side in (engine, peer)]
 
 
 @pytest.mark.parametrize("documents", [False, True], ids=["padded", "engine-packed"])
 def test_the_transformers_peer_takes_the_engines_steps_and_each_starts_over_on_restart(documents):
-    engine, peer = spawn_ranks(losses_of_both_sides, 1, documents)[0]
+    (engine, peer), attention = spawn_ranks(losses_of_both_sides, 1, documents)[0]
+    # what a profile saw, and on packed rows how the engine attends their documents (on the CPU:
+    # a call per document, the one way it weighs) and what that way took when it chose
+    packed = "flash (cpu); packed rows: a call per document (timed: a call per document "
+    assert attention[0].startswith(packed) if documents else attention[0] == "flash (cpu)"
+    assert attention[1] == "flash (cpu)"
     assert engine[STEPS - 1] < engine[0], f"training one batch {STEPS} times did not lower its loss: {engine}"
     for step, (ours, theirs) in enumerate(zip(engine, peer, strict=True), 1):
         assert abs(ours - theirs) <= 1e-5 * ours, f"step {step}: the engine's loss {ours}, transformers' {theirs}"
