@@ -9,11 +9,11 @@
 #       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
 #
 # TESTS_S, PACKING_S, PEERS_S and BREAKDOWN_S replace a part's limit; ROUNDS and BUDGETS are
-# packing's --rounds (default 3) and --budgets, BUDGET peers' --budget, ROWS peers' --rows and
-# BREAKDOWN_ROWS breakdown's (each script's own default rows when unset). DEADLINE (seconds
-# from the start) caps every part's limit so that the whole ends by then; the benchmarks print
-# each figure to their .err file as they measure it, so a part cut off at its limit still
-# brings back what it measured.
+# packing's --rounds (default 3) and --budgets, BUDGET peers' --budget, SIDES its --sides, ROWS
+# its --rows and BREAKDOWN_ROWS breakdown's (each script's own default rows when unset).
+# DEADLINE (seconds from the start) caps every part's limit so that the whole ends by then; the
+# benchmarks print each figure to their .err file as they measure it, so a part cut off at its
+# limit still brings back what it measured.
 #
 # It installs the project without its dependencies into the machine's own Python (whose CUDA
 # build of torch it keeps), bounds each part with a timeout, and writes what each printed, with
@@ -69,7 +69,7 @@ for what in "${parts[@]}"; do
             --precision bf16 --rounds "${ROUNDS:-3}" ${BUDGETS:+--budgets $BUDGETS} --json >"$out/packing.json" 2>"$out/packing.err"
         ;;
     peers)
-        part peers 480 "$py" benchmarks/peers.py --device cuda ${BUDGET:+--budget "$BUDGET"} ${ROWS:+--rows $ROWS} --json >"$out/peers.json" 2>"$out/peers.err"
+        part peers 480 "$py" benchmarks/peers.py --device cuda ${BUDGET:+--budget "$BUDGET"} ${ROWS:+--rows $ROWS} ${SIDES:+--sides $SIDES} --json >"$out/peers.json" 2>"$out/peers.err"
         tail -3 "$out/peers.err"
         ;;
     breakdown)

@@ -47,8 +47,10 @@ Presets: ``--device cuda`` (1b and the 7B shape with 8 layers, bf16: the engine 
 transformers took 4.6 minutes on an H200, the compiled peer about 40 s a row more, while
 ``--budget`` allows), ``--device cpu`` (a CI-sized model; the default without CUDA), ``--smoke``
 (the tiniest CPU run, no compilation). ``--rows TEXT...`` keeps the rows whose "model shape"
-holds a TEXT (the compiled peer's rows then after the eager sides). Progress goes to stderr, with
-every side's figures on a row as they are measured.
+holds a TEXT (the compiled peer's rows then after the eager sides); ``--sides SIDE...`` runs only
+those sides (``engine transformers_compiled``: the engine against the compiled peer, a short
+lease not spent on eager rows already measured). Progress goes to stderr, with every side's
+figures on a row as they are measured.
 
     python benchmarks/peers.py --device cuda --json
 """
@@ -207,8 +209,9 @@ def output_row(
     return {key: values[key] for key in ROW_KEYS}
 
 
-def run_preset(rank: int, world: int, preset: Preset) -> dict:
-    """Every side on every row of ``preset`` (on this one rank), as the output's plain data."""
+def run_preset(rank: int, world: int, preset: Preset, sides: tuple[str, ...] = SIDES) -> dict:
+    """Every one of ``sides`` on every row of ``preset`` (on this one rank), as the output's
+    plain data; a side left out is "skipped" on every row, with a note."""
     import transformers
 
     started = time.monotonic()
@@ -220,14 +223,21 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
     measured = {(m.label, label): {} for m in preset.models for label in rows[m.label]}
     # the most wanted compiled row first: its compilation time then budgets the others, and no
     # compilation of unknown length starts near the end of the budget
-    run_compiled(preset.compiled[: preset.compiled_first], preset, rows, measured, started)
+    compiled = "transformers_compiled" in sides
+    if compiled:
+        run_compiled(preset.compiled[: preset.compiled_first], preset, rows, measured, started)
     for m in preset.models:
-        for side in SIDES[:2]:
+        for side in (side for side in SIDES[:2] if side in sides):
             run_side(side, m, rows[m.label], preset, measured)
-    run_compiled(preset.compiled[preset.compiled_first :], preset, rows, measured, started)
-    for sides in measured.values():
-        unlisted = Measured(SKIPPED, note=f"not in the {preset.name} preset's compiled rows")
-        sides.setdefault("transformers_compiled", unlisted)
+    if compiled:
+        run_compiled(preset.compiled[preset.compiled_first :], preset, rows, measured, started)
+    for done in measured.values():
+        if compiled:
+            done.setdefault(
+                "transformers_compiled", Measured(SKIPPED, note=f"not in the {preset.name} preset's compiled rows")
+            )
+        for side in SIDES:
+            done.setdefault(side, Measured(SKIPPED, note="not asked for (--sides)"))
     cuda = preset.device == "cuda"
     device = torch.cuda.get_device_name(0) if cuda else "cpu"
     peak = peak_flops(device) if cuda else None
@@ -263,12 +273,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_preset_arguments(parser)
     parser.add_argument("--budget", type=float, help="seconds the timed rank may spend (default: the preset's)")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=SIDES, help="the sides to run (default: all)")
     args = parser.parse_args()
     preset = preset_of(parser, args)
     if args.budget:
         preset = replace(preset, budget_s=args.budget)
     backend = "cpu:gloo,cuda:nccl" if preset.device == "cuda" else "gloo"
-    out = spawn_ranks(run_preset, 1, preset, backend=backend, timeout=2 * preset.budget_s + 600)[0]
+    sides = tuple(side for side in SIDES if side in args.sides)
+    out = spawn_ranks(run_preset, 1, preset, sides, backend=backend, timeout=2 * preset.budget_s + 600)[0]
     if not args.json:
         print(table(out))
     print(json.dumps(out, indent=1))

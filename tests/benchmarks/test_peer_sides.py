@@ -2,8 +2,9 @@
 engine's initial weights, trains the engine's model, so that on the same batch, cut into the
 same padded micro-batches, its loss equals the engine's step after step (the same loss
 scaling over micro-batches, the same clipping, the same AdamW update), and each side restarted
-(as every row starts) takes its first step again. And a side that runs
-out of device memory is recorded as such rather than ending the whole run."""
+(as every row starts) takes its first step again. A side that runs out of device memory is
+recorded as such rather than ending the whole run, and a side left out (``--sides``) is marked
+skipped on every row."""
 
 from __future__ import annotations
 
@@ -100,3 +101,15 @@ def test_rows_narrow_a_preset_to_what_was_asked_with_the_compiled_peer_after_the
     assert narrowed.compiled_first == 0 and CUDA.compiled_first == 1
     with pytest.raises(SystemExit, match="no row"):
         only_rows(CUDA, ["70b"])
+
+
+def test_sides_left_out_are_skipped_on_every_row_with_a_note():
+    from _peer_presets import SMOKE
+    from peers import run_preset
+
+    out = spawn_ranks(run_preset, 1, SMOKE, ("engine",))[0]
+    assert [r["shape"] for r in out["rows"]] == [r.label for r in SMOKE.models[0].rows]
+    for row in out["rows"]:
+        assert isinstance(row["engine_step_s"], float) and row["engine_loss"] > 0
+        assert row["transformers_step_s"] == row["transformers_compiled_step_s"] == "skipped"
+        assert "transformers: not asked for (--sides)" in row["notes"] and row["transformers_over_engine"] is None
