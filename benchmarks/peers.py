@@ -32,8 +32,8 @@ bf16 peak, null on CPU;
 ``torch.cuda.max_memory_allocated`` over the row, null on CPU; ``engine_attention``,
 ``transformers_attention``, ``transformers_compiled_attention``: the SDPA kernels a profiled step
 ran (on rows of documents the engine's adds how its packed rows attend them, and what each way
-took when it chose); ``transformers_over_engine``, ``transformers_compiled_over_engine``: step seconds over the
-engine's (above 1: the engine is faster); ``transformers_compiled_compile_s``: its first step's
+took when it chose); ``transformers_over_engine``, ``transformers_compiled_over_engine``: step
+seconds over the engine's (above 1: the engine is faster); ``transformers_compiled_compile_s``: its first step's
 excess over a step (compilation); ``engine_compile_s``: the same for the engine, when
 ``engine_compiled``; ``engine_loss``, ``transformers_loss``: the first warm-up
 step's mean token loss (each side starts every row from the same weights with a fresh
@@ -279,8 +279,7 @@ def main() -> None:
     if args.budget:
         preset = replace(preset, budget_s=args.budget)
     backend = "cpu:gloo,cuda:nccl" if preset.device == "cuda" else "gloo"
-    sides = tuple(side for side in SIDES if side in args.sides)
-    out = spawn_ranks(run_preset, 1, preset, sides, backend=backend, timeout=2 * preset.budget_s + 600)[0]
+    out = spawn_ranks(run_preset, 1, preset, tuple(args.sides), backend=backend, timeout=2 * preset.budget_s + 600)[0]
     if not args.json:
         print(table(out))
     print(json.dumps(out, indent=1))
