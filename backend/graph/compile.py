@@ -30,7 +30,7 @@ from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, MeshDim
 from hotswitch.backend.graph.selective_recompute import recompute_selectively
 from hotswitch.backend.layout import context_flavour, param_layout
-from hotswitch.backend.models.llama import token_loss
+from hotswitch.backend.models.llama import fused_token_loss, token_loss
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.pipeline import Link
 from hotswitch.backend.runtime.ring_attention import RingAttention
@@ -51,7 +51,8 @@ def _group_ranks(strategy: Strategy, rank: int, mesh_dim: MeshDim) -> tuple[int,
 
 def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int, fused: bool = False) -> ExecGraph:
     """Rank ``rank``'s executable graph for ``strategy``; ``fused``: its runs of tensor math
-    ``torch.compile``d (``compiled_regions``; not under selective recompute, which rewrites them)."""
+    ``torch.compile``d (``compiled_regions``; not under selective recompute, which rewrites them)
+    and its loss through compiled kernels (``chunked_loss``)."""
     strategy = Strategy.parse(strategy)
     if strategy not in graph.strategies:
         raise ValueError(
@@ -59,7 +60,7 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int, fuse
         )
     if rank not in strategy.ranks:
         raise ValueError(f"rank {rank} is outside {strategy} (ranks {strategy.offset}-{strategy.ranks[-1]})")
-    exec_graph = _StageCompiler(graph, strategy, rank).compile()
+    exec_graph = _StageCompiler(graph, strategy, rank, fused).compile()
     if fused and not strategy.sel:
         compile_regions(exec_graph.module)
     return exec_graph
@@ -68,8 +69,8 @@ def compile_graph(graph: LogicalGraph, strategy: str | Strategy, rank: int, fuse
 class _StageCompiler:
     """Builds one rank's fx graph from the logical graph, node by node."""
 
-    def __init__(self, graph: LogicalGraph, strategy: Strategy, rank: int):
-        self.graph, self.strategy, self.rank = graph, strategy, rank
+    def __init__(self, graph: LogicalGraph, strategy: Strategy, rank: int, fused: bool = False):
+        self.graph, self.strategy, self.rank, self.fused = graph, strategy, rank, fused
         self.layout = param_layout(graph.config, strategy)
         self.stage = strategy.coords(rank)[0]
         self.root = nn.Module()
@@ -192,10 +193,10 @@ class _StageCompiler:
         if node.op == "loss" and weight_split:
             head = graph.nodes[node.inputs[0]]
             start = first_row(head.inputs[1] if head.op == "linear" else "output.weight")
-            loss = VocabParallelLoss(strategy.tp_group(rank), start)
+            loss = VocabParallelLoss(strategy.tp_group(rank), start, self.fused)
             return self._module_node(f"{node.name}_vocab_parallel", loss, ins)
         if node.op == "loss":
-            return out.call_function(token_loss, tuple(ins))
+            return out.call_function(fused_token_loss if self.fused else token_loss, tuple(ins))
         if node.op in ("rotary", "attention") and self._context_split(node):
             return self._context_parallel(node, ins)
         fx = node.fx_node  # every other op runs as traced, on local shapes

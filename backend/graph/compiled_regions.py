@@ -5,12 +5,14 @@ embedding, SwiGLU and residual adds between one attention and the next -- become
 torchtitan compiles each transformer block) and a step launches far fewer.
 
 What stays outside, as it is: attention (its own fused kernel, reading document spans on the
-host), collectives and pipeline links, the embedding, the loss, and context parallelism's
-rotary embedding. Rotary tables are looked up once a micro-batch, ahead of every run
-(``documents.gather_tables``), so the runs hold only tensor math. A checkpointed block's inside
-is compiled the same way (its runs recompute compiled). Strategies with selective recompute
-are left eager: it frees and refills exactly the element-wise values a compiled run would fuse
-away, which Inductor's partitioner already recomputes in backward by itself.
+host), collectives and pipeline links, the embedding, the loss (its passes over the logits are
+compiled kernels of their own, ``chunked_loss``'s ``fused``, which the executable graph picks
+where this pass runs), and context parallelism's rotary embedding. Rotary tables are looked up
+once a micro-batch, ahead of every run (``documents.gather_tables``), so the runs hold only
+tensor math. A checkpointed block's inside is compiled the same way (its runs recompute
+compiled). Strategies with selective recompute are left eager: it frees and refills exactly the
+element-wise values a compiled run would fuse away, which Inductor's partitioner already
+recomputes in backward by itself.
 
 Blocks repeat: the run after block i's attention is the same graph as after block j's, with
 other parameters as its inputs. So one compiled module, keyed by the run's structure, serves

@@ -13,6 +13,9 @@ ones ``F.cross_entropy`` computes, so loss and gradient agree with it to fp32 ro
 Over a vocabulary split across tensor-parallel ranks (Megatron's vocab-parallel cross-entropy),
 the same Function reduces each token's maximum, sum of exponentials and target logit over the
 ranks' shards: three all-reduces, whatever the number of chunks.
+
+``fused`` (a run with ``compile`` on): each pass over the logits is one compiled kernel
+(``loss_kernels``) that keeps no fp32 chunk, so all tokens go at once; same values to fp32 rounding.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.data.tokenizer import IGNORE
+from hotswitch.backend.models import loss_kernels
 from hotswitch.backend.models.loss_chunks import chunk_bytes as default_chunk_bytes
 from hotswitch.backend.models.loss_chunks import chunk_rows
 
@@ -29,14 +33,18 @@ def _chunks(tokens: int, rows: int) -> list[slice]:
     return [slice(i, min(i + rows, tokens)) for i in range(0, tokens, rows)]
 
 
-def _log_sum_exp(flat: torch.Tensor, rows: int, group) -> torch.Tensor:
+def _log_sum_exp(flat: torch.Tensor, rows: int, group, fused: bool) -> torch.Tensor:
     """Each token's fp32 log-sum-exp of its logits, over every rank's shard in ``group``."""
+    if group is None and fused:
+        return loss_kernels.compiled(loss_kernels.log_sum_exp)(flat)
     if group is None:
-        return torch.cat([torch.logsumexp(flat[part].float(), dim=-1) for part in _chunks(flat.shape[0], rows)])
+        return torch.cat([loss_kernels.log_sum_exp(flat[part]) for part in _chunks(flat.shape[0], rows)])
     peak = flat.amax(dim=-1).float()  # the largest logit is one of the logits: exact in any dtype
     dist.all_reduce(peak, op=dist.ReduceOp.MAX, group=group)
-    parts = [(flat[part].float() - peak[part].unsqueeze(-1)).exp().sum(dim=-1) for part in _chunks(flat.shape[0], rows)]
-    total = torch.cat(parts)
+    if fused:
+        total = loss_kernels.compiled(loss_kernels.exp_sum)(flat, peak)
+    else:
+        total = torch.cat([loss_kernels.exp_sum(flat[part], peak[part]) for part in _chunks(flat.shape[0], rows)])
     dist.all_reduce(total, group=group)
     return peak + total.log()
 
@@ -51,19 +59,20 @@ def _targets_here(targets: torch.Tensor, start: int, entries: int) -> tuple[torc
 class ChunkedCrossEntropy(torch.autograd.Function):
     """Summed cross-entropy of ``logits`` [..., entries] at ``targets`` [...] (``IGNORE``
     skipped). With ``group``, ``logits`` hold vocabulary ``[start, start + entries)`` of a
-    vocabulary split across the group's ranks, and the loss is the whole vocabulary's on every rank."""
+    vocabulary split across the group's ranks, and the loss is the whole vocabulary's on every
+    rank. ``fused``: through compiled kernels, all tokens at once (``rows`` unused)."""
 
     @staticmethod
-    def forward(ctx, logits, targets, rows: int, start: int = 0, group=None):
+    def forward(ctx, logits, targets, rows: int, start: int = 0, group=None, fused: bool = False):
         flat, flat_targets = logits.flatten(0, -2), targets.flatten()
-        lse = _log_sum_exp(flat, rows, group)
+        lse = _log_sum_exp(flat, rows, group, fused)
         mine, index = _targets_here(flat_targets, start, flat.shape[-1])
         target_logit = torch.where(mine, flat.gather(-1, index).squeeze(-1).float(), 0.0)
         if group is not None:
             dist.all_reduce(target_logit, group=group)
         loss = torch.where(flat_targets != IGNORE, lse - target_logit, 0.0).sum()
         ctx.save_for_backward(logits, targets, lse)
-        ctx.rows, ctx.start = rows, start
+        ctx.rows, ctx.start, ctx.fused = rows, start, fused
         return loss
 
     @staticmethod
@@ -73,10 +82,13 @@ class ChunkedCrossEntropy(torch.autograd.Function):
         flat, flat_targets = logits.flatten(0, -2), targets.flatten()
         mine, index = _targets_here(flat_targets, ctx.start, flat.shape[-1])
         scale = ((flat_targets != IGNORE) * grad).float().unsqueeze(-1)
-        out = torch.empty_like(flat)
-        for part in _chunks(flat.shape[0], ctx.rows):
-            _gradient(out[part], flat[part], lse[part], index[part], mine[part], scale[part])
-        return out.view_as(logits), None, None, None, None
+        if ctx.fused:
+            out = loss_kernels.compiled(loss_kernels.gradient)(flat, lse, index, mine, scale)
+        else:
+            out = torch.empty_like(flat)
+            for part in _chunks(flat.shape[0], ctx.rows):
+                _gradient(out[part], flat[part], lse[part], index[part], mine[part], scale[part])
+        return out.view_as(logits), None, None, None, None, None
 
 
 def _gradient(out, logits, lse, index, mine, scale) -> None:
@@ -91,9 +103,15 @@ def _gradient(out, logits, lse, index, mine, scale) -> None:
 
 
 def chunked_cross_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, start: int = 0, group=None, chunk_bytes: int | None = None
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    start: int = 0,
+    group=None,
+    chunk_bytes: int | None = None,
+    fused: bool = False,
 ) -> torch.Tensor:
     """The summed cross-entropy over ``logits`` (this rank's vocabulary shard with ``group``), in
-    chunks of ``chunk_bytes`` of fp32 (default: the device's, ``loss_chunks.chunk_bytes``)."""
+    chunks of ``chunk_bytes`` of fp32 (default: the device's, ``loss_chunks.chunk_bytes``), or
+    ``fused``: through compiled kernels that keep no fp32 chunk (``loss_kernels``)."""
     rows = chunk_rows(logits.shape[-1], chunk_bytes or default_chunk_bytes(logits.device.type))
-    return ChunkedCrossEntropy.apply(logits, targets, rows, start, group)
+    return ChunkedCrossEntropy.apply(logits, targets, rows, start, group, fused)

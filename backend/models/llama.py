@@ -97,6 +97,12 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return chunked_cross_entropy(logits, targets)
 
 
+def fused_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``token_loss`` through compiled kernels (``loss_kernels``), as a run with ``compile`` on
+    computes it: the same values to fp32 rounding, a fraction of the memory traffic."""
+    return chunked_cross_entropy(logits, targets, fused=True)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()

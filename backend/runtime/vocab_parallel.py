@@ -18,16 +18,17 @@ def vocab_parallel_embedding(tokens: torch.Tensor, weight: torch.Tensor, start: 
 
 class VocabParallelLoss(GroupModule):
     """``token_loss`` for logits split over the vocabulary across ``ranks`` (Megatron's
-    vocab-parallel cross-entropy, summed over tokens, ``chunked_loss``'s memory)."""
+    vocab-parallel cross-entropy, summed over tokens, ``chunked_loss``'s memory); ``fused``:
+    through compiled kernels."""
 
     what = "vocab-parallel loss"
 
-    def __init__(self, ranks: tuple[int, ...], start: int):
+    def __init__(self, ranks: tuple[int, ...], start: int, fused: bool = False):
         super().__init__(ranks)
-        self.start = start
+        self.start, self.fused = start, fused
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return chunked_cross_entropy(logits, targets, self.start, self.bound_group())
+        return chunked_cross_entropy(logits, targets, self.start, self.bound_group(), fused=self.fused)
 
     def extra_repr(self) -> str:
-        return f"ranks={list(self.ranks)}, vocab_start={self.start}"
+        return f"ranks={list(self.ranks)}, vocab_start={self.start}" + (", fused" if self.fused else "")

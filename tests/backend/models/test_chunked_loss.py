@@ -62,13 +62,38 @@ def test_in_bf16_the_gradient_is_the_fp32_gradient_rounded():
     torch.testing.assert_close(grad, expected_grad)  # bf16's tolerance: one rounding apart
 
 
-def test_a_vocabulary_split_over_ranks_gives_the_whole_loss_and_each_rank_its_slice():
-    logits, targets = batch(torch.float64)
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=GPU)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_the_compiled_kernels_give_the_chunked_loss_and_gradient(dtype, device):
+    """What a run with ``compile`` on computes (all tokens in one compiled call per pass) against
+    the eager chunks: the loss to fp32 rounding, the gradient to fp32 rounding before its one
+    rounding to the logits' dtype; over three lengths, which one compile serves."""
+    gen = torch.Generator().manual_seed(3)
+    for rows, length in [(3, 11), (2, 29), (1, 64)]:
+        logits = (4 * torch.randn(rows, length, ENTRIES, generator=gen)).to(device, dtype)
+        targets = torch.randint(0, ENTRIES, (rows, length), generator=gen).to(device)
+        targets[0, :3] = IGNORE
+        chunked = loss_and_grad(lambda x, t: chunked_cross_entropy(x, t, chunk_bytes=SMALL_CHUNKS), logits, targets)
+        fused = loss_and_grad(lambda x, t: chunked_cross_entropy(x, t, fused=True), logits, targets)
+        torch.testing.assert_close(fused[0], chunked[0], rtol=1e-6, atol=1e-6)
+        assert fused[1].dtype == dtype and (fused[1][0, :3] == 0).all()
+        torch.testing.assert_close(fused[1].float(), chunked[1].float(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_vocabulary_split_over_ranks_gives_the_whole_loss_and_each_rank_its_slice(fused):
+    dtype = torch.float32 if fused else torch.float64  # compiled kernels: fp32 (CPU's Inductor rounds fp64 so too)
+    logits, targets = batch(dtype)
     expected_loss, expected_grad = loss_and_grad(whole, logits, targets)
-    for rank, (loss, grad) in enumerate(spawn_ranks(vocab_split_loss, 2, logits, targets, SMALL_CHUNKS // 2)):
-        torch.testing.assert_close(loss.double(), expected_loss.double(), rtol=1e-6, atol=1e-6)
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if fused else {"rtol": 1e-6, "atol": 1e-6}
+    split = spawn_ranks(vocab_split_loss, 2, logits, targets, SMALL_CHUNKS // 2, fused)
+    for rank, (loss, grad) in enumerate(split):
+        torch.testing.assert_close(loss.double(), expected_loss.double(), **tolerance)
         half = ENTRIES // 2
-        torch.testing.assert_close(grad, expected_grad[..., rank * half : (rank + 1) * half], rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(grad, expected_grad[..., rank * half : (rank + 1) * half], **tolerance)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -103,7 +128,7 @@ def test_the_chunked_loss_holds_a_fraction_of_what_whole_fp32_logits_hold():
     assert held[CHUNKED] < 0.4 * held[WHOLE]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@GPU
 def test_on_a_gpu_the_allocator_s_peak_is_the_memory_model_s():
     """The 1b preset's vocabulary, 8K tokens, bf16: what CUDA's allocator holds after forward and
     at the peak of backward, within 2% of the model."""
