@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from hotswitch.backend.models.attention import kernels
-from hotswitch.backend.models.attention.flex import flex_causal_attention
+from hotswitch.backend.models.attention.flex import document_mask, flex_causal_attention
 from hotswitch.backend.models.attention.varlen import document_offsets
 from hotswitch.backend.models.documents import row_positions
 from hotswitch.backend.models.llama import causal_attention, fused_causal_attention
@@ -127,6 +127,29 @@ def test_one_flex_call_attends_a_packed_row_as_one_call_per_document_does():
         kernels.use(kernels.AttentionChoice("flash", documents="per_document"))
         each = causal_attention(q, k, v, positions)
     assert torch.allclose(flex, each, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "documents, length",
+    [([300, 200, 12], None), ([128, 128, 256], None), ([1000], None), ([5] * 20 + [412], None), ([129, 127, 300], 600)],
+)
+def test_the_document_block_mask_is_the_one_create_block_mask_builds_pair_by_pair(documents, length):
+    """Block boundaries on and off documents' ends, a row cut short of a whole block, padding, and
+    rows that differ: every block list equal to what evaluating the mask at each pair gives."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    positions = torch.stack([row_positions(documents, length), row_positions(documents[::-1], length)])
+    numbers = (positions == 0).cumsum(-1)
+
+    def causal_in_document(b, h, q, kv):
+        return (q >= kv) & (numbers[b, q] == numbers[b, kv])
+
+    whole = positions.shape[1]
+    expected = create_block_mask(causal_in_document, 2, None, whole, whole, device="cpu")
+    built = document_mask(positions, torch.device("cpu"))
+    for lists in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices"):
+        assert torch.equal(getattr(built, lists), getattr(expected, lists)), lists
+    assert built.seq_lengths == (whole, whole) and built.full_kv_num_blocks.sum() > 0  # whole blocks skip the mask
 
 
 def test_packed_rows_attend_per_document_on_the_cpu_and_the_choice_says_what_it_timed():
