@@ -16,9 +16,9 @@ from torch import nn
 
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import rotary_tables
-from hotswitch.backend.precision import accumulate_into
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.grad_accumulation import GradAccumulation
 from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
 from hotswitch.backend.runtime.process_groups import ProcessGroups
 from hotswitch.backend.runtime.zigzag import pad_rows, zigzag_shard
@@ -43,6 +43,7 @@ class ExecGraph:
     receives: list[Link] = field(default_factory=list)  # from earlier stages, in placeholder order
     sends: list[Link] = field(default_factory=list)  # to later stages, in output order
     crossings: int = 0  # p2p nodes in the logical graph: every stage numbers its links among them
+    accumulation: GradAccumulation | None = None  # how gradients reach the buffer ``attach`` gave
 
     @property
     def stage(self) -> int:
@@ -64,13 +65,16 @@ class ExecGraph:
     def attach(self, params: FlatBuffer, grads: FlatBuffer | None = None) -> None:
         """Read parameters from (and, if given, accumulate gradients into) flat buffers. When
         ``grads`` holds another dtype than ``params`` (bf16 parameters, fp32 gradients), each
-        micro-batch's gradient is added into it as it is produced, as Megatron's main_grad."""
+        micro-batch's gradient is added into it as it is produced, as Megatron's main_grad
+        (``grad_accumulation``)."""
+        hooked = grads is not None and grads.flat.dtype != params.flat.dtype
+        self.accumulation = GradAccumulation(grads, hooked) if grads is not None else None
         for name in self.params:
             param = nn.Parameter(params.views[name], requires_grad=True)
-            if grads is not None and grads.flat.dtype == params.flat.dtype:
-                param.grad = grads.views[name]  # autograd adds into .grad in place
+            if self.accumulation is not None and hooked:
+                param.register_post_accumulate_grad_hook(self.accumulation.hook(name))
             elif grads is not None:
-                param.register_post_accumulate_grad_hook(accumulate_into(grads.views[name]))
+                param.grad = grads.views[name]  # autograd adds into .grad in place
             setattr(self.module, attr_name(name), param)
         cos, sin = rotary_tables(self.config, params.flat.device)
         self.module.rope_cos, self.module.rope_sin = cos, sin
@@ -86,6 +90,17 @@ class ExecGraph:
         gradients of ``scale * loss`` accumulate. Returns the local loss sum (zero off the
         last stage; with context parallelism, the sum over this rank's tokens)."""
         return run_stage(self, [self.local_share(*m) for m in micro_batches], scale, schedule, clock)
+
+    def restart_grads(self) -> None:
+        """Gradients accumulate from zero from here on (the next ``run``s), as if the buffer
+        ``attach`` gave were zeroed; ``settle_grads`` must follow before it is read."""
+        assert self.accumulation is not None, "attach a gradient buffer first"
+        self.accumulation.restart()
+
+    def settle_grads(self) -> None:
+        """The gradient buffer whole: views no gradient reached since ``restart_grads`` zeroed."""
+        if self.accumulation is not None:
+            self.accumulation.settle()
 
     def evaluate(self, micro_batches: list[tuple[torch.Tensor, ...]]) -> torch.Tensor:
         """The local loss sum of the micro-batches, forward only (call under ``no_grad``):

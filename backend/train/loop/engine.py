@@ -250,11 +250,19 @@ class Engine:
         dist.all_reduce(total)
         return total.item(), sum(s.length for s in seqs)
 
-    def run_group(self, strategy: Strategy, share: list[list[Seq]], scale: float) -> float:
-        """This rank's replica's ``share`` of ``strategy``'s sequences through its graph; the loss sum."""
+    def run_group(self, strategy: Strategy, share: list[list[Seq]], scale: float, fresh: bool = False) -> float:
+        """This rank's replica's ``share`` of ``strategy``'s sequences through its graph; the loss
+        sum. Gradients accumulate into its buffer, from zero where ``fresh`` (the first gradient
+        of each parameter copied in: ``ExecGraph.restart_grads``); the buffer is whole
+        afterwards, even if this fails."""
         graph = self.states[strategy].graph
         assert graph is not None, f"rank {self.rank} computes nothing under {strategy}"
-        return graph.run(self._inputs(share), scale, self.schedule).item()
+        if fresh:
+            graph.restart_grads()
+        try:
+            return graph.run(self._inputs(share), scale, self.schedule).item()
+        finally:
+            graph.settle_grads()
 
     def _inputs(self, share: list[list[Seq]]) -> list[tuple[torch.Tensor, ...]]:
         """A replica's micro-batches (each a list of sequences) as the graph takes them: tokens

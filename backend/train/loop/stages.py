@@ -64,23 +64,24 @@ class StageWalk:
             return
         for s in ran:
             engine.states[s].allocate()  # a released one comes back with undefined values: the switches define them
+        fresh = ran[1:] if self.previous else ran  # gradients that start from zero here
         if self.previous:
             self.move_grads(self.previous, ran[0], "grads")
-        else:
-            engine.states[ran[0]].grads.flat.zero_()
-        for s in ran[1:]:
-            engine.states[s].grads.flat.zero_()
+        for s in fresh:
+            if engine.states[s].graph is None:  # outside its device group: an empty buffer, no graph
+                engine.states[s].grads.flat.zero_()
         source = self.previous[0] if len(self.previous) == 1 else engine.instantiation
         for s in ran:
             if s != engine.instantiation:
                 self.times.switch += engine.run_switch("params", source, s)
                 self.times.switches += 1
         self.release(self.previous)  # its parameters and gradients have moved on
-        self.compute(ran, groups)
+        self.compute(ran, groups, fresh)
         self.previous = ran
 
-    def compute(self, ran: Stage, groups: dict[Strategy, list[Seq]]) -> None:
-        """This rank's group of the stage through its graph, then its gradients reduced over its replicas."""
+    def compute(self, ran: Stage, groups: dict[Strategy, list[Seq]], fresh: Stage) -> None:
+        """This rank's group of the stage through its graph (its gradients from zero where it is
+        ``fresh``, else added to those switched in), then reduced over its replicas."""
         engine, times = self.engine, self.times
         mine = next((s for s in ran if engine.rank in s.ranks), None)
         seconds = torch.zeros(len(ran), dtype=torch.float64)
@@ -92,7 +93,7 @@ class StageWalk:
             if s != mine:
                 continue
             started = device_clock(engine.device)
-            local = engine.run_group(s, shares[s.coords(engine.rank).dp], self.scale)
+            local = engine.run_group(s, shares[s.coords(engine.rank).dp], self.scale, fresh=s in fresh)
             computed = device_clock(engine.device)
             seconds[i] = computed - started
             if s.coords(engine.rank).tp == 0:
