@@ -16,7 +16,8 @@ seconds as ``peers.py`` reports them, or "oom" with a ``note``), ``busy_s`` (the
 step's kernel or operator seconds, summed), ``calls`` (kernels launched, or operators called,
 in the profiled step), ``by_kind`` (seconds per kind) and ``top`` (the longest kernels or
 operators: name, seconds, calls). On a GPU, ``step_s`` well above ``busy_s`` means the device
-waited for the host.
+waited for the host. Each side's entry is also written to stderr as JSON once its row is done,
+so that a run cut off by its time limit keeps what it measured.
 
 Rows are ``peers.py``'s presets' (``--device cuda``: 1b at 32K tokens and its RefinedWeb-like
 documents by default, where the engine's lead over transformers is smallest; ``--device cpu``;
@@ -151,6 +152,7 @@ def run_preset(rank: int, world: int, preset: Preset) -> dict:
             progress(f"{m.label} {r.label}: {side}")
             entry[side] = side_on_row(runner, r, batches, budget, preset, cuda)
             progress(f"{m.label} {r.label}: {side} {line(entry[side])}")
+            progress(f"{m.label} {r.label}: {side} as JSON {json.dumps(entry[side])}")  # kept if the run is cut off
         del runner
         torch.compiler.reset()
         release_memory()
