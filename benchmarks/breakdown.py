@@ -15,7 +15,9 @@ one entry per side, ``engine`` and ``transformers``, holding ``step_s`` (the unp
 seconds as ``peers.py`` reports them, or "oom" with a ``note``), ``busy_s`` (the profiled
 step's kernel or operator seconds, summed), ``calls`` (kernels launched, or operators called,
 in the profiled step), ``by_kind`` (seconds per kind) and ``top`` (the longest kernels or
-operators: name, seconds, calls). On a GPU, ``step_s`` well above ``busy_s`` means the device
+operators: name, seconds, calls) and, on a GPU, ``idle`` (``_idle.device_idle``: the device's
+idle seconds in the profiled step, its gaps, and the host ranges open longest during them, the
+engine's phases among them). On a GPU, ``step_s`` well above ``busy_s`` means the device
 waited for the host. Each side's entry is also written to stderr as JSON once its row is done,
 so that a run cut off by its time limit keeps what it measured.
 
@@ -36,6 +38,7 @@ import sys
 from collections import defaultdict
 
 import torch
+from _idle import device_idle
 from _peer_presets import SMOKE, Documents, Preset, add_preset_arguments, preset_of, row_batches, timed_steps
 from _peer_sides import PRECISIONS, EngineSide, TransformersSide, measure, release_memory
 from _promised import check_promised
@@ -56,7 +59,7 @@ KINDS = (
     ("copy", r"memcpy|memset|copy|aten::(cat|fill_|zero_|to|_to_copy|clone)$|CatArrayBatched"),
     ("element-wise", r"elementwise|reduce|softmax|norm|index|scatter|gather|aten::"),
 )
-SIDE_KEYS = ("step_s", "busy_s", "calls", "by_kind", "top")
+SIDE_KEYS = ("step_s", "busy_s", "calls", "by_kind", "top", "idle")
 TOP_KEYS = ("device", "torch", "transformers", "precision", "engine_compiled", "preset", "smoke")
 OUTPUT_KEYS = (*TOP_KEYS, "rows[].model", "rows[].shape", "rows[].tokens")
 OUTPUT_KEYS += tuple(f"rows[].{side}.{key}" for side in SIDES for key in SIDE_KEYS)
@@ -70,8 +73,9 @@ def kind_of(name: str) -> str:
     return next((kind for kind, pattern in KINDS if re.search(pattern, name, re.IGNORECASE)), "other")
 
 
-def profiled(step, batch, cuda: bool) -> list[tuple[str, float]]:
-    """Each kernel (GPU) or operator call (CPU) of one ``step(batch)``: name and own seconds."""
+def profiled(step, batch, cuda: bool) -> tuple[list[tuple[str, float]], dict | None]:
+    """Each kernel (GPU) or operator call (CPU) of one ``step(batch)``: name and own seconds;
+    on a GPU also where the device waited for the host (``_idle.device_idle``)."""
     activities = [torch.profiler.ProfilerActivity.CPU]  # on a GPU too: kernels are read as its ops' children
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -79,15 +83,24 @@ def profiled(step, batch, cuda: bool) -> list[tuple[str, float]]:
         step(batch)
         if cuda:
             torch.cuda.synchronize()
+    events = profile.events()
     if cuda:
-        kernels = [e for e in profile.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-        return [(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels]
+        kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        return [(e.name, e.time_range.elapsed_us() / 1e6) for e in kernels], idle_of(events, kernels)
     # ATen's operators, and compiled code's own time (its Inductor kernels record no operators)
-    ops = [e for e in profile.events() if e.name.startswith("aten::") or kind_of(e.name) == "compiled"]
-    return [(e.name, e.self_cpu_time_total / 1e6) for e in ops]
+    ops = [e for e in events if e.name.startswith("aten::") or kind_of(e.name) == "compiled"]
+    return [(e.name, e.self_cpu_time_total / 1e6) for e in ops], None
 
 
-def summarize(times: list[tuple[str, float]], step_s: float) -> dict:
+def idle_of(events, kernels) -> dict:
+    """The device's idle time in a profiled step and the host ranges open during it."""
+    seconds = lambda e: (e.time_range.start / 1e6, e.time_range.end / 1e6)  # noqa: E731
+    host = [(e.name, *seconds(e)) for e in events if e.device_type == torch.autograd.DeviceType.CPU]
+    span = (min(lo for _, lo, _ in host), max(hi for _, _, hi in host))
+    return device_idle([seconds(e) for e in kernels], host, span)
+
+
+def summarize(times: list[tuple[str, float]], step_s: float, idle: dict | None = None) -> dict:
     by_kind: dict[str, float] = defaultdict(float)
     per_name: dict[str, list[float]] = defaultdict(list)
     for name, seconds in times:
@@ -100,6 +113,7 @@ def summarize(times: list[tuple[str, float]], step_s: float) -> dict:
         "calls": len(times),
         "by_kind": dict(sorted(by_kind.items(), key=lambda item: -item[1])),
         "top": [[name[:120], sum(seconds), len(seconds)] for name, seconds in longest],
+        "idle": idle,
     }
 
 
@@ -110,8 +124,10 @@ def side_on_row(runner, row, batches: list, budget: int, preset: Preset, cuda: b
     runner.use_budget(budget, documents=isinstance(row, Documents))
     done = measure(runner.step, batches, preset.warmups, timed_steps(preset, row), cuda)
     if not isinstance(done.step_s, float):
-        return {"step_s": done.step_s, "busy_s": None, "calls": 0, "by_kind": {}, "top": [], "note": done.note}
-    return summarize(profiled(runner.step, batches[0], cuda), done.step_s)
+        empty = {"busy_s": None, "calls": 0, "by_kind": {}, "top": [], "idle": None}
+        return {"step_s": done.step_s, **empty, "note": done.note}
+    times, idle = profiled(runner.step, batches[0], cuda)
+    return summarize(times, done.step_s, idle)
 
 
 def line(figures: dict) -> str:
@@ -119,7 +135,8 @@ def line(figures: dict) -> str:
     if not isinstance(figures["step_s"], float):
         return f"{figures['step_s']} ({figures['note']})"
     kinds = ", ".join(f"{kind} {seconds:.3f}" for kind, seconds in figures["by_kind"].items())
-    return f"{figures['step_s']:.4f} s a step; busy s by kind: {kinds}"
+    idle = f"; idle {figures['idle']['idle_s']:.3f} s in {figures['idle']['gaps']} gaps" if figures["idle"] else ""
+    return f"{figures['step_s']:.4f} s a step; busy s by kind: {kinds}{idle}"
 
 
 def build(side: str, config, device: torch.device, preset: Preset):

@@ -20,8 +20,10 @@ from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from hotswitch.backend.runtime.p2p import P2P, Exchanger, exchanges
+from hotswitch.backend.runtime.phases import BACKWARD, FORWARD
 from hotswitch.backend.strategy import Strategy
 
 
@@ -142,7 +144,8 @@ def run_stage(
         m, outgoing = step.micro, {}
         if step.kind == "F":
             inputs[m] = [arrived[P2P(r.peer_stage, m, r.index, "act", False)].requires_grad_() for r in graph.receives]
-            result = graph.module(*micro_batches[m], *inputs[m])
+            with record_function(FORWARD):
+                result = graph.module(*micro_batches[m], *inputs[m])
             if last:
                 loss += result.detach()
             outputs[m] = [result] if last else list(result)
@@ -151,11 +154,12 @@ def run_stage(
                     outgoing[P2P(link.peer_stage, m, link.index, "act", True)] = tensor
         else:
             received, produced = inputs.pop(m), outputs.pop(m)
-            if last:
-                (produced[0] * scale).backward()
-            else:
-                grads = [arrived[P2P(link.peer_stage, m, link.index, "grad", False)] for link in graph.sends]
-                torch.autograd.backward(produced, grads)
+            with record_function(BACKWARD):
+                if last:
+                    (produced[0] * scale).backward()
+                else:
+                    grads = [arrived[P2P(link.peer_stage, m, link.index, "grad", False)] for link in graph.sends]
+                    torch.autograd.backward(produced, grads)
             for tensor, link in zip(received, graph.receives):
                 grad = tensor.grad if tensor.grad is not None else torch.zeros_like(tensor)
                 outgoing[P2P(link.peer_stage, m, link.index, "grad", True)] = grad

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # appended: shadows nothing
+from _idle import device_idle
 from breakdown import kind_of, summarize
 
 NAMES = {
@@ -50,3 +51,17 @@ def test_a_step_is_summed_by_kind_and_its_longest_are_listed():
     assert out["busy_s"] == 0.9375 and out["calls"] == 4 and out["step_s"] == 1.0
     assert out["by_kind"] == {"matmul": 0.75, "element-wise": 0.125, "compiled": 0.0625}
     assert out["top"][0] == ["aten::mm", 0.75, 2]
+
+
+def test_the_device_s_idle_time_is_the_gaps_between_kernels_and_the_host_ranges_open_then_are_named():
+    """A step from 0 to 10 s: kernels (overlapping ones too) leave the device idle 0-1, 4-6 and
+    9-10 (a 50 us gap is a launch's latency, not idle); the host was collating during the first
+    gap, in the update during the last, and in a forward pass across the middle one."""
+    kernels = [(1.0, 3.0), (2.0, 4.0), (6.0, 7.0), (7.00005, 9.0)]
+    host = [("hotswitch.inputs", 0.0, 1.5), ("hotswitch.forward", 3.5, 5.0), ("hotswitch.forward", 5.5, 8.0)]
+    host += [("hotswitch.update", 8.5, 10.0), ("aten::item", 9.5, 9.75)]
+    idle = device_idle(kernels, host, (0.0, 10.0))
+    assert idle["gaps"] == 3 and idle["idle_s"] == 4.0
+    assert idle["during"] == [
+        ["hotswitch.forward", 1.5], ["hotswitch.inputs", 1.0], ["hotswitch.update", 1.0], ["aten::item", 0.25]
+    ]  # fmt: skip

@@ -18,8 +18,10 @@ from __future__ import annotations
 from functools import cache
 
 import torch
+from torch.profiler import record_function
 
 from hotswitch.backend.models.documents import NewestMicroBatch
+from hotswitch.backend.runtime.phases import DOCUMENT_MASK
 
 _MASKS = NewestMicroBatch()
 BLOCK = 128  # FlexAttention's default block size, in queries and in keys
@@ -53,7 +55,8 @@ def document_mask(positions: torch.Tensor, device: torch.device):
             *moved, BLOCK_SIZE=BLOCK, mask_mod=causal_in_document, seq_lengths=(length, length)
         )
 
-    return _MASKS.get(positions, str(device), build)
+    with record_function(DOCUMENT_MASK):
+        return _MASKS.get(positions, str(device), build)
 
 
 def document_blocks(numbers: torch.Tensor) -> list[torch.Tensor]:

@@ -23,6 +23,7 @@ from typing import NamedTuple, cast
 
 import torch
 import torch.distributed as dist
+from torch.profiler import record_function
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.data.stream import Sequence as Seq
@@ -35,6 +36,7 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.phases import INPUTS
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
@@ -267,8 +269,9 @@ class Engine:
     def _inputs(self, share: list[list[Seq]]) -> list[tuple[torch.Tensor, ...]]:
         """A replica's micro-batches (each a list of sequences) as the graph takes them: tokens
         and targets on the device, positions on the host (``models.documents``)."""
-        micro_batches = [self.batching.collate(group) for group in share]
-        return [(m.tokens.to(self.device), m.targets.to(self.device), m.positions) for m in micro_batches]
+        with record_function(INPUTS):
+            micro_batches = [self.batching.collate(group) for group in share]
+            return [(m.tokens.to(self.device), m.targets.to(self.device), m.positions) for m in micro_batches]
 
     def free_memory(self) -> float:
         """Bytes per device for a strategy's own parameters, gradients and activations: the

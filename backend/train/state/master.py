@@ -11,12 +11,14 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.profiler import record_function
 
 from hotswitch.backend.dist_state import Box, Replicate
 from hotswitch.backend.layout import tp_placement
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.phases import UPDATE
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.state.optimizer_shard import DataParallelShard
@@ -146,13 +148,14 @@ class Master:
         """Clip the gradients to ``max_grad_norm`` over every rank and step AdamW (collective);
         the norm before clipping. Gradients within the norm are left as they are rather than
         multiplied by 1 (as Megatron does): the same values, one pass over them fewer."""
-        norm = self.grad_norm()
-        clip = self.optim.max_grad_norm / (norm + 1e-6)
-        if clip < 1.0:
-            self.grads.flat.mul_(clip)
-        self.updates += 1
-        self.optim.step(self.optimizer, self.updates)
-        self.refresh()
+        with record_function(UPDATE):
+            norm = self.grad_norm()
+            clip = self.optim.max_grad_norm / (norm + 1e-6)
+            if clip < 1.0:
+                self.grads.flat.mul_(clip)
+            self.updates += 1
+            self.optim.step(self.optimizer, self.updates)
+            self.refresh()
         return norm
 
     @torch.no_grad()
