@@ -70,7 +70,8 @@ GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_fused_the_compiled_kernels_give_the_chunked_loss_and_gradient(dtype, device):
     """What a run with ``compile`` on computes (all tokens in one compiled call per pass) against
     the eager chunks: the loss to fp32 rounding, the gradient to fp32 rounding before its one
-    rounding to the logits' dtype; over three lengths, which one compile serves."""
+    rounding to the logits' dtype (in bf16 a value near a rounding boundary may land one bf16
+    step apart: bf16's tolerance); over three lengths, which one compile serves."""
     gen = torch.Generator().manual_seed(3)
     for rows, length in [(3, 11), (2, 29), (1, 64)]:
         logits = (4 * torch.randn(rows, length, ENTRIES, generator=gen)).to(device, dtype)
@@ -78,9 +79,12 @@ def test_fused_the_compiled_kernels_give_the_chunked_loss_and_gradient(dtype, de
         targets[0, :3] = IGNORE
         chunked = loss_and_grad(lambda x, t: chunked_cross_entropy(x, t, chunk_bytes=SMALL_CHUNKS), logits, targets)
         fused = loss_and_grad(lambda x, t: chunked_cross_entropy(x, t, fused=True), logits, targets)
-        torch.testing.assert_close(fused[0], chunked[0], rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(fused[0], chunked[0], rtol=1e-5, atol=1e-5)
         assert fused[1].dtype == dtype and (fused[1][0, :3] == 0).all()
-        torch.testing.assert_close(fused[1].float(), chunked[1].float(), rtol=1e-5, atol=1e-6)
+        if dtype == torch.float32:
+            torch.testing.assert_close(fused[1], chunked[1], rtol=1e-5, atol=1e-6)
+        else:
+            torch.testing.assert_close(fused[1], chunked[1])
 
 
 @pytest.mark.parametrize("fused", [False, True])
