@@ -1,7 +1,8 @@
 """Where a GPU step's device waited for its host (``breakdown.py``): the gaps between
-consecutive kernels, and which host ranges were open during them -- the engine's phases
-(``runtime.phases``: inputs, forward, backward, update, document mask), PyTorch's operators and
-the CUDA runtime's calls. Not a script: the leading underscore keeps it out of the smoke test."""
+consecutive kernels, and which host ranges were open during them -- the engine's own
+(``runtime.profile_ranges``: inputs, forward, backward, update, document mask), PyTorch's
+operators and the CUDA runtime's calls. Not a script: the leading underscore keeps it out of
+the smoke test."""
 
 from __future__ import annotations
 

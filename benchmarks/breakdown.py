@@ -17,7 +17,7 @@ step's kernel or operator seconds, summed), ``calls`` (kernels launched, or oper
 in the profiled step), ``by_kind`` (seconds per kind) and ``top`` (the longest kernels or
 operators: name, seconds, calls) and, on a GPU, ``idle`` (``_idle.device_idle``: the device's
 idle seconds in the profiled step, its gaps, and the host ranges open longest during them, the
-engine's phases among them). On a GPU, ``step_s`` well above ``busy_s`` means the device
+engine's named ranges among them). On a GPU, ``step_s`` well above ``busy_s`` means the device
 waited for the host. Each side's entry is also written to stderr as JSON once its row is done,
 so that a run cut off by its time limit keeps what it measured.
 

@@ -23,7 +23,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from hotswitch.backend.runtime.p2p import P2P, Exchanger, exchanges
-from hotswitch.backend.runtime.phases import BACKWARD, FORWARD
+from hotswitch.backend.runtime.profile_ranges import BACKWARD, FORWARD
 from hotswitch.backend.strategy import Strategy
 
 

@@ -21,7 +21,7 @@ import torch
 from torch.profiler import record_function
 
 from hotswitch.backend.models.documents import NewestMicroBatch
-from hotswitch.backend.runtime.phases import DOCUMENT_MASK
+from hotswitch.backend.runtime.profile_ranges import DOCUMENT_MASK
 
 _MASKS = NewestMicroBatch()
 BLOCK = 128  # FlexAttention's default block size, in queries and in keys

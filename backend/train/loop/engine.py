@@ -36,8 +36,8 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
-from hotswitch.backend.runtime.phases import INPUTS
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
+from hotswitch.backend.runtime.profile_ranges import INPUTS
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.train.loop.stages import StageWalk, as_stages

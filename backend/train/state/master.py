@@ -18,7 +18,7 @@ from hotswitch.backend.layout import tp_placement
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
-from hotswitch.backend.runtime.phases import UPDATE
+from hotswitch.backend.runtime.profile_ranges import UPDATE
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.state.optimizer_shard import DataParallelShard
