@@ -67,12 +67,12 @@ class ExecGraph:
         ``grads`` holds another dtype than ``params`` (bf16 parameters, fp32 gradients), each
         micro-batch's gradient is added into it as it is produced, as Megatron's main_grad
         (``grad_accumulation``)."""
-        hooked = grads is not None and grads.flat.dtype != params.flat.dtype
-        self.accumulation = GradAccumulation(grads, hooked) if grads is not None else None
+        accumulation = None if grads is None else GradAccumulation(grads, grads.flat.dtype != params.flat.dtype)
+        self.accumulation = accumulation
         for name in self.params:
             param = nn.Parameter(params.views[name], requires_grad=True)
-            if self.accumulation is not None and hooked:
-                param.register_post_accumulate_grad_hook(self.accumulation.hook(name))
+            if accumulation is not None and accumulation.hooked:
+                param.register_post_accumulate_grad_hook(accumulation.hook(name))
             elif grads is not None:
                 param.grad = grads.views[name]  # autograd adds into .grad in place
             setattr(self.module, attr_name(name), param)

@@ -9,4 +9,3 @@ FORWARD = "hotswitch.forward"  # one micro-batch's forward pass on one stage
 BACKWARD = "hotswitch.backward"  # its backward pass
 UPDATE = "hotswitch.update"  # the gradients' norm, clipping, AdamW and the compute copy refreshed
 DOCUMENT_MASK = "hotswitch.document_mask"  # FlexAttention's block mask of a micro-batch's documents
-RANGES = (INPUTS, FORWARD, BACKWARD, UPDATE, DOCUMENT_MASK)

@@ -43,20 +43,20 @@ def document_mask(positions: torch.Tensor, device: torch.device):
     from torch.nn.attention.flex_attention import BlockMask
 
     def build():
-        numbers = (positions == 0).cumsum(-1)  # a document's number in its row, on the host
-        documents = numbers.to(device, non_blocking=True)
+        with record_function(DOCUMENT_MASK):
+            numbers = (positions == 0).cumsum(-1)  # a document's number in its row, on the host
+            documents = numbers.to(device, non_blocking=True)
 
-        def causal_in_document(b, h, q_index, kv_index):
-            return (q_index >= kv_index) & (documents[b, q_index] == documents[b, kv_index])
+            def causal_in_document(b, h, q_index, kv_index):
+                return (q_index >= kv_index) & (documents[b, q_index] == documents[b, kv_index])
 
-        moved = [t.to(device, non_blocking=True) for t in document_blocks(numbers)]
-        length = positions.shape[1]
-        return BlockMask.from_kv_blocks(
-            *moved, BLOCK_SIZE=BLOCK, mask_mod=causal_in_document, seq_lengths=(length, length)
-        )
+            moved = [t.to(device, non_blocking=True) for t in document_blocks(numbers)]
+            length = positions.shape[1]
+            return BlockMask.from_kv_blocks(
+                *moved, BLOCK_SIZE=BLOCK, mask_mod=causal_in_document, seq_lengths=(length, length)
+            )
 
-    with record_function(DOCUMENT_MASK):
-        return _MASKS.get(positions, str(device), build)
+    return _MASKS.get(positions, str(device), build)
 
 
 def document_blocks(numbers: torch.Tensor) -> list[torch.Tensor]:

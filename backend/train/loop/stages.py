@@ -64,12 +64,9 @@ class StageWalk:
             return
         for s in ran:
             engine.states[s].allocate()  # a released one comes back with undefined values: the switches define them
-        fresh = ran[1:] if self.previous else ran  # gradients that start from zero here
+        fresh = ran[1:] if self.previous else ran  # gradients that start from zero here (in ``run_group``)
         if self.previous:
             self.move_grads(self.previous, ran[0], "grads")
-        for s in fresh:
-            if engine.states[s].graph is None:  # outside its device group: an empty buffer, no graph
-                engine.states[s].grads.flat.zero_()
         source = self.previous[0] if len(self.previous) == 1 else engine.instantiation
         for s in ran:
             if s != engine.instantiation:
