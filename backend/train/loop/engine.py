@@ -114,7 +114,9 @@ class Engine:
         self.set_strategies(strategies)
         self.attention = self._choose_attention(attention)
         state = self.states[instantiation]
-        self.master = Master(state, optim, seed, self.rank, initial, precision, self.master_replicas, shard_optimizer)
+        self.master = Master(
+            state, optim, seed, self.rank, initial, precision, self.master_replicas, shard_optimizer, fused=compiled
+        )
 
     def _choose_attention(self, kernel: str) -> AttentionChoice:
         """Attention's kernel put in force on every rank (collective): ``kernel``, or under

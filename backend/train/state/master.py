@@ -20,6 +20,7 @@ from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.profile_ranges import UPDATE
 from hotswitch.backend.train.loop.strategy_state import StrategyState
+from hotswitch.backend.train.state.fused_update import FusedUpdate
 from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.state.optimizer_shard import DataParallelShard
 
@@ -55,7 +56,11 @@ class Master:
     the same weights, so they share the update as in Megatron's distributed optimizer), each
     replica keeps the fp32 master weights and AdamW's moments of its own part of the flat buffer
     only (``DataParallelShard``, reached through ``dp_group``, the replica group) and gathers
-    the updated parameters."""
+    the updated parameters.
+
+    With ``fused`` (a run with ``compile`` on), the clip, AdamW and the compute copy's refresh
+    run as one compiled kernel over the flat buffers (``FusedUpdate``); AdamW's state stays in
+    ``optimizer`` as the eager update keeps it."""
 
     def __init__(
         self,
@@ -67,6 +72,7 @@ class Master:
         precision: Precision = FP32,
         dp_group: Callable[[], object] | None = None,
         shard: bool = True,
+        fused: bool = False,
     ):
         self.state, self.optim, self.rank, self.precision = state, optim, rank, precision
         device = state.params.flat.device
@@ -102,6 +108,15 @@ class Master:
             self.params[PART].grad = self.shard.part(self.grads.flat)
         self.optimizer = optim.adamw(list(self.params.values()))
         self.updates = 0  # the learning-rate schedule's position
+        self.fused = self._fused_update(full) if fused else None
+
+    def _fused_update(self, full: FlatBuffer) -> FusedUpdate:
+        """The one-kernel update of this master's flat buffers: the whole box, or this replica's part."""
+        params = list(self.params.values())
+        if self.shard is None:
+            copy = None if full is self.state.params else self.state.params.flat
+            return FusedUpdate(self.optimizer, params, full.flat, self.grads.flat, self.optim, copy)
+        return FusedUpdate(self.optimizer, params, params[0].detach(), self.shard.part(self.grads.flat), self.optim)
 
     @property
     def sharded(self) -> bool:
@@ -135,6 +150,10 @@ class Master:
         Each tensor's norm is taken in fp32 (one fused kernel over all of them on a GPU, no
         fp64 copy of the gradients); only the per-tensor norms are squared and summed in
         fp64, so the sum over hundreds of tensors and over ranks loses nothing."""
+        return self.norm_tensor().item()
+
+    def norm_tensor(self) -> torch.Tensor:
+        """``grad_norm`` as a 0-d fp64 tensor on the gradients' device (collective)."""
         self._take_grads()
         grads = self.grads
         counted = [grad for name, grad in grads.views.items() if self._counts_once(name)]
@@ -142,18 +161,24 @@ class Master:
         if counted:
             squares += torch.stack(torch._foreach_norm(counted, 2)).double().pow(2).sum()
         dist.all_reduce(squares)
-        return squares.sqrt().item()
+        return squares.sqrt()
 
     def clip_and_update(self) -> float:
         """Clip the gradients to ``max_grad_norm`` over every rank and step AdamW (collective);
         the norm before clipping. Gradients within the norm are left as they are rather than
         multiplied by 1 (as Megatron does): the same values, one pass over them fewer."""
         with record_function(UPDATE):
+            self.updates += 1
+            if self.fused is not None:  # clip, AdamW and the compute copy in one kernel
+                on_device = self.norm_tensor()
+                self.fused.step(self.updates, on_device)
+                if self.fused.copy is None:
+                    self.refresh()
+                return on_device.item()
             norm = self.grad_norm()
             clip = self.optim.max_grad_norm / (norm + 1e-6)
             if clip < 1.0:
                 self.grads.flat.mul_(clip)
-            self.updates += 1
             self.optim.step(self.optimizer, self.updates)
             self.refresh()
         return norm

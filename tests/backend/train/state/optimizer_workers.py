@@ -1,10 +1,14 @@
 """Rank functions for the distributed-optimizer tests (importable by spawned processes)."""
 
+import torch
+
 from hotswitch.backend import get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.planning.profile import update_seconds
 from hotswitch.backend.train.state import checkpoint
+from hotswitch.backend.train.state.master import Master
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 from ..train_workers import BUDGET, MODEL, SEED, stream
@@ -49,3 +53,28 @@ def update_bytes(rank: int, world: int, spec, shard: bool) -> tuple[int, int, bo
     engine, plan, order = _engine(spec, shard, "bf16")
     engine.step(plan.assign(stream().next_batch()), order)
     return engine.master.optimizer_bytes(), engine.config.n_params, engine.master.sharded
+
+
+def fused_beside_eager(rank: int, world: int, spec, precision: str, steps: int):
+    """Two engines on the same batches, one updating eagerly and one with the one-kernel update
+    (``Master(fused=True)``, a compiled run's): per step both losses and gradient norms, and how
+    far apart the master weights are after it (the largest distance relative to the largest
+    weight); whether the fused one's compute copy is its weights cast; sharded?; and a profile's
+    timing of its update: the seconds, and whether the weights were left as they were."""
+    eager, plan, order = _engine(spec, True, precision)
+    fused, _, _ = _engine(spec, True, precision)
+    state = fused.states[fused.instantiation]
+    fused.master = Master(
+        state, fused.optim, SEED, rank, None, fused.precision, fused.master_replicas, True, fused=True
+    )
+    batches, runs, distances = stream(), [], []
+    for _ in range(steps):
+        groups = plan.assign(batches.next_batch())
+        runs.append([(r.loss, r.grad_norm) for r in (eager.step(groups, order), fused.step(groups, order))])
+        a, b = eager.master.master_weights().flat, fused.master.master_weights().flat
+        distances.append(((a - b).abs().max() / a.abs().max()).item())
+    copied = torch.equal(state.params.flat, fused.master.master_weights().flat.to(state.params.flat.dtype))
+    before = fused.master.master_weights().flat.clone()
+    timed = update_seconds(fused)  # what a profile measures: the same kernel, on copies
+    untouched = torch.equal(fused.master.master_weights().flat, before)
+    return runs, distances, copied, fused.master.sharded, (timed, untouched)
