@@ -8,6 +8,7 @@ targets, positions)`` (``models.documents``; without them every row is one docum
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -19,6 +20,7 @@ from hotswitch.backend.models.llama import rotary_tables
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.grad_accumulation import GradAccumulation
+from hotswitch.backend.runtime.on_read import OnRead
 from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
 from hotswitch.backend.runtime.process_groups import ProcessGroups
 from hotswitch.backend.runtime.zigzag import pad_rows, zigzag_shard
@@ -81,15 +83,16 @@ class ExecGraph:
 
     def run(
         self,
-        micro_batches: list[tuple[torch.Tensor, ...]],
+        micro_batches: Sequence[tuple[torch.Tensor, ...]],
         scale: float,
         schedule: str = "1f1b",
         clock: StageClock | None = None,
     ) -> torch.Tensor:
         """Run the micro-batches (this stage's part, under the pipeline ``schedule``);
         gradients of ``scale * loss`` accumulate. Returns the local loss sum (zero off the
-        last stage; with context parallelism, the sum over this rank's tokens)."""
-        return run_stage(self, [self.local_share(*m) for m in micro_batches], scale, schedule, clock)
+        last stage; with context parallelism, the sum over this rank's tokens). Each micro-batch
+        is read once, when the schedule reaches it (``runtime.on_read``)."""
+        return run_stage(self, OnRead(lambda m: self.local_share(*m), micro_batches), scale, schedule, clock)
 
     def restart_grads(self) -> None:
         """Gradients accumulate from zero from here on (the next ``run``s), as if the buffer
@@ -102,7 +105,7 @@ class ExecGraph:
         if self.accumulation is not None:
             self.accumulation.settle()
 
-    def evaluate(self, micro_batches: list[tuple[torch.Tensor, ...]]) -> torch.Tensor:
+    def evaluate(self, micro_batches: Sequence[tuple[torch.Tensor, ...]]) -> torch.Tensor:
         """The local loss sum of the micro-batches, forward only (call under ``no_grad``):
         every stage's forward passes in order, activations sent on, nothing kept."""
         shares = [self.local_share(*m) for m in micro_batches]

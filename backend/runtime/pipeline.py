@@ -143,9 +143,10 @@ def run_stage(
             break
         m, outgoing = step.micro, {}
         if step.kind == "F":
+            batch = micro_batches[m]  # made here when read (runtime.on_read), outside forward's range
             inputs[m] = [arrived[P2P(r.peer_stage, m, r.index, "act", False)].requires_grad_() for r in graph.receives]
             with record_function(FORWARD):
-                result = graph.module(*micro_batches[m], *inputs[m])
+                result = graph.module(*batch, *inputs[m])
             if last:
                 loss += result.detach()
             outputs[m] = [result] if last else list(result)

@@ -4,7 +4,7 @@ was doing while the device waited. Outside a profile a range costs a few microse
 
 from __future__ import annotations
 
-INPUTS = "hotswitch.inputs"  # a group's micro-batches collated and moved to the device
+INPUTS = "hotswitch.inputs"  # a micro-batch collated and moved to the device, as the schedule reaches it
 FORWARD = "hotswitch.forward"  # one micro-batch's forward pass on one stage
 BACKWARD = "hotswitch.backward"  # its backward pass
 UPDATE = "hotswitch.update"  # the gradients' norm, clipping, AdamW and the compute copy refreshed

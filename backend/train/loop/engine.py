@@ -36,6 +36,7 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
 from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.on_read import OnRead, to_device
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.runtime.profile_ranges import INPUTS
 from hotswitch.backend.strategy import Strategy
@@ -268,12 +269,16 @@ class Engine:
         finally:
             graph.settle_grads()
 
-    def _inputs(self, share: list[list[Seq]]) -> list[tuple[torch.Tensor, ...]]:
-        """A replica's micro-batches (each a list of sequences) as the graph takes them: tokens
-        and targets on the device, positions on the host (``models.documents``)."""
+    def _inputs(self, share: list[list[Seq]]) -> Sequence[tuple[torch.Tensor, ...]]:
+        """A replica's micro-batches (each a list of sequences) as the graph takes them, each
+        made when the schedule reads it (``runtime.on_read``): tokens and targets on the device,
+        positions on the host (``models.documents``)."""
+        return OnRead(self._micro_batch, share)
+
+    def _micro_batch(self, seqs: list[Seq]) -> tuple[torch.Tensor, ...]:
         with record_function(INPUTS):
-            micro_batches = [self.batching.collate(group) for group in share]
-            return [(m.tokens.to(self.device), m.targets.to(self.device), m.positions) for m in micro_batches]
+            m = self.batching.collate(seqs)
+            return to_device(m.tokens, self.device), to_device(m.targets, self.device), m.positions
 
     def free_memory(self) -> float:
         """Bytes per device for a strategy's own parameters, gradients and activations: the
