@@ -3,7 +3,8 @@ step and Hugging Face transformers' ``LlamaForCausalLM`` (eager or under ``torch
 and the measurement they share. Not a script: the leading underscore keeps it out of the smoke
 test.
 
-One step on either side is forward, backward, gradient clipping and AdamW (fused on CUDA) over
+One step on either side is forward, backward, gradient clipping and AdamW (on CUDA fused: PyTorch's
+multi-tensor kernel for transformers, the engine's one compiled kernel where its runs compile) over
 one batch of sequences, cut into the same micro-batches (``planning.batching.pack``: longest
 first, rows padded to the longest within a token budget), the loss of each scaled by the
 batch's token count, so that both sides take the same step on the same tokens.

@@ -1,7 +1,8 @@
 """The engine's one-device training step against Hugging Face transformers' LlamaForCausalLM.
 
 Same LLaMA shape, same random tokens, same starting weights, same micro-batches; one step is
-forward, backward, gradient clipping and AdamW (fused on CUDA) on every side
+forward, backward, gradient clipping and AdamW (fused on CUDA: PyTorch's multi-tensor kernel for
+transformers, one compiled kernel with the clip and bf16 copy for the compiled engine) on every side
 (``benchmarks/_peer_sides.py`` says how each side runs):
 
 - the engine: ``Engine`` with the single strategy, bf16 with fp32 master weights on CUDA, fp32
