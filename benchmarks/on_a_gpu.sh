@@ -8,7 +8,7 @@
 #   DEADLINE=585 PACKING_S=160 PEERS_S=300 ROUNDS=2 BUDGET=200 \
 #       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
 # Issue 41's next lease, in this order (each call while the machine is still warm):
-#   DEADLINE=580 TESTS_S=150 ROWS="1x32768 refinedweb" BUDGET=330 \
+#   DEADLINE=580 TESTS_S=170 ROWS="1x32768 refinedweb" BUDGET=330 \
 #       bash benchmarks/on_a_gpu.sh tests peers   # the open rows against both peers, the compiled one as time allows
 #   DEADLINE=420 SIDES="engine transformers_compiled" ROWS="16x1024 8x2048 2x8192 4x2048 1x8192" BUDGET=380 \
 #       bash benchmarks/on_a_gpu.sh peers   # the compiled peer on every other row
