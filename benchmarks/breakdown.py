@@ -6,7 +6,8 @@ same model, weights, tokens, micro-batches and optimizer as in ``peers.py``) is 
 row as ``peers.py`` measures it (``_peer_sides.measure``), then takes one step under PyTorch's
 profiler: on a GPU every kernel it launched, with its device time; on the CPU every operator
 call, with its own time (its callees' left out). Those times are summed by kind (``KINDS``:
-attention, matmul, optimizer (clipping's norms too), compiled (Inductor's fused kernels), copy
+attention, matmul, optimizer (clipping's norms too, and the compiled update's one kernel),
+compiled (Inductor's other fused kernels), copy
 (casts too), element-wise (on the CPU every other operator), other).
 
 Output: ``device``, ``torch``, ``transformers``, ``precision``, ``engine_compiled``,
@@ -54,7 +55,7 @@ TOP = 12  # the longest kernels or operators listed per side
 KINDS = (
     ("attention", r"flash|fmha|sdpa|scaled_dot_product|attention"),
     ("matmul", r"gemm|nvjet|xmma|cutlass|cublas|wgmma|aten::(mm|addmm|bmm|baddbmm)$"),
-    ("optimizer", r"adam|multi_tensor|_foreach_"),
+    ("optimizer", r"adam|multi_tensor|_foreach_|^triton_\w*_lerp_"),  # lerp: the compiled update's kernel
     ("compiled", r"^triton_|CompiledFunction|Torch-Compiled Region"),
     ("copy", r"memcpy|memset|copy|aten::(cat|fill_|zero_|to|_to_copy|clone)$|CatArrayBatched"),
     ("element-wise", r"elementwise|reduce|softmax|norm|index|scatter|gather|aten::"),
