@@ -1,6 +1,6 @@
 """``benchmarks/breakdown.py`` puts each kernel a GPU step launches (or operator a CPU step
 calls) under the kind it belongs to, by name: the names below take the forms PyTorch's profiler
-writes for cuDNN's and flash's attention, cuBLAS's matmuls, fused AdamW, Inductor's kernels,
+writes for cuDNN's and flash's attention, cuBLAS's matmuls, fused AdamW (PyTorch's, and the compiled update's one kernel), Inductor's kernels,
 copies and ATen's element-wise kernels (cuDNN's attention names "sdpa" beside "wgmma", so
 attention is tried first), so that a GPU run's figures land where the breakdown says."""
 
@@ -28,6 +28,7 @@ NAMES = {
     "aten::addmm": "matmul",
     "void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor<float, 4>>": "optimizer",
     "aten::_fused_adamw_": "optimizer",
+    "triton_poi_fused_add_copy_copy__div_fma_lerp_mul_select_sqrt_sub_0": "optimizer",  # the compiled update
     "triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0": "compiled",
     "triton_poi_fused_mul_silu_1": "compiled",
     "Memcpy HtoD (Pageable -> Device)": "copy",
