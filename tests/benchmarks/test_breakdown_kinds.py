@@ -1,8 +1,9 @@
 """``benchmarks/breakdown.py`` puts each kernel a GPU step launches (or operator a CPU step
 calls) under the kind it belongs to, by name: the names below take the forms PyTorch's profiler
-writes for cuDNN's and flash's attention, cuBLAS's matmuls, fused AdamW (PyTorch's, and the compiled update's one kernel), Inductor's kernels,
-copies and ATen's element-wise kernels (cuDNN's attention names "sdpa" beside "wgmma", so
-attention is tried first), so that a GPU run's figures land where the breakdown says."""
+writes for cuDNN's and flash's attention, cuBLAS's matmuls, fused AdamW (PyTorch's, and the
+compiled update's one kernel), Inductor's kernels, copies and ATen's element-wise kernels
+(cuDNN's attention names "sdpa" beside "wgmma", so attention is tried first), so that a GPU
+run's figures land where the breakdown says."""
 
 from __future__ import annotations
 
