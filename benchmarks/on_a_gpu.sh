@@ -2,13 +2,13 @@
 # Every GPU check of this project, prepared so that a lent GPU's few minutes bring back every
 # figure: run from the repository root on the GPU machine, one part or several per call.
 #
-#   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (about 2 min), packing on one GPU
+#   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (about 1 min), packing on one GPU
 #   bash benchmarks/on_a_gpu.sh peers           # benchmarks/peers.py --device cuda (about 5 min)
 #   bash benchmarks/on_a_gpu.sh breakdown       # where each side's step goes, 1b 32K and documents (2-3 min)
 #   DEADLINE=585 PACKING_S=160 PEERS_S=300 ROUNDS=2 BUDGET=200 \
 #       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
 # Issue 41's next lease, in this order (each call while the machine is still warm):
-#   DEADLINE=580 TESTS_S=170 ROWS="1x32768 refinedweb" BUDGET=330 \
+#   DEADLINE=580 TESTS_S=120 ROWS="1x32768 refinedweb" BUDGET=380 \
 #       bash benchmarks/on_a_gpu.sh tests peers   # the open rows against both peers, the compiled one as time allows
 #   DEADLINE=420 SIDES="engine transformers_compiled" ROWS="16x1024 8x2048 2x8192 4x2048 1x8192" BUDGET=380 \
 #       bash benchmarks/on_a_gpu.sh peers   # the compiled peer on every other row
@@ -68,7 +68,8 @@ for what in "${parts[@]}"; do
             tests/backend/models/test_chunked_loss.py \
             "tests/backend/train/state/test_fused_update.py::test_one_kernel_equals_the_eager_clip_and_adamw_and_writes_the_compute_copy[cuda]" \
             tests/backend/runtime/test_attention_blocks.py tests/backend/runtime/test_devices.py \
-            >"$out/cuda_tests.txt" 2>&1
+            --deselect "tests/backend/graph/test_compiled_regions.py::test_a_compiled_graph_computes_what_the_eager_one_does" \
+            >"$out/cuda_tests.txt" 2>&1  # deselected: a CPU compile (70 s there) that CI runs
         tail -5 "$out/cuda_tests.txt"
         ;;
     packing)
