@@ -1,12 +1,13 @@
 """Micro-batches: padding, packing under token and memory budgets, balancing over ranks."""
 
 import pytest
+import torch
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models import IGNORE
 from hotswitch.backend.runtime.zigzag import pad_rows
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.batching import MicroBatching, balance, collate, pack
+from hotswitch.backend.train.planning.batching import MicroBatching, balance, collate, long_tensor, pack
 
 
 def seqs(*lengths):
@@ -18,6 +19,12 @@ def test_collate_pads_right_and_ignores_padding():
     assert micro.shape == (2, 5)
     assert micro.targets[0, 3:].tolist() == [IGNORE, IGNORE] and micro.targets[0, :3].tolist() == [1, 2, 3]
     assert micro.tokens[1].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_token_ids_become_int64_tensors_of_the_same_values():
+    ids = (0, 31999, 2**40, 7)  # beyond int32 too
+    assert long_tensor(ids).dtype == torch.long and long_tensor(ids).tolist() == list(ids)
+    assert long_tensor(()).shape == (0,) and long_tensor([5]).tolist() == [5]
 
 
 def test_pack_respects_the_token_budget():
