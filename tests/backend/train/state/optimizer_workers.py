@@ -14,7 +14,9 @@ from hotswitch.backend.train.state.optim import OptimizerConfig
 from ..train_workers import BUDGET, MODEL, SEED, stream
 
 
-def _engine(spec, shard: bool, precision: str = "fp32") -> tuple[Engine, HotSwitchPlan, list]:
+def _engine(spec, shard: bool, precision: str = "fp32", fused: bool = False) -> tuple[Engine, HotSwitchPlan, list]:
+    """An engine of the plan ``spec``; ``fused``: its master's update the one compiled kernel of
+    compiled runs (``Master(fused=True)``), its model's runs left eager (no compile to wait for)."""
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
     engine = Engine(
@@ -27,14 +29,26 @@ def _engine(spec, shard: bool, precision: str = "fp32") -> tuple[Engine, HotSwit
         precision=Precision.of(precision),
         shard_optimizer=shard,
     )
+    if fused:
+        state, rank, replicas = engine.states[instantiation], engine.rank, engine.master_replicas
+        engine.master = Master(state, engine.optim, SEED, rank, None, engine.precision, replicas, shard, fused=True)
     return engine, plan, execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
 
 
-def train(rank: int, world: int, steps: int, spec, shard: bool, save: str | None = None, resume: str | None = None):
+def train(
+    rank: int,
+    world: int,
+    steps: int,
+    spec,
+    shard: bool,
+    save: str | None = None,
+    resume: str | None = None,
+    fused: bool = False,
+):
     """``steps`` steps (after resuming from ``resume``, skipping its batches); then save to
     ``save``. The losses, the gathered parameters (rank 0), and the bytes this rank holds for
-    the update, whether it is sharded."""
-    engine, plan, order = _engine(spec, shard)
+    the update, whether it is sharded. ``fused``: the master updates in one compiled kernel."""
+    engine, plan, order = _engine(spec, shard, fused=fused)
     batches, first = stream(), 0
     if resume:
         first = checkpoint.read_meta(resume, engine.config)["step"]
@@ -62,11 +76,8 @@ def fused_beside_eager(rank: int, world: int, spec, precision: str, steps: int):
     weight); whether the fused one's compute copy is its weights cast; sharded?; and a profile's
     timing of its update: the seconds, and whether the weights were left as they were."""
     eager, plan, order = _engine(spec, True, precision)
-    fused, _, _ = _engine(spec, True, precision)
+    fused, _, _ = _engine(spec, True, precision, fused=True)
     state = fused.states[fused.instantiation]
-    fused.master = Master(
-        state, fused.optim, SEED, rank, None, fused.precision, fused.master_replicas, True, fused=True
-    )
     batches, runs, distances = stream(), [], []
     for _ in range(steps):
         groups = plan.assign(batches.next_batch())

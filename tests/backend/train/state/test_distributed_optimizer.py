@@ -33,15 +33,18 @@ def test_each_rank_holds_its_part_of_the_update_state(spec, dp, tp):
         assert not is_sharded and abs(held - 12 * params / tp) / (12 * params / tp) <= 0.02
 
 
-def test_checkpoints_move_between_sharded_and_whole_optimizers(short_reference, tmp_path):
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
+def test_checkpoints_move_between_sharded_and_whole_optimizers(short_reference, tmp_path, fused):
     """Whole on 2 ranks -> sharded cp2tp2 on 4 (its replicas are the cp ranks: Megatron's
-    distributed optimizer shards over dp x cp) -> whole again on 2, each resuming the last."""
+    distributed optimizer shards over dp x cp) -> whole again on 2, each resuming the last;
+    ``fused``: every master updating in compiled runs' one kernel, which takes its moments over
+    from the checkpoint."""
     losses, steps = short_reference[0], SHORT_STEPS
     whole, sharded = str(tmp_path / "whole"), str(tmp_path / "sharded")
-    first = spawn_ranks(train, 2, 3, "dp2", False, whole)[0][0]
-    second, _, _, is_sharded = spawn_ranks(train, 4, 6, "cp2tp2", True, sharded, whole)[0]
+    first = spawn_ranks(train, 2, 3, "dp2", False, whole, None, fused)[0][0]
+    second, _, _, is_sharded = spawn_ranks(train, 4, 6, "cp2tp2", True, sharded, whole, fused)[0]
     assert is_sharded
     assert max(relative(a, b) for a, b in zip(first + second, losses[:6], strict=True)) <= 1e-5
-    third, params, _, is_sharded = spawn_ranks(train, 2, steps, "dp2", False, None, sharded)[0]
+    third, params, _, is_sharded = spawn_ranks(train, 2, steps, "dp2", False, None, sharded, fused)[0]
     assert not is_sharded
     assert_matches(third, params, short_reference, first_step=6, what="resumed whole on 2 ranks")
