@@ -2,6 +2,7 @@
 it is read, each read makes it, and an engine's step collates and moves micro-batch ``m + 1``
 only after micro-batch ``m``'s forward has been issued."""
 
+import pytest
 import torch
 
 from hotswitch.backend import get_config
@@ -13,6 +14,8 @@ from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 from ..train.train_workers import stream
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 
 
 def test_items_are_made_when_read_and_each_read_makes_one():
@@ -27,8 +30,15 @@ def test_items_are_made_when_read_and_each_read_makes_one():
     assert items[1] == 20 and made == [2]
     assert items[0:2] == [10, 20] and made == [2, 1, 2]
     assert list(items) == [10, 20, 30] and len(made) == 6
-    host = torch.arange(4)
-    assert torch.equal(to_device(host, torch.device("cpu")), host)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=GPU)])
+def test_a_host_tensor_reaches_the_device_whole(device):
+    """On a GPU through pinned memory, without waiting: the values still arrive, and the host
+    tensor may be dropped at once (PyTorch keeps the pinned block until the copy is done)."""
+    moved = [to_device(torch.arange(n) * 3, torch.device(device)) for n in (5, 1 << 16, 7)]
+    assert all(t.device.type == device for t in moved)
+    assert [t.cpu().tolist() for t in moved] == [(torch.arange(n) * 3).tolist() for n in (5, 1 << 16, 7)]
 
 
 def ranges_in_order(rank: int, world: int) -> list[str]:
