@@ -2,7 +2,7 @@
 # Every GPU check of this project, prepared so that a lent GPU's few minutes bring back every
 # figure: run from the repository root on the GPU machine, one part or several per call.
 #
-#   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (about 1 min), packing on one GPU
+#   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (1-2 min), packing on one GPU
 #   bash benchmarks/on_a_gpu.sh peers           # benchmarks/peers.py --device cuda (about 5 min)
 #   bash benchmarks/on_a_gpu.sh breakdown       # where each side's step goes, 1b 32K and documents (2-3 min)
 #   DEADLINE=585 PACKING_S=160 PEERS_S=300 ROUNDS=2 BUDGET=200 \

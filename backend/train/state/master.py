@@ -166,7 +166,8 @@ class Master:
     def clip_and_update(self) -> float:
         """Clip the gradients to ``max_grad_norm`` over every rank and step AdamW (collective);
         the norm before clipping. Gradients within the norm are left as they are rather than
-        multiplied by 1 (as Megatron does): the same values, one pass over them fewer."""
+        multiplied by 1 (as Megatron does): the same values, one pass over them fewer. Fused,
+        the kernel reads them times the clip factor and leaves the buffer as it was."""
         with record_function(UPDATE):
             self.updates += 1
             if self.fused is not None:  # clip, AdamW and the compute copy in one kernel
