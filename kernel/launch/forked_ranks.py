@@ -49,6 +49,21 @@ def ended_line(rank: str, at: float, code: int) -> str:
     return f"{ENDED_MARK} rank {rank} ended at {at:.6f}, exit code {code}"
 
 
+_SAYING = threading.Lock()
+
+
+def say(line: str) -> None:
+    """``line`` on the agent's stderr in one write: ranks ending at once each say theirs from
+    their own thread, and ``print``'s two writes (the text, then the newline) interleaved two
+    lines into one that no reader could parse."""
+    stream = sys.__stderr__
+    if stream is None:  # no stderr at all: nobody to tell
+        return
+    with _SAYING:
+        stream.write(line + "\n")
+        stream.flush()
+
+
 _ENDED = re.compile(rf"^{ENDED_MARK} rank (\d+) ended at ([\d.]+), exit code (-?\d+)$", re.M)
 
 
@@ -59,7 +74,12 @@ def ranks_ended(output: str) -> list[tuple[float, int, int]]:
 
 class ForkedRank:
     """The parts of ``subprocess.Popen`` that torchrun uses, for a forked child; says when the
-    child ends (``ended_line``) as it happens."""
+    child ends (``ended_line``) as it happens.
+
+    One thread waits for the child and is the only one that reaps it: it says when it ended,
+    then sets ``returncode``, which ``poll`` only reads. (A ``poll`` that reaped the child
+    itself could do so before a loaded machine ran the waiting thread, whose wait then found no
+    child: the end went unsaid, and the job's exit reason named the rank it broke instead.)"""
 
     def __init__(self, pid: int, args: tuple, rank: str):
         self.pid, self.args = pid, args
@@ -67,18 +87,16 @@ class ForkedRank:
         threading.Thread(target=self._say_when_it_ends, args=(rank,), name=f"rank-{rank}-end", daemon=True).start()
 
     def _say_when_it_ends(self, rank: str) -> None:
-        with contextlib.suppress(ChildProcessError):  # WNOWAIT: poll() still reaps it
-            ended = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)  # blocks: never None
-            killed = ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED)  # type: ignore[union-attr]
-            code = -ended.si_status if killed else ended.si_status  # type: ignore[union-attr]
-            print(ended_line(rank, time.time(), code), file=sys.__stderr__, flush=True)
+        try:
+            _, status = os.waitpid(self.pid, 0)  # blocks until the child ends, and reaps it
+        except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): ended, its status lost
+            self.returncode = 1
+            return
+        code = os.waitstatus_to_exitcode(status)  # -N for signal N, as Popen says
+        say(ended_line(rank, time.time(), code))
+        self.returncode = code  # after the line: whoever sees the end finds it said
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            with contextlib.suppress(ChildProcessError):
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-                if pid == self.pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)  # -N for signal N, as Popen says
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -87,7 +105,7 @@ class ForkedRank:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(list(self.args), timeout or 0)
             time.sleep(0.02)
-        return self.returncode  # type: ignore[return-value]  # set by poll()
+        return self.returncode  # type: ignore[return-value]  # set by the waiting thread
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
