@@ -76,9 +76,9 @@ class FusedUpdate:
     def step(self, update: int, norm: torch.Tensor) -> None:
         """The ``update``-th update at its scheduled rate, the gradients clipped by ``norm`` (a
         0-d tensor on the weights' device: their global norm)."""
-        step = self._adopt_state() + 1
-        for param in self.params:
-            self.optimizer.state[param]["step"].fill_(step)
+        count = self._adopted_step()
+        count += 1  # one tensor that every parameter's state holds
+        step = float(count)
         o = self.optim
         lr = o.lr_at(update)
         host = [1.0 - lr * o.weight_decay, lr / (1 - o.betas[0] ** step), (1 - o.betas[1] ** step) ** 0.5]
@@ -98,28 +98,28 @@ class FusedUpdate:
         optimizer = self.optim.adamw([weights])
         return FusedUpdate(optimizer, [weights], weights.detach(), torch.zeros_like(self.grads), self.optim, copy)
 
-    def _adopt_state(self) -> float:
-        """AdamW's step count so far, its moments made views of the flat buffers first: zero
-        where ``optimizer.state`` holds none (a fresh or cleared optimizer), copied in where it
-        holds other tensors (a loaded checkpoint)."""
+    def _adopted_step(self) -> torch.Tensor:
+        """AdamW's step count, one tensor shared by every parameter's state, once the moments in
+        ``optimizer.state`` are views of the flat buffers: as they stay from update to update
+        (checked, nothing done), else taken over: zero where the state holds none (a fresh or
+        cleared optimizer), copied in where it holds other tensors (a loaded checkpoint)."""
         if not self.flat:
             self.flat = {key: torch.zeros_like(self.weights) for key in MOMENTS}
             self.views = {key: [self._view(self.flat[key], p) for p in self.params] for key in MOMENTS}
-        state = self.optimizer.state
-        step = float(state[self.params[0]]["step"]) if self.params[0] in state else 0.0
+        state, first = self.optimizer.state, self.params[0]
+        if all(state.get(p, {}).get(key) is self.views[key][i] for key in MOMENTS for i, p in enumerate(self.params)):
+            return state[first]["step"]
+        count = torch.tensor(float(state[first]["step"]) if first in state else 0.0)
         for i, param in enumerate(self.params):
             held = state.get(param, {})
             for key in MOMENTS:
                 view = self.views[key][i]
-                if held.get(key) is view:
-                    continue
-                if key in held:
+                if key in held and held[key] is not view:
                     view.copy_(held[key])
-                else:
+                elif key not in held:
                     view.zero_()
-            if held.get(MOMENTS[0]) is not self.views[MOMENTS[0]][i]:
-                state[param] = {"step": torch.tensor(step), **{key: self.views[key][i] for key in MOMENTS}}
-        return step
+            state[param] = {"step": count, **{key: self.views[key][i] for key in MOMENTS}}
+        return count
 
     def _view(self, flat: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
         """``param``'s place (a view of ``weights``) in another buffer laid out as ``weights``."""
