@@ -30,6 +30,7 @@ from hotswitch.kernel.launch.kubeflow_rank import hotswitch_rank
 from hotswitch.kernel.launch.kubeflow_torch_pointer import pointer_wheel
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.launch.loopback_agent import ENV_AGENT_EXIT
+from hotswitch.kernel.launch.torchrun import torchrun_log_dir
 
 POLL_S = 0.2
 VENVS = "kubeflow-venv"  # where the backend makes the job's virtual environment
@@ -41,6 +42,7 @@ def local_trainer(spec: LaunchSpec, venvs: Path):
     from kubeflow.trainer import CustomTrainer
 
     env = {**os.environ, **spec.env, "PET_NPROC_PER_NODE": str(spec.nproc), "PET_STANDALONE": "1"}
+    env["PET_LOG_DIR"] = str(torchrun_log_dir(spec))  # torchrun's --log-dir
     index = os.environ.get("PIP_INDEX_URL")  # else the SDK's default index (pip.conf still applies)
     indexes: dict[str, Any] = {"pip_index_urls": [index]} if index else {}
     return CustomTrainer(

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.launch.launcher import LaunchSpec
+from hotswitch.kernel.launch.owned_folders import owned_folder
 from hotswitch.kernel.worker.entry import ENV_KERNEL_PID, ENV_NODE, ENV_SECRET_FILE
 
 # How long a detached job's agents wait, once their ranks have ended, for a kernel to collect the
@@ -61,7 +61,7 @@ class NodeAgent:
         from hotswitch.kernel.channel.secrets import SECRET_FILE
         from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
-        self.folder = Path(tempfile.mkdtemp(prefix="hotswitch-ray-"))
+        self.folder = owned_folder("hotswitch-ray-")  # swept, if this actor is killed first
         write_job_files(self.folder, files)
         logs = self.folder / "logs"
         env = {

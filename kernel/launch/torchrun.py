@@ -32,10 +32,17 @@ def free_loopback_port() -> int:
         return probe.getsockname()[1]
 
 
+def torchrun_log_dir(spec: LaunchSpec) -> Path:
+    """Where torchrun keeps its per-run folders: in the job's folder, removed with it (torchrun's
+    own default is a fresh ``torchelastic_*`` folder in the temp directory per run, never removed)."""
+    return spec.job_dir / "torchrun"
+
+
 def torchrun_argv(spec: LaunchSpec) -> list[str]:
     """The command line: torchrun (through ``loopback_agent``, which keeps loopback stores off
     other interfaces); one node meets on a fresh 127.0.0.1 port, several at the c10d endpoint."""
     argv = [sys.executable, "-m", LOOPBACK_AGENT, *TORCHRUN, f"--nproc-per-node={spec.nproc}", "--max-restarts=0"]
+    argv += [f"--log-dir={torchrun_log_dir(spec)}"]
     endpoint = spec.rdzv_endpoint or f"127.0.0.1:{free_loopback_port()}"
     argv += [
         f"--nnodes={spec.nodes}",

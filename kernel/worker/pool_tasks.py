@@ -19,13 +19,12 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import traceback
-from pathlib import Path
 
 from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.channel.secrets import SECRET_FILE
 from hotswitch.kernel.launch.job_files import write_job_files
+from hotswitch.kernel.launch.owned_folders import owned_folder
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, close_reported, connect, run_reported
 from hotswitch.kernel.worker.rank_stream import LineStream
@@ -38,7 +37,7 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
     written into a folder of this rank's own, owner-only, removed after) as the job
     ``message["env"]`` describes; its exit status (as ``run_reported`` gives it). The files come
     in the task because a rank on another node does not see the kernel's folders."""
-    folder = Path(tempfile.mkdtemp(prefix="hotswitch-pool-task-"))
+    folder = owned_folder("hotswitch-pool-task-")  # swept, if this rank is killed mid-task
     write_job_files(folder, {name: base64.b64decode(data) for name, data in message["files"].items()})
     env = {**message["env"], ENV_SECRET_FILE: str(folder / SECRET_FILE)}
     saved = {key: os.environ.get(key) for key in env}

@@ -7,7 +7,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from hotswitch.kernel.launch.owned_folders import owned_folder
 from hotswitch.kernel.notebook.jobs.job import Job
+
+JOBS_PREFIX = "hotswitch-jobs-"
 
 
 class JobRegistry:
@@ -18,9 +21,10 @@ class JobRegistry:
         self._root: Path | None = None
 
     def new_job_dir(self, name: str) -> Path:
-        """A fresh directory for one job's body and logs, under this registry's temp root."""
-        if self._root is None:
-            self._root = Path(tempfile.mkdtemp(prefix="hotswitch-jobs-"))
+        """A fresh directory for one job's body and logs, under this registry's temp root (made
+        at the first job, sweeping away the roots of kernels that died without removing theirs)."""
+        if self._root is None or not self._root.is_dir():
+            self._root = owned_folder(JOBS_PREFIX)
         return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._root))
 
     def add(self, job: Job) -> None:

@@ -71,6 +71,19 @@ def test_status_and_logs_follow_a_failing_job_by_its_handle(tmp_path):
         launcher.status("local:0:/nowhere")
 
 
+def test_torchrun_keeps_its_run_folders_in_the_job_folder(tmp_path):
+    """torchrun's default is a fresh ``torchelastic_*`` folder in the temp directory per run,
+    never removed; a job's go into its folder, removed with it."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    (tmp_path / "body.py").write_text("print(f'rank {job.rank} ran')\n")
+    spec = LaunchSpec(tmp_path, tmp_path / "body.py", nproc=2, env={"TMPDIR": str(temp)})
+    job = Job("quick", spec, TorchrunLauncher(), ConsoleOutput(all_to_stderr=True))
+    assert job.wait(CAP_S) == "succeeded"
+    assert list(temp.glob("torchelastic_*")) == []
+    assert len(list((tmp_path / "torchrun").iterdir())) == 1  # this run's
+
+
 def test_a_killed_rank_keeps_the_lines_it_printed(tmp_path):
     """Each line is written through as it is printed, to the rank's log and to the agent's output,
     so a rank that dies at once (SIGKILL, nothing flushed) still leaves its last line behind."""

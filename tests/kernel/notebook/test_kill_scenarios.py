@@ -1,7 +1,8 @@
 """The kill scenarios not covered elsewhere, each against a real kernel and real torchrun ranks:
 the kernel restarted while a job trains (gracefully, and at once), the same while a job trains on a
 warm pool (``%train_pool``), and the torchrun agent killed
-with SIGKILL. Each leaves 0 processes of the job, and the kernel runs a new job afterwards.
+with SIGKILL. Each leaves 0 processes of the job, and the kernel runs a new job afterwards; a
+restart leaves no job folder of the old kernel (one killed at once is swept by the new one).
 (Interrupt, shutdown and a rank's SIGKILL: test_train_magic.py; the kernel's SIGKILL, reaped or
 left a zombie: tests/kernel/worker/test_zombie_kernel.py.)
 
@@ -10,6 +11,7 @@ a long while (``wait_progressing``): a busy machine slows these tests, it never 
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -91,6 +93,7 @@ def test_restarting_the_kernel_while_a_job_trains_leaves_no_process(kernels_dir,
         assert session.pid != old_kernel
         _processes_end(job_dir, f"every process of the job ending after the kernel's restart (now={now})")
         _runs_a_new_job(session)
+        assert not Path(job_dir).exists(), "the old kernel's job folder outlived it"  # at once: swept
     finally:
         session.shutdown()
 
@@ -115,6 +118,7 @@ def test_restarting_the_kernel_while_a_warm_pool_trains_leaves_no_process(kernel
         session.pid = session.manager.provisioner.process.pid
         _processes_end(job_dir, f"every process of the pool ending after the kernel's restart (now={now})")
         _runs_a_new_job(session)
+        assert not Path(job_dir).exists(), "the old kernel's pool folder outlived it"
     finally:
         session.shutdown()
 
