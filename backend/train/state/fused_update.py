@@ -33,15 +33,15 @@ from hotswitch.backend.train.state.optim import OptimizerConfig
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
-def adamw(weights, grads, exp_avg, exp_avg_sq, scalars, betas: tuple[float, float], eps: float, copy=None) -> None:
-    """One AdamW update of flat ``weights`` in place from ``grads`` x ``scalars[0]`` (the clip);
-    ``scalars``: fp32 [clip, 1 - lr x weight decay, lr / (1 - beta1^step), sqrt(1 - beta2^step)];
-    ``copy``, if given, receives the updated weights in its dtype."""
+def adamw(weights, grads, exp_avg, exp_avg_sq, scalars, copy=None) -> None:
+    """One AdamW update of flat ``weights`` in place from ``grads`` x the clip; ``scalars``, fp32:
+    [clip, 1 - lr x weight decay, lr / (1 - beta1^step), sqrt(1 - beta2^step), 1 - beta1, beta2,
+    1 - beta2, eps]; ``copy``, if given, receives the updated weights in its dtype."""
     grad = grads * scalars[0]
     weights.mul_(scalars[1])
-    exp_avg.lerp_(grad, 1 - betas[0])
-    exp_avg_sq.mul_(betas[1]).addcmul_(grad, grad, value=1 - betas[1])
-    denom = exp_avg_sq.sqrt() / scalars[3] + eps
+    exp_avg.lerp_(grad, scalars[4])
+    exp_avg_sq.mul_(scalars[5]).add_(scalars[6] * grad * grad)
+    denom = exp_avg_sq.sqrt() / scalars[3] + scalars[7]
     weights.sub_(scalars[2] * (exp_avg / denom))
     if copy is not None:
         copy.copy_(weights)
@@ -49,8 +49,11 @@ def adamw(weights, grads, exp_avg, exp_avg_sq, scalars, betas: tuple[float, floa
 
 @cache
 def compiled_adamw():
-    """``adamw`` as one compiled kernel (a fixed size per run: no symbolic shapes)."""
-    return torch.compile(adamw, dynamic=False, fullgraph=True)
+    """``adamw`` as one compiled kernel, for every size: a process updates buffers of many sizes
+    (a strategy's shard, a warm pool's next model), and compiled per size the ninth would fail
+    (dynamo's recompile limit, under ``fullgraph``). Every number is in ``scalars``, so new
+    settings compile nothing either; only another dtype of ``copy`` does."""
+    return torch.compile(adamw, dynamic=True, fullgraph=True)
 
 
 class FusedUpdate:
@@ -81,14 +84,16 @@ class FusedUpdate:
         step = float(count)
         o = self.optim
         lr = o.lr_at(update)
-        host = [1.0 - lr * o.weight_decay, lr / (1 - o.betas[0] ** step), (1 - o.betas[1] ** step) ** 0.5]
+        beta1, beta2 = o.betas
+        host = [1.0 - lr * o.weight_decay, lr / (1 - beta1**step), (1 - beta2**step) ** 0.5, 1 - beta1, beta2]
+        host += [1 - beta2, o.eps]
         clip = (o.max_grad_norm / (norm.double() + 1e-6)).clamp(max=1.0).float().reshape(1)
         scheduled = torch.tensor(host, dtype=torch.float32)
         if self.weights.is_cuda:  # pinned: the copy waits on nothing queued before it
             scheduled = scheduled.pin_memory()
         scalars = torch.cat([clip, scheduled.to(self.weights.device, non_blocking=True)])
         moments = [self.flat[key] for key in MOMENTS]
-        compiled_adamw()(self.weights, self.grads, *moments, scalars, o.betas, o.eps, self.copy)
+        compiled_adamw()(self.weights, self.grads, *moments, scalars, self.copy)
 
     def scratch(self) -> FusedUpdate:
         """An update of copies of these buffers (gradients zero, state fresh): it costs what

@@ -103,6 +103,25 @@ def test_state_is_taken_over_from_a_checkpoint_and_starts_from_zero_once_cleared
     assert torch.equal(update.weights, fresh.weights), "a cleared optimizer's moments start from zero"
 
 
+def test_buffers_of_every_size_and_settings_of_every_kind_update_in_one_process():
+    """A process updates many sizes (strategies' shards, a warm pool's next models) with many
+    settings; compiled per size or setting, the ninth would fail (dynamo's recompile limit under
+    ``fullgraph``). Twelve of each here, every one still PyTorch's AdamW."""
+    for n in range(12):
+        settings = OptimizerConfig(lr=1e-3 * (n + 1), betas=(0.9 - 0.01 * n, 0.95 + 0.001 * n), eps=1e-8 * (n + 1))
+        weights = torch.randn(100 + 37 * n, generator=torch.Generator().manual_seed(n))
+        grads = torch.randn(weights.shape, generator=torch.Generator().manual_seed(100 + n)) * 0.01
+        eager_weights = nn.Parameter(weights.clone())
+        eager_weights.grad = grads.clone()
+        eager = settings.adamw([eager_weights])
+        param = nn.Parameter(weights)
+        update = FusedUpdate(settings.adamw([param]), [param], param.detach(), grads, settings)
+        for step in (1, 2):
+            settings.step(eager, step)
+            update.step(step, grads.norm().double())
+        assert close(eager_weights.detach(), update.weights) <= 1e-6, f"buffer {n}: weights apart"
+
+
 @pytest.mark.parametrize(
     ("world", "spec", "precision"),
     [(1, "dp1", "fp32"), (1, "dp1", "bf16"), (2, "dp2", "bf16")],
