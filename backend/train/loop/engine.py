@@ -34,7 +34,6 @@ from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.attention.kernels import AttentionChoice, chosen, in_force, use
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
-from hotswitch.backend.runtime.devices import device_clock
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.on_read import OnRead, to_device
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
@@ -234,12 +233,13 @@ class Engine:
             walk.stage(stage, groups)
         walk.finish()
         times.compile = compile_seconds() - compiling
-        started = device_clock(self.device)
+        started = walk.marks.mark()  # no phase stops the device; the update's norm ends the step
         dist.all_reduce(walk.loss)
         if before_update is not None:
             before_update(self.master)
         grad_norm = self.master.clip_and_update()
-        times.update = device_clock(self.device) - started
+        times.update = walk.marks.seconds(started, walk.marks.mark())
+        walk.read_times()
         return StepResult(walk.loss.item() / total, grad_norm, times)
 
     @torch.no_grad()

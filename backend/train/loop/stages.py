@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.data.stream import Sequence as Seq
-from hotswitch.backend.runtime.devices import device_clock
+from hotswitch.backend.runtime.devices import DeviceMarks
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import Stage, as_stage, check_disjoint
 
@@ -55,6 +55,8 @@ class StageWalk:
         self.engine, self.times, self.scale = engine, times, scale
         self.loss = torch.zeros((), dtype=torch.float64, device=engine.device)
         self.previous: Stage = ()
+        self.marks = DeviceMarks(engine.device)
+        self.unread: list[tuple[Stage, dict]] = []  # stages whose seconds are still marks
 
     def stage(self, stage: Stage, groups: dict[Strategy, list[Seq]]) -> None:
         """Train ``stage``'s share of the batch: gradients and parameters in, compute, reduce."""
@@ -78,31 +80,46 @@ class StageWalk:
 
     def compute(self, ran: Stage, groups: dict[Strategy, list[Seq]], fresh: Stage) -> None:
         """This rank's group of the stage through its graph (its gradients from zero where it is
-        ``fresh``, else added to those switched in), then reduced over its replicas."""
-        engine, times = self.engine, self.times
+        ``fresh``, else added to those switched in), then reduced over its replicas; timed by
+        marks in the device's work, read at the step's end (``read_times``) unless groups side
+        by side must compare their seconds now."""
+        engine, marks = self.engine, self.marks
         mine = next((s for s in ran if engine.rank in s.ranks), None)
-        seconds = torch.zeros(len(ran), dtype=torch.float64)
+        spans = {}
         for i, s in enumerate(ran):
             seqs = groups.get(s, [])
             shares = engine.batching.split(s, seqs)
             entry = {"tokens": sum(q.length for q in seqs), "padding": engine.batching.padding(s, shares)}
-            times.per_strategy[str(s)] = {**entry, "seconds": 0.0}
+            self.times.per_strategy[str(s)] = {**entry, "seconds": 0.0}
             if s != mine:
                 continue
-            started = device_clock(engine.device)
+            started = marks.mark()
             local = engine.run_group(s, shares[s.coords(engine.rank).dp], self.scale, fresh=s in fresh)
-            computed = device_clock(engine.device)
-            seconds[i] = computed - started
+            computed = marks.mark()
             if s.coords(engine.rank).tp == 0:
                 self.loss += local
             if s.replicas > 1:
                 dist.all_reduce(engine.states[s].grads.flat, group=engine.groups[s.replica_group(engine.rank)])
-            times.grad_sync += device_clock(engine.device) - computed
+            spans[i] = (started, computed, marks.mark())
+        self.unread.append((ran, spans))
         if len(ran) > 1:  # each group timed itself; every rank reports all of them
-            dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
-        for i, s in enumerate(ran):
-            times.per_strategy[str(s)]["seconds"] = seconds[i].item()
-        times.compute += seconds.max().item()
+            self.read_times()
+
+    def read_times(self) -> None:
+        """The compute and gradient-reduction seconds of the stages computed since the last call,
+        from their marks (waiting for the device to reach the last)."""
+        times, marks = self.times, self.marks
+        for ran, spans in self.unread:
+            seconds = torch.zeros(len(ran), dtype=torch.float64)
+            for i, (started, computed, synced) in spans.items():
+                seconds[i] = marks.seconds(started, computed)
+                times.grad_sync += marks.seconds(computed, synced)
+            if len(ran) > 1:
+                dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+            for i, s in enumerate(ran):
+                times.per_strategy[str(s)]["seconds"] = seconds[i].item()
+            times.compute += seconds.max().item()
+        self.unread.clear()
 
     def finish(self) -> None:
         """The last stage's gradients into the master layout (the instantiation strategy's)."""

@@ -1,5 +1,7 @@
 """Rank functions for the training tests (importable by spawned processes)."""
 
+import dataclasses
+
 from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, stdlib_documents
 from hotswitch.backend.train.loop.engine import Engine
@@ -167,3 +169,16 @@ def packed_auto_run(rank: int, world: int, steps: int):
     trainer.train(steps)
     assert trainer.engine.batching.packed and trainer.cost is not None and trainer.cost.packed
     return [e["loss"] for e in events if e["type"] == "step"], [e["buckets"] for e in events if e["type"] == "plan"]
+
+
+def step_times(rank: int, world: int, spec):
+    """The time split of a second step of the plan ``spec`` on this rank (the first compiles
+    nothing here, but warms every allocation): ``StepTimes`` as a dict."""
+    plan = HotSwitchPlan.of(spec)
+    instantiation = instantiation_strategy(plan.strategies)
+    engine = Engine(get_config(MODEL), plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET)
+    order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
+    batches = stream()
+    for _ in range(2):
+        times = engine.step(plan.assign(batches.next_batch()), order).times
+    return dataclasses.asdict(times)
