@@ -24,6 +24,8 @@ from pathlib import Path
 
 import psutil
 
+from hotswitch.kernel.worker.watchdog import process_gone
+
 OWNER = ".owner.json"
 
 
@@ -82,8 +84,8 @@ def _gone(owner: dict, me: dict) -> bool:
         return False
     try:
         process = psutil.Process(pid)
-        return abs(process.create_time() - created) > 1.0 or process.status() == psutil.STATUS_ZOMBIE
+        return abs(process.create_time() - created) > 1.0 or process_gone(process)
     except psutil.NoSuchProcess:
         return True
-    except psutil.AccessDenied:
+    except psutil.AccessDenied:  # it exists (another user's): alive as far as we can tell
         return False

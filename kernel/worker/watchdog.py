@@ -24,10 +24,12 @@ def _process(pid: int) -> psutil.Process | None:
         process = psutil.Process(pid)
     except psutil.NoSuchProcess:
         return None
-    return None if _gone(process) else process
+    return None if process_gone(process) else process
 
 
-def _gone(process: psutil.Process) -> bool:
+def process_gone(process: psutil.Process) -> bool:
+    """Whether ``process`` has ended: no longer running as the process psutil first saw (its
+    pid gone, or now another's), or a zombie."""
     try:
         return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -54,7 +56,7 @@ def start_watchdog(kernel_pid: int | None) -> threading.Thread:
     def watch() -> None:
         while True:
             orphaned = os.getppid() != parent
-            if orphaned or kernel_gone_at_start or (kernel is not None and _gone(kernel)):
+            if orphaned or kernel_gone_at_start or (kernel is not None and process_gone(kernel)):
                 who = "torchrun agent" if orphaned else f"kernel (pid {kernel_pid})"
                 exit_worker(f"the {who} is gone")
             threading.Event().wait(CHECK_EVERY_S)

@@ -28,6 +28,7 @@ from functools import cache
 import torch
 from torch import nn
 
+from hotswitch.backend.runtime.on_read import to_device
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MOMENTS = ("exp_avg", "exp_avg_sq")
@@ -88,10 +89,8 @@ class FusedUpdate:
         host = [1.0 - lr * o.weight_decay, lr / (1 - beta1**step), (1 - beta2**step) ** 0.5, 1 - beta1, beta2]
         host += [1 - beta2, o.eps]
         clip = (o.max_grad_norm / (norm.double() + 1e-6)).clamp(max=1.0).float().reshape(1)
-        scheduled = torch.tensor(host, dtype=torch.float32)
-        if self.weights.is_cuda:  # pinned: the copy waits on nothing queued before it
-            scheduled = scheduled.pin_memory()
-        scalars = torch.cat([clip, scheduled.to(self.weights.device, non_blocking=True)])
+        scheduled = to_device(torch.tensor(host, dtype=torch.float32), self.weights.device)  # waits on nothing
+        scalars = torch.cat([clip, scheduled])
         moments = [self.flat[key] for key in MOMENTS]
         compiled_adamw()(self.weights, self.grads, *moments, scalars, self.copy)
 
