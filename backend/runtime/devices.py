@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 ENV_DEVICE = "HOTSWITCH_DEVICE"  # "cpu" or "cuda", set by ``%%train --device`` and ``hotswitch train --device``
 DEVICE_KINDS = ("cpu", "cuda")
@@ -41,6 +42,10 @@ def device_clock(device) -> float:
     return time.perf_counter()
 
 
+Mark = Any  # a point in a device's queued work: a CUDA event, or the clock on a CPU
+Span = tuple[Mark, Mark]  # the marks before and after some work
+
+
 class DeviceMarks:
     """Points in ``device``'s queued work, for timing a step's phases without stopping the device
     between them: on a GPU each mark is a CUDA event recorded in the current stream, and reading
@@ -54,7 +59,7 @@ class DeviceMarks:
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
 
-    def mark(self):
+    def mark(self) -> Mark:
         if not self.cuda:
             return time.perf_counter()
         import torch
@@ -63,7 +68,7 @@ class DeviceMarks:
         event.record(torch.cuda.current_stream(self.device))
         return event
 
-    def seconds(self, first, last) -> float:
+    def seconds(self, first: Mark, last: Mark) -> float:
         """Seconds from mark ``first`` to mark ``last``, once the device has reached ``last``."""
         if not self.cuda:
             return last - first

@@ -34,6 +34,7 @@ from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.attention.kernels import AttentionChoice, chosen, in_force, use
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import FP32, Precision
+from hotswitch.backend.runtime.devices import Span
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.on_read import OnRead, to_device
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
@@ -207,9 +208,10 @@ class Engine:
         dst, what, bytes, predicted_s, seconds), oldest first; the list is then emptied."""
         return self.switches.take_stats()
 
-    def run_switch(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> float:
-        """Run one switch (collective over every rank); its seconds. ``add``: gradients land
-        added to what ``dst`` holds (a second device group's merged with the first's)."""
+    def run_switch(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> Span:
+        """Run one switch (collective over every rank); the marks of its start and end
+        (``DeviceMarks``). ``add``: gradients land added to what ``dst`` holds (a second device
+        group's merged with the first's)."""
         return self.switches.run(what, src, dst, add)
 
     # -- one step --------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.data.stream import Sequence as Seq
-from hotswitch.backend.runtime.devices import DeviceMarks
+from hotswitch.backend.runtime.devices import DeviceMarks, Span
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import Stage, as_stage, check_disjoint
 
@@ -57,6 +57,7 @@ class StageWalk:
         self.previous: Stage = ()
         self.marks = DeviceMarks(engine.device)
         self.unread: list[tuple[Stage, dict]] = []  # stages whose seconds are still marks
+        self.unread_switches: list[Span] = []  # so are switches'
 
     def stage(self, stage: Stage, groups: dict[Strategy, list[Seq]]) -> None:
         """Train ``stage``'s share of the batch: gradients and parameters in, compute, reduce."""
@@ -72,8 +73,7 @@ class StageWalk:
         source = self.previous[0] if len(self.previous) == 1 else engine.instantiation
         for s in ran:
             if s != engine.instantiation:
-                self.times.switch += engine.run_switch("params", source, s)
-                self.times.switches += 1
+                self.switched(engine.run_switch("params", source, s))
         self.release(self.previous)  # its parameters and gradients have moved on
         self.compute(ran, groups, fresh)
         self.previous = ran
@@ -106,9 +106,11 @@ class StageWalk:
             self.read_times()
 
     def read_times(self) -> None:
-        """The compute and gradient-reduction seconds of the stages computed since the last call,
-        from their marks (waiting for the device to reach the last)."""
+        """The compute, gradient-reduction and switch seconds of the stages run since the last
+        call, from their marks (waiting for the device to reach the last)."""
         times, marks = self.times, self.marks
+        times.switch += sum(marks.seconds(*span) for span in self.unread_switches)
+        self.unread_switches.clear()
         for ran, spans in self.unread:
             seconds = torch.zeros(len(ran), dtype=torch.float64)
             for i, (started, computed, synced) in spans.items():
@@ -132,8 +134,11 @@ class StageWalk:
     def move_grads(self, stage: Stage, dst: Strategy, what: str) -> None:
         """Every group's reduced gradients of ``stage`` into ``dst``: the first written, the others added."""
         for i, s in enumerate(stage):
-            self.times.switch += self.engine.run_switch(what, s, dst, add=i > 0)  # type: ignore[arg-type]
-            self.times.switches += 1
+            self.switched(self.engine.run_switch(what, s, dst, add=i > 0))  # type: ignore[arg-type]
+
+    def switched(self, span: Span) -> None:
+        self.unread_switches.append(span)
+        self.times.switches += 1
 
     def release(self, stage: Stage) -> None:
         for s in stage:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from hotswitch.backend.layout import partial_over_replicas
-from hotswitch.backend.runtime.devices import device_clock
+from hotswitch.backend.runtime.devices import DeviceMarks, Span
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.executor import BoundSwitch
 from hotswitch.backend.switch.planner import plan_switch
@@ -33,33 +33,29 @@ class Switches:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.cache: dict[tuple[SwitchKind, Strategy, Strategy, bool], BoundSwitch] = {}
-        self.first_runs: list[dict] = []  # each switch's statistics the first time it runs
+        self.marks = DeviceMarks(engine.device)
+        self.first_runs: list[tuple[dict, Span]] = []  # each switch's statistics the first time it runs
 
     def take_stats(self) -> list[dict]:
-        """Statistics of each switch that ran for the first time since the last call; then emptied."""
-        stats, self.first_runs = self.first_runs, []
-        return stats
+        """Statistics of each switch that ran for the first time since the last call (its
+        seconds read from its marks, waiting for the device to reach them); then emptied."""
+        runs, self.first_runs = self.first_runs, []
+        return [{**stats, "seconds": self.marks.seconds(*span)} for stats, span in runs]
 
-    def run(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> float:
-        """Run one switch (collective over every rank); its seconds. ``add``: gradients are
-        added to what ``dst`` holds instead of replacing it."""
+    def run(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> Span:
+        """Run one switch (collective over every rank); the marks of its start and end in the
+        device's work (``DeviceMarks``: read them once the step is queued, not stopping the
+        device here). ``add``: gradients are added to what ``dst`` holds instead of replacing it."""
         first = (what, src, dst, add) not in self.cache
         bound = self.bound(what, src, dst, add)
-        started = device_clock(self.engine.device)
+        started = self.marks.mark()
         bound.run()
-        elapsed = device_clock(self.engine.device) - started
+        span = (started, self.marks.mark())
         if first:
-            self.first_runs.append(
-                {
-                    "src": str(src),
-                    "dst": str(dst),
-                    "what": f"{what}+add" if add else what,
-                    "bytes": bound.plan.bytes_moved,
-                    "predicted_s": bound.predicted_s,
-                    "seconds": elapsed,
-                }
-            )
-        return elapsed
+            stats = {"src": str(src), "dst": str(dst), "what": f"{what}+add" if add else what}
+            stats.update(bytes=bound.plan.bytes_moved, predicted_s=bound.predicted_s)
+            self.first_runs.append((stats, span))
+        return span
 
     def bound(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> BoundSwitch:
         """The switch bound to the two strategies' buffers (planned once, then cached)."""

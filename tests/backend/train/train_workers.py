@@ -173,12 +173,14 @@ def packed_auto_run(rank: int, world: int, steps: int):
 
 def step_times(rank: int, world: int, spec):
     """The time split of a second step of the plan ``spec`` on this rank (the first compiles
-    nothing here, but warms every allocation): ``StepTimes`` as a dict."""
+    nothing here, but warms every allocation): ``StepTimes`` as a dict, and under
+    "first_switches" the statistics of each switch's first run (in the first step)."""
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
     engine = Engine(get_config(MODEL), plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET)
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     batches = stream()
-    for _ in range(2):
-        times = engine.step(plan.assign(batches.next_batch()), order).times
-    return dataclasses.asdict(times)
+    engine.step(plan.assign(batches.next_batch()), order)
+    first_switches = engine.take_switch_stats()
+    times = engine.step(plan.assign(batches.next_batch()), order).times
+    return {**dataclasses.asdict(times), "first_switches": first_switches}

@@ -1,6 +1,7 @@
 """A step's time split (``StepTimes``), read from marks in the device's work at the step's end
 (``runtime.devices.DeviceMarks``): every phase that ran has its seconds, on every rank, and
-device groups side by side each report their own, the step's compute the slower of them."""
+device groups side by side each report their own, the step's compute the slower of them, and
+switches are counted and timed the same way."""
 
 import pytest
 
@@ -14,7 +15,7 @@ def test_one_strategy_reports_its_compute_reduction_and_update():
     for times in spawn_ranks(step_times, 2, [("dp2", 0)]):
         assert times["compute"] > 0 and times["update"] > 0 and times["grad_sync"] > 0, times
         assert times["per_strategy"][str(Strategy.parse("dp2"))]["seconds"] == times["compute"]
-        assert times["switches"] == 0
+        assert times["switches"] == 0 and times["switch"] == 0 and times["first_switches"] == []
 
 
 def test_groups_side_by_side_each_report_their_seconds_on_every_rank():
@@ -29,4 +30,9 @@ def test_groups_side_by_side_each_report_their_seconds_on_every_rank():
         assert [seconds[name] for name in names] == [ranks[0]["per_strategy"][name]["seconds"] for name in names]
         assert times["compute"] == pytest.approx(max(seconds[name] for name in names) + seconds[whole]), times
         assert times["update"] > 0
+        # parameters into each group, then both groups' gradients into the whole strategy, added
+        assert times["switches"] == 4 and times["switch"] > 0, times
+        firsts = times["first_switches"]
+        assert sorted(f["what"] for f in firsts) == ["grads", "grads+add", "params", "params"], firsts
+        assert all(f["seconds"] > 0 for f in firsts), firsts
     assert ranks[2]["grad_sync"] > 0, "the data-parallel group reduces its gradients"
