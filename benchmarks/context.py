@@ -56,7 +56,7 @@ OUTPUT_KEYS = (
 )
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON only")
     parser.add_argument("--quick", action="store_true", help="7B on 8 and 32 GPUs at 32K-128K")
@@ -71,7 +71,11 @@ def main() -> None:
         "vs_sequential_auto, groups_speedup)",
     )
     parser.add_argument("--smoke", action="store_true", help=f"one cell, in seconds: {SMOKE}")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     settings = (("7b", 8), ("7b", 32)) if args.quick else SETTINGS
     contexts = CONTEXTS[:2] + CONTEXTS[-1:] if args.quick else CONTEXTS
     contexts = [int(c) for c in args.contexts.split(",")] if args.contexts else contexts

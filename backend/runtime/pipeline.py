@@ -141,31 +141,47 @@ def run_stage(
         clock.wait_s += computing - started
         if step is None:
             break
-        m, outgoing = step.micro, {}
+        m = step.micro
         if step.kind == "F":
-            batch = micro_batches[m]  # made here when read (runtime.on_read), outside forward's range
-            inputs[m] = [arrived[P2P(r.peer_stage, m, r.index, "act", False)].requires_grad_() for r in graph.receives]
-            with record_function(FORWARD):
-                result = graph.module(*batch, *inputs[m])
+            # the batch is made here when read (runtime.on_read), outside forward's range
+            inputs[m], outputs[m], outgoing = _forward(graph, micro_batches[m], m, arrived, last)
             if last:
-                loss += result.detach()
-            outputs[m] = [result] if last else list(result)
-            if not last:
-                for tensor, link in zip(outputs[m], graph.sends):
-                    outgoing[P2P(link.peer_stage, m, link.index, "act", True)] = tensor
+                loss += outputs[m][0].detach()
         else:
-            received, produced = inputs.pop(m), outputs.pop(m)
-            with record_function(BACKWARD):
-                if last:
-                    (produced[0] * scale).backward()
-                else:
-                    grads = [arrived[P2P(link.peer_stage, m, link.index, "grad", False)] for link in graph.sends]
-                    torch.autograd.backward(produced, grads)
-            for tensor, link in zip(received, graph.receives):
-                grad = tensor.grad if tensor.grad is not None else torch.zeros_like(tensor)
-                outgoing[P2P(link.peer_stage, m, link.index, "grad", True)] = grad
+            outgoing = _backward(graph, m, inputs.pop(m), outputs.pop(m), arrived, scale if last else None)
         clock.busy_s += time.perf_counter() - computing
     return loss
+
+
+def _forward(graph: PipelineStage, batch: tuple[torch.Tensor, ...], m: int, arrived: dict, last: bool):
+    """Micro-batch ``m``'s forward pass through the stage: its inputs (the activations that
+    arrived, made leaves that keep their gradients), its outputs (the loss on the last stage)
+    and the activations to send on."""
+    inputs = [arrived[P2P(r.peer_stage, m, r.index, "act", False)].requires_grad_() for r in graph.receives]
+    with record_function(FORWARD):
+        result = graph.module(*batch, *inputs)
+    outputs = [result] if last else list(result)
+    outgoing = (
+        {} if last else {P2P(link.peer_stage, m, link.index, "act", True): t for t, link in zip(outputs, graph.sends)}
+    )
+    return inputs, outputs, outgoing
+
+
+def _backward(graph: PipelineStage, m: int, received: list, produced: list, arrived: dict, scale: float | None):
+    """Micro-batch ``m``'s backward pass: from ``scale`` times the loss on the last stage (a
+    ``scale``), else from the gradients that arrived for its outputs; the gradients of its
+    inputs to send back (zeros where an input did not reach the loss)."""
+    with record_function(BACKWARD):
+        if scale is not None:
+            (produced[0] * scale).backward()
+        else:
+            grads = [arrived[P2P(link.peer_stage, m, link.index, "grad", False)] for link in graph.sends]
+            torch.autograd.backward(produced, grads)
+    outgoing: dict[P2P, torch.Tensor] = {}
+    for tensor, link in zip(received, graph.receives):
+        grad = tensor.grad if tensor.grad is not None else torch.zeros_like(tensor)
+        outgoing[P2P(link.peer_stage, m, link.index, "grad", True)] = grad
+    return outgoing
 
 
 def _index(links: Sequence[Link], op: P2P) -> int:
