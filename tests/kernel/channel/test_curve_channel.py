@@ -16,12 +16,7 @@ from hotswitch.kernel.channel.secrets import CurveKeys, KernelSecret, WorkerSecr
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
-
-def _until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return condition()
+from .waits import until
 
 
 def test_which_hosts_leave_loopback():
@@ -66,12 +61,12 @@ def test_an_encrypted_channel_hears_only_peers_with_both_keys(monkeypatch):
             eavesdropper.send_multipart(MessageSigner(secret.key, "rank-5").seal({"kind": "started"}))
         impostor.send({"kind": "started"})  # encrypted, but signed with another key
         worker.send({"kind": "event", "event": {"type": "step", "step": 1}})
-        assert _until(lambda: received)
+        assert until(lambda: received)
         channel.send(0, {"kind": "control", "control": {"command": "pause"}})
         got = []
-        assert _until(lambda: got.extend(worker.receive_all()) or got), (worker.stats, channel.stats, received)
+        assert until(lambda: got.extend(worker.receive_all()) or got), (worker.stats, channel.stats, received)
         assert got == [{"kind": "control", "control": {"command": "pause"}}]
-        assert _until(lambda: channel.stats.forged == 1), channel.stats
+        assert until(lambda: channel.stats.forged == 1), channel.stats
         time.sleep(0.5)
         assert received == [("rank-0", {"kind": "event", "event": {"type": "step", "step": 1}})]
     finally:

@@ -9,6 +9,8 @@ from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import new_key
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
+from .waits import until
+
 LIMIT = 64 * 1024
 
 
@@ -76,7 +78,7 @@ def test_a_rank_gives_up_on_a_kernel_that_is_gone_counts_what_it_dropped_and_say
     notes = []
     worker.on_note = notes.append
     worker.send({"kind": "started"})
-    assert _until(lambda: worker.receive_all() == [] and worker.unconfirmed == 0)
+    assert until(lambda: worker.receive_all() == [] and worker.unconfirmed == 0)
     channel.close()  # the kernel is gone
     for n in range(20):
         worker.send_line("stdout", str(n))
@@ -86,10 +88,3 @@ def test_a_rank_gives_up_on_a_kernel_that_is_gone_counts_what_it_dropped_and_say
     assert (worker.unsent, lost) == (12, 20)
     assert len(notes) == 1 and "silent" in notes[0]
     assert got == [{"kind": "started"}]
-
-
-def _until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return condition()

@@ -1,7 +1,5 @@
 """The signed channel over real ZMQ sockets: valid messages arrive, forged and oversized ones are counted."""
 
-import time
-
 import zmq
 
 from hotswitch.kernel.channel import worker_end
@@ -9,14 +7,9 @@ from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
+from .waits import until
+
 LIMIT = 64 * 1024
-
-
-def _until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return condition()
 
 
 def _raw_dealer(address, identity=b"rank-9"):
@@ -45,7 +38,7 @@ def test_valid_messages_arrive_and_bad_ones_are_dropped_and_counted():
         sock.send_multipart(first[:2])  # no signature frame
         sock.send_multipart(good.seal({"kind": "log", "line": "x" * LIMIT}))  # oversized
         sock.send_multipart(good.seal({"kind": "event", "event": {"type": "step", "step": 4}}))
-        assert _until(lambda: channel.stats.accepted + channel.stats.dropped == 7)
+        assert until(lambda: channel.stats.accepted + channel.stats.dropped == 7)
         stats = channel.stats
         assert (stats.accepted, stats.replayed, stats.forged, stats.unsigned, stats.oversized) == (2, 1, 2, 1, 1)
         assert [body["event"]["step"] for _, body in received] == [1, 4]
@@ -65,7 +58,7 @@ def test_control_reaches_rank_zero_and_forged_control_is_ignored(monkeypatch):
         channel.send(0, {"kind": "control", "control": {"type": "control", "command": "switch", "strategy": "dp2"}})
         worker.send({"kind": "started"})  # control waits for rank 0's first verified message
         got = []
-        assert _until(lambda: got.extend(worker.receive_all()) or got)
+        assert until(lambda: got.extend(worker.receive_all()) or got)
         assert got == [{"kind": "control", "control": {"type": "control", "command": "switch", "strategy": "dp2"}}]
     finally:
         worker.close()
@@ -80,7 +73,7 @@ def test_control_reaches_rank_zero_and_forged_control_is_ignored(monkeypatch):
         assert router.poll(5000)
         route = router.recv_multipart()[0]
         router.send_multipart([route, *MessageSigner(new_key(), "kernel").seal({"kind": "control", "control": {}})])
-        assert _until(lambda: worker.receive_all() == [] and worker.stats.forged == 1)
+        assert until(lambda: worker.receive_all() == [] and worker.stats.forged == 1)
     finally:
         worker.close()
         router.close(linger=0)

@@ -156,11 +156,11 @@ def test_interrupt_during_wait_stops_the_job_and_leaves_no_process(kernel):
     msg_id, _ = kernel.execute("%%train -n 2 --wait --name sleepy\n" + SLEEP, wait=False)
     assert wait_until(lambda: len(_workers(kernel)) == 2, timeout=60), kernel.drain() or kernel.text(msg_id)
     kernel.manager.interrupt_kernel()
-    reply = kernel.client.get_shell_msg(timeout=30)
+    reply = kernel.client.get_shell_msg(timeout=120)
     assert reply["parent_header"]["msg_id"] == msg_id
     assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt"
     assert kernel.value('jobs["sleepy"].status') == "stopped"
-    assert wait_until(lambda: kernel.descendants() == [], timeout=10)
+    assert wait_until(lambda: kernel.descendants() == [], timeout=60)
     assert processes_mentioning(kernel.value('str(jobs["sleepy"].job_dir)')) == []
 
 
@@ -196,7 +196,7 @@ def test_stock_kernel_with_load_ext_and_shutdown_leaves_no_process():
         assert processes_mentioning(job_dir)
     finally:
         session.shutdown()
-    assert wait_until(lambda: processes_mentioning(job_dir) == [], timeout=15)
+    assert wait_until(lambda: processes_mentioning(job_dir) == [], timeout=60)
     assert not os.path.exists(job_dir)
 
 
