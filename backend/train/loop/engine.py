@@ -257,17 +257,17 @@ class Engine:
         dist.all_reduce(total)
         return total.item(), sum(s.length for s in seqs)
 
-    def run_group(self, strategy: Strategy, share: list[list[Seq]], scale: float, fresh: bool = False) -> float:
+    def run_group(self, strategy: Strategy, share: list[list[Seq]], scale: float, fresh: bool = False) -> torch.Tensor:
         """This rank's replica's ``share`` of ``strategy``'s sequences through its graph; the loss
-        sum. Gradients accumulate into its buffer, from zero where ``fresh`` (the first gradient
-        of each parameter copied in: ``ExecGraph.restart_grads``); the buffer is whole
-        afterwards, even if this fails."""
+        sum, left on the device (reading it would stop the device). Gradients accumulate into
+        its buffer, from zero where ``fresh`` (the first gradient of each parameter copied in:
+        ``ExecGraph.restart_grads``); the buffer is whole afterwards, even if this fails."""
         graph = self.states[strategy].graph
         assert graph is not None, f"rank {self.rank} computes nothing under {strategy}"
         if fresh:
             graph.restart_grads()
         try:
-            return graph.run(self._inputs(share), scale, self.schedule).item()
+            return graph.run(self._inputs(share), scale, self.schedule)
         finally:
             graph.settle_grads()
 

@@ -184,3 +184,33 @@ def step_times(rank: int, world: int, spec):
     first_switches = engine.take_switch_stats()
     times = engine.step(plan.assign(batches.next_batch()), order).times
     return {**dataclasses.asdict(times), "first_switches": first_switches}
+
+
+def stops_before_the_update(rank: int, world: int, spec, compiled: bool):
+    """The synchronising CUDA calls (PyTorch's sync debug mode, warning) that a second step of
+    the plan ``spec`` on this rank's GPU makes before its update, each as its warning's text;
+    the first step builds what a new shape needs (kernels' plans, compiled runs, the NCCL
+    communicator)."""
+    import warnings
+
+    import torch
+
+    from hotswitch.backend.precision import Precision
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    plan = HotSwitchPlan.of(spec)
+    instantiation = instantiation_strategy(plan.strategies)
+    options = {"device": device, "precision": Precision.of("bf16"), "compiled": compiled}
+    engine = Engine(get_config(MODEL), plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, **options)
+    order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
+    batches = stream()
+    engine.step(plan.assign(batches.next_batch()), order)
+    groups = plan.assign(batches.next_batch())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:  # the update reads the gradients' norm: the step's one stop
+            engine.step(groups, order, before_update=lambda master: torch.cuda.set_sync_debug_mode(0))
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    return [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
