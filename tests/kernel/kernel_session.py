@@ -52,12 +52,18 @@ def warm_body(steps: int = 3, pause: float = 0.0) -> str:
     return body.replace('dist.init_process_group("gloo")\n', "").replace("dist.destroy_process_group()\n", "")
 
 
+SHUTDOWN_WAIT_S = 120.0  # generous: it ends as soon as the kernel has exited
+
+
 class KernelSession:
     """Start ``kernel_name`` (from ``kernels_dir`` if given); run cells; collect output per cell."""
 
     def __init__(self, kernel_name: str = "python3", kernels_dir: Path | None = None):
         specs = KernelSpecManager(kernel_dirs=[str(kernels_dir)]) if kernels_dir else KernelSpecManager()
         self.manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=specs)
+        # A kernel asked to shut down stops its jobs and removes their folders on its way out;
+        # jupyter_client kills it after 5 s by default, which a busy machine can outlast.
+        self.manager.shutdown_wait_time = SHUTDOWN_WAIT_S
         self.manager.start_kernel()
         self.client = self.manager.client()
         self.client.start_channels()
