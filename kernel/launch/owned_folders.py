@@ -10,7 +10,9 @@ making a folder removes every other one of its kind whose owner is gone. "Gone" 
 the ranks' watchdog judges it (``worker/watchdog.py``): no such process, a zombie, or its pid
 now another process's (psutil's creation time differs). A folder is only judged from the host
 and pid namespace that made it (two containers sharing a temp directory see different processes
-under one pid), and only by its owner's user, with its owner file whole; others stay.
+under one pid), and only by its owner's user, with its owner file whole; others stay. A folder
+is removed with its owner file last (``remove_owned``), so that a removal cut short by a kill
+leaves a folder the next sweep still judges, not one without an owner.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import shutil
 import socket
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 import psutil
@@ -46,9 +49,29 @@ def sweep(parent: Path, prefix: str) -> list[Path]:
     for folder in parent.glob(f"{prefix}*"):
         owner = _owner(folder)
         if owner is not None and _gone(owner, me):
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_owned(folder)
             removed.append(folder)
     return removed
+
+
+def remove_owned(folder: Path) -> None:
+    """Remove ``folder``, its owner file last: every other entry first, so that a process killed
+    while removing it (a kernel that outlasted its shutdown's wait) leaves the owner named."""
+    with suppress(OSError):
+        for entry in list(folder.iterdir()):
+            if entry.name != OWNER:
+                _remove_entry(entry)
+    with suppress(OSError):
+        (folder / OWNER).unlink()
+    shutil.rmtree(folder, ignore_errors=True)  # whatever appeared meanwhile
+
+
+def _remove_entry(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        with suppress(OSError):
+            entry.unlink()
 
 
 def _me() -> dict:

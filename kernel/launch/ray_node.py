@@ -10,7 +10,6 @@ first node's agent also the job's placement group)."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import threading
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.owned_folders import owned_folder
+from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
 from hotswitch.kernel.worker.entry import ENV_KERNEL_PID, ENV_NODE, ENV_SECRET_FILE
 
 # How long a detached job's agents wait, once their ranks have ended, for a kernel to collect the
@@ -114,7 +113,7 @@ class NodeAgent:
     def remove(self) -> None:
         """Delete this node's job folder (once every process of it has ended)."""
         if self.folder is not None and self.status() is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            remove_owned(self.folder)
 
 
 def named_actor_alive(name: str) -> bool:

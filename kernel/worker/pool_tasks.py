@@ -17,14 +17,13 @@ import ast
 import base64
 import json
 import os
-import shutil
 import sys
 import traceback
 
 from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.channel.secrets import SECRET_FILE
 from hotswitch.kernel.launch.job_files import write_job_files
-from hotswitch.kernel.launch.owned_folders import owned_folder
+from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, close_reported, connect, run_reported
 from hotswitch.kernel.worker.rank_stream import LineStream
@@ -54,7 +53,7 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_owned(folder)
 
 
 class TaskStream(LineStream):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from hotswitch.kernel.launch.owned_folders import owned_folder
+from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
 from hotswitch.kernel.notebook.jobs.job import Job
 
 JOBS_PREFIX = "hotswitch-jobs-"
@@ -79,7 +78,7 @@ class JobRegistry:
             if not job.done and not job.detached:
                 job.stop(grace=grace)
         if self._root is not None:
-            shutil.rmtree(self._root, ignore_errors=True)
+            remove_owned(self._root)
             self._root = None
 
     def __repr__(self) -> str:

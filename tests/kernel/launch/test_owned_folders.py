@@ -4,6 +4,7 @@ killed, left a zombie), never a live owner's, another host's or pid namespace's,
 without a whole owner file. Real processes, each owning a folder as a kernel would."""
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,3 +113,34 @@ def test_another_kind_of_folder_is_not_swept(temp):
     task = owned_folders.owned_folder("hotswitch-pool-task-")
     assert set(temp.iterdir()) == {jobs, task}  # the dead kernel's job folder is another kind's
     assert owned_folders.sweep(temp, JOBS_PREFIX) == [jobs]
+
+
+class Killed(BaseException):
+    """The process ends here, as under SIGKILL: nothing after it runs."""
+
+
+def test_a_removal_cut_short_leaves_the_owner_named_and_the_folder_swept(temp, monkeypatch):
+    """A kernel killed while removing its job folder (it outlasted its shutdown's wait) left a
+    folder without its owner file, which no sweep would judge: the owner file now goes last."""
+    folder = owned_folders.owned_folder(JOBS_PREFIX)
+    for name in ("a-job", "z-job", ".hidden-job"):  # before and after the owner file, in any order
+        (folder / name).mkdir()
+        (folder / name / "channel.secret").write_text("secret")
+    real, removed = shutil.rmtree, []
+
+    def killed_after_the_first(path, *args, **kwargs):
+        if removed:
+            raise Killed
+        real(path, *args, **kwargs)
+        removed.append(path)
+
+    monkeypatch.setattr(shutil, "rmtree", killed_after_the_first)
+    with pytest.raises(Killed):
+        owned_folders.remove_owned(folder)
+    monkeypatch.setattr(shutil, "rmtree", real)
+    assert len(removed) == 1 and removed[0].parent == folder and (folder / owned_folders.OWNER).exists()
+    process, its_root = _kernel()  # the owner, as if it were the killed kernel
+    _end(process)
+    (folder / owned_folders.OWNER).write_text((its_root / owned_folders.OWNER).read_text())
+    assert sorted(owned_folders.sweep(temp, JOBS_PREFIX)) == sorted([folder, its_root])
+    assert not folder.exists()
