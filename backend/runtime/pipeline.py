@@ -168,8 +168,8 @@ def _forward(graph: PipelineStage, batch: tuple[torch.Tensor, ...], m: int, arri
 
 
 def _backward(graph: PipelineStage, m: int, received: list, produced: list, arrived: dict, scale: float | None):
-    """Micro-batch ``m``'s backward pass: from ``scale`` times the loss on the last stage (a
-    ``scale``), else from the gradients that arrived for its outputs; the gradients of its
+    """Micro-batch ``m``'s backward pass: from ``scale`` times the loss where ``scale`` is given
+    (the last stage), else from the gradients that arrived for its outputs; the gradients of its
     inputs to send back (zeros where an input did not reach the loss)."""
     with record_function(BACKWARD):
         if scale is not None:

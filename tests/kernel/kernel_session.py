@@ -231,7 +231,9 @@ def wait_none_mentioning(text: str, what: str) -> None:
     wait_progressing(lambda: not processes_mentioning(text), progress, what)
 
 
-def wait_until(condition, timeout: float = 30.0, every: float = 0.1) -> bool:
+def wait_until(condition, timeout: float = 60.0, every: float = 0.1) -> bool:
+    """Whether ``condition()`` holds within ``timeout`` seconds (generous: a busy machine slows a
+    test down without failing it), checked every ``every`` seconds and ended as soon as it does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

@@ -52,9 +52,9 @@ class Switches:
         bound.run()
         span = (started, self.marks.mark())
         if first:
-            what_ran = f"{what}+add" if add else what
-            stats = {"src": str(src), "dst": str(dst), "what": what_ran, "bytes": bound.plan.bytes_moved}
-            self.first_runs.append(({**stats, "predicted_s": bound.predicted_s}, span))
+            stats: dict[str, object] = {"src": str(src), "dst": str(dst), "what": f"{what}+add" if add else what}
+            stats.update(bytes=bound.plan.bytes_moved, predicted_s=bound.predicted_s)
+            self.first_runs.append((stats, span))
         return span
 
     def bound(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool = False) -> BoundSwitch:

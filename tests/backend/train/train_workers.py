@@ -1,9 +1,13 @@
 """Rank functions for the training tests (importable by spawned processes)."""
 
 import dataclasses
+import warnings
+
+import torch
 
 from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, stdlib_documents
+from hotswitch.backend.precision import Precision
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
@@ -191,12 +195,6 @@ def stops_before_the_update(rank: int, world: int, spec, compiled: bool):
     the plan ``spec`` on this rank's GPU makes before its update, each as its warning's text;
     the first step builds what a new shape needs (kernels' plans, compiled runs, the NCCL
     communicator)."""
-    import warnings
-
-    import torch
-
-    from hotswitch.backend.precision import Precision
-
     device = torch.device("cuda", torch.cuda.current_device())
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)

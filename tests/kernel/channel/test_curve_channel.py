@@ -16,7 +16,7 @@ from hotswitch.kernel.channel.secrets import CurveKeys, KernelSecret, WorkerSecr
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
-from .waits import until
+from ..kernel_session import wait_until
 
 
 def test_which_hosts_leave_loopback():
@@ -61,12 +61,12 @@ def test_an_encrypted_channel_hears_only_peers_with_both_keys(monkeypatch):
             eavesdropper.send_multipart(MessageSigner(secret.key, "rank-5").seal({"kind": "started"}))
         impostor.send({"kind": "started"})  # encrypted, but signed with another key
         worker.send({"kind": "event", "event": {"type": "step", "step": 1}})
-        assert until(lambda: received)
+        assert wait_until(lambda: received)
         channel.send(0, {"kind": "control", "control": {"command": "pause"}})
         got = []
-        assert until(lambda: got.extend(worker.receive_all()) or got), (worker.stats, channel.stats, received)
+        assert wait_until(lambda: got.extend(worker.receive_all()) or got), (worker.stats, channel.stats, received)
         assert got == [{"kind": "control", "control": {"command": "pause"}}]
-        assert until(lambda: channel.stats.forged == 1), channel.stats
+        assert wait_until(lambda: channel.stats.forged == 1), channel.stats
         time.sleep(0.5)
         assert received == [("rank-0", {"kind": "event", "event": {"type": "step", "step": 1}})]
     finally:

@@ -9,7 +9,7 @@ from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import new_key
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
-from .waits import until
+from ..kernel_session import wait_until
 
 LIMIT = 64 * 1024
 
@@ -78,7 +78,7 @@ def test_a_rank_gives_up_on_a_kernel_that_is_gone_counts_what_it_dropped_and_say
     notes = []
     worker.on_note = notes.append
     worker.send({"kind": "started"})
-    assert until(lambda: worker.receive_all() == [] and worker.unconfirmed == 0)
+    assert wait_until(lambda: worker.receive_all() == [] and worker.unconfirmed == 0)
     channel.close()  # the kernel is gone
     for n in range(20):
         worker.send_line("stdout", str(n))

@@ -7,7 +7,7 @@ from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
-from .waits import until
+from ..kernel_session import wait_until
 
 LIMIT = 64 * 1024
 CONTROL = {"kind": "control", "control": {"type": "control", "command": "pause"}}
@@ -32,19 +32,19 @@ def test_an_impostor_holding_rank_0s_identity_gets_no_control_and_blocks_no_even
         # before the real rank 0 exists; control queued now must not go to it.
         impostor.send_multipart([b"{}", b"{}"])
         impostor.send_multipart(MessageSigner(new_key(), "rank-0").seal({"kind": "started"}))
-        assert until(lambda: channel.stats.dropped == 2)
+        assert wait_until(lambda: channel.stats.dropped == 2)
         channel.send(0, CONTROL)
         worker = WorkerChannel(channel.address, key, rank=0, max_bytes=LIMIT)
         worker.send({"kind": "started"})
         worker.send({"kind": "event", "event": {"type": "step", "step": 1}})
         got = []
-        assert until(lambda: got.extend(worker.receive_all()) or got)
+        assert wait_until(lambda: got.extend(worker.receive_all()) or got)
         assert got == [CONTROL]
-        assert until(lambda: len(received) == 2)
+        assert wait_until(lambda: len(received) == 2)
         step = {"kind": "event", "event": {"type": "step", "step": 1}}
         assert received == [("rank-0", {"kind": "started"}), ("rank-0", step)]
         channel.send(0, CONTROL)
-        assert until(lambda: got.extend(worker.receive_all()) or len(got) == 2)
+        assert wait_until(lambda: got.extend(worker.receive_all()) or len(got) == 2)
         assert impostor.poll(200) == 0  # by now both controls went out, none of them to the impostor
         assert (channel.stats.accepted, channel.stats.unsigned, channel.stats.forged) == (2, 1, 1)
     finally:
@@ -65,12 +65,12 @@ def test_a_replayed_rank_0_message_does_not_move_the_route():
         captured = MessageSigner(key, "rank-0").seal({"kind": "started"})  # as if sniffed: sequence 1
         worker.send({"kind": "started"})
         worker.send({"kind": "event", "event": {"type": "step"}})
-        assert until(lambda: channel.stats.accepted == 2)
+        assert wait_until(lambda: channel.stats.accepted == 2)
         impostor.send_multipart(captured)
-        assert until(lambda: channel.stats.replayed == 1)
+        assert wait_until(lambda: channel.stats.replayed == 1)
         channel.send(0, CONTROL)
         got = []
-        assert until(lambda: got.extend(worker.receive_all()) or got)
+        assert wait_until(lambda: got.extend(worker.receive_all()) or got)
         assert got == [CONTROL]
         assert impostor.poll(200) == 0
     finally:

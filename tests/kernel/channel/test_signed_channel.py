@@ -7,7 +7,7 @@ from hotswitch.kernel.channel.kernel_end import KernelChannel
 from hotswitch.kernel.channel.signing import MessageSigner, new_key
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
-from .waits import until
+from ..kernel_session import wait_until
 
 LIMIT = 64 * 1024
 
@@ -38,7 +38,7 @@ def test_valid_messages_arrive_and_bad_ones_are_dropped_and_counted():
         sock.send_multipart(first[:2])  # no signature frame
         sock.send_multipart(good.seal({"kind": "log", "line": "x" * LIMIT}))  # oversized
         sock.send_multipart(good.seal({"kind": "event", "event": {"type": "step", "step": 4}}))
-        assert until(lambda: channel.stats.accepted + channel.stats.dropped == 7)
+        assert wait_until(lambda: channel.stats.accepted + channel.stats.dropped == 7)
         stats = channel.stats
         assert (stats.accepted, stats.replayed, stats.forged, stats.unsigned, stats.oversized) == (2, 1, 2, 1, 1)
         assert [body["event"]["step"] for _, body in received] == [1, 4]
@@ -58,7 +58,7 @@ def test_control_reaches_rank_zero_and_forged_control_is_ignored(monkeypatch):
         channel.send(0, {"kind": "control", "control": {"type": "control", "command": "switch", "strategy": "dp2"}})
         worker.send({"kind": "started"})  # control waits for rank 0's first verified message
         got = []
-        assert until(lambda: got.extend(worker.receive_all()) or got)
+        assert wait_until(lambda: got.extend(worker.receive_all()) or got)
         assert got == [{"kind": "control", "control": {"type": "control", "command": "switch", "strategy": "dp2"}}]
     finally:
         worker.close()
@@ -73,7 +73,7 @@ def test_control_reaches_rank_zero_and_forged_control_is_ignored(monkeypatch):
         assert router.poll(5000)
         route = router.recv_multipart()[0]
         router.send_multipart([route, *MessageSigner(new_key(), "kernel").seal({"kind": "control", "control": {}})])
-        assert until(lambda: worker.receive_all() == [] and worker.stats.forged == 1)
+        assert wait_until(lambda: worker.receive_all() == [] and worker.stats.forged == 1)
     finally:
         worker.close()
         router.close(linger=0)
