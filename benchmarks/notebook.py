@@ -187,7 +187,7 @@ def launcher_options(name: str, folder: Path):
         finally:
             cluster.shutdown()
     elif name == "slurm":
-        from tests.kernel.launch.slurm_cluster import slurm_on_loopback
+        from tests.kernel.launch.slurm.slurm_cluster import slurm_on_loopback
 
         with slurm_on_loopback(folder) as conf:
             os.environ["SLURM_CONF"] = str(conf)

@@ -37,9 +37,9 @@ if "HOTSWITCH_RUNS" not in os.environ:
 # durations measured on a 2-core machine, in LONGEST), so that no long file starts last while
 # the other workers idle.
 CLUSTERS = (
-    "tests/kernel/launch/test_slurm_launcher.py",
-    "tests/kernel/launch/test_ray_launcher.py",
-    "tests/kernel/launch/test_kubeflow_local.py",
+    "tests/kernel/launch/slurm/test_slurm_launcher.py",
+    "tests/kernel/launch/ray/test_ray_launcher.py",
+    "tests/kernel/launch/kubeflow/test_kubeflow_local.py",
     "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[04-clusters]",
 )
 NOTEBOOK_RUNS = "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom["

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.jobs.job import Job
 from hotswitch.kernel.notebook.jobs.run_record import RunRecord, new_run_dir

@@ -1,7 +1,7 @@
 """A job folder's own files (the body, the channel's key, pushed values; no logs), read to be
 shipped to a node and written into that node's folder readable by its owner only; and the launch
 file, the spec and its ranks' environment for the process that starts a node's ranks (Slurm's
-``slurm_node``, the Kubeflow local backend's agent)."""
+``slurm.node``, the Kubeflow local backend's agent)."""
 
 from __future__ import annotations
 

@@ -34,18 +34,18 @@ def make_launcher(name: str, **options) -> Launcher:
         raise ValueError(f"unknown launcher options: {', '.join(unknown)}")
     given = {key: value for key, value in options.items() if value is not None}
     if name == "local":
-        from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+        from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 
         return TorchrunLauncher()
     if name == "ray":
         address = given.get("ray_address") or os.environ.get("RAY_ADDRESS")
         if not address:
             raise ValueError("--launcher ray needs the cluster's head: --ray-address HOST:PORT (or $RAY_ADDRESS)")
-        from hotswitch.kernel.launch.ray_launcher import RayLauncher
+        from hotswitch.kernel.launch.ray.launcher import RayLauncher
 
         return RayLauncher(address)
     if name == "slurm":
-        from hotswitch.kernel.launch.slurm_launcher import SlurmLauncher
+        from hotswitch.kernel.launch.slurm.launcher import SlurmLauncher
 
         return SlurmLauncher(given.get("partition"), given.get("time"), given.get("gpus_per_node"))
     if name == "kubeflow":
@@ -63,7 +63,7 @@ def kubeflow_launcher(options: dict) -> Launcher:
     except ImportError:
         raise ValueError(f"--launcher kubeflow needs the Kubeflow SDK on this machine: {KUBEFLOW_EXTRA}") from None
     if backend == "kubernetes":
-        from hotswitch.kernel.launch.kubeflow_launcher import KubeflowLauncher
+        from hotswitch.kernel.launch.kubeflow.launcher import KubeflowLauncher
 
         return KubeflowLauncher(options.get("namespace"), options.get("image"), options.get("resources"))
     cluster_only = sorted(key for key in ("namespace", "image", "resources") if options.get(key))
@@ -72,6 +72,6 @@ def kubeflow_launcher(options: dict) -> Launcher:
             f"--{', --'.join(cluster_only)}: for pods on a cluster; the local backend runs on this machine with "
             "this kernel's environment"
         )
-    from hotswitch.kernel.launch.kubeflow_local import KubeflowLocalLauncher
+    from hotswitch.kernel.launch.kubeflow.local_backend import KubeflowLocalLauncher
 
     return KubeflowLocalLauncher()

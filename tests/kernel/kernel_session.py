@@ -14,7 +14,7 @@ import psutil
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
 
-from hotswitch.kernel.launch.forked_ranks import RANK_PROCESS_NAME
+from hotswitch.kernel.launch.local.forked_ranks import RANK_PROCESS_NAME
 
 TRAIN_BODY = """
 import time

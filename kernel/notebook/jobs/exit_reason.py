@@ -2,7 +2,7 @@
 stopped first before the ranks that failed because it did.
 
 The order of events comes from torchrun, the agent every launcher runs on each node. Where it
-forks its ranks (``launch/forked_ranks.py``), the agent says the moment each rank ends, to the
+forks its ranks (``launch/local/forked_ranks.py``), the agent says the moment each rank ends, to the
 microsecond. Otherwise its error report numbers the failures it saw in the order it saw them
 (``[0]`` is its "first observed failure"), each with the second it saw it: ranks that end
 within one of its polls look simultaneous there. The channel adds which ranks ended with a word
@@ -16,7 +16,7 @@ import signal
 from collections.abc import Collection
 from typing import NamedTuple
 
-from hotswitch.kernel.launch.forked_ranks import ranks_ended
+from hotswitch.kernel.launch.local.forked_ranks import ranks_ended
 
 # One failure of torchrun's ChildFailedError report (each node's agent prints one):
 #   [1]:

@@ -2,7 +2,7 @@
 output, a job whose every message was rejected, a body's failure."""
 
 from hotswitch.kernel.channel.signing import ChannelStats
-from hotswitch.kernel.launch.forked_ranks import ended_line
+from hotswitch.kernel.launch.local.forked_ranks import ended_line
 from hotswitch.kernel.notebook.jobs.exit_reason import RankExit, observed_exits
 from hotswitch.kernel.notebook.jobs.job_outcome import ending, worker_errors
 from hotswitch.kernel.worker.entry import WORKER_ERROR_MARK

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.jobs.job import Job
 from hotswitch.kernel.worker.heartbeat import ENV_HEARTBEAT_TIMEOUT
@@ -25,7 +25,7 @@ TIMEOUT_S = "4"
 KERNEL = """
 import pathlib, sys, time
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.jobs.job import Job
 

@@ -18,7 +18,7 @@ from tests.kernel.kernel_session import cpu_seconds, processes_mentioning, wait_
 KERNEL = """
 import os, pathlib, sys, time
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.jobs.job import Job
 

@@ -2,7 +2,7 @@
 
 The batch script (written into the run folder, which compute nodes see on a shared filesystem)
 runs one task per node with ``srun --kill-on-bad-exit``: each task is
-``python -m hotswitch.kernel.launch.slurm_node FOLDER``, torchrun for that node, meeting in a
+``python -m hotswitch.kernel.launch.slurm.node FOLDER``, torchrun for that node, meeting in a
 c10d rendezvous on the job's first node. A failing node ends the others (srun), a failing rank
 ends its node (torchrun). ``scancel`` reaches every process of every node (Slurm tracks them).
 
@@ -87,7 +87,7 @@ def batch_script(folder: Path, spec: LaunchSpec, options: dict) -> str:
         # (a port drawn at submission could be taken by the time the job starts)
         f"port=$({shlex.quote(sys.executable)} -c {shlex.quote(FREE_PORT)})",
         'export HOTSWITCH_RDZV_ENDPOINT="$head:$port"',
-        f"srun --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m hotswitch.kernel.launch.slurm_node "
+        f"srun --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m hotswitch.kernel.launch.slurm.node "
         f"{shlex.quote(str(folder))}",
     ]
     return "\n".join(lines) + "\n"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from hotswitch.kernel.channel.secrets import leaves_loopback
 from hotswitch.kernel.launch.job_files import job_files
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
-from hotswitch.kernel.launch.ray_node import ENV_LINGER, NodeAgent, agent_name
+from hotswitch.kernel.launch.ray.node import ENV_LINGER, NodeAgent, agent_name
 from hotswitch.kernel.worker.entry import ENV_ADDRESS
 
 NAMESPACE = "hotswitch"

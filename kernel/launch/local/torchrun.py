@@ -17,9 +17,9 @@ import psutil
 
 from hotswitch.backend.train.config.paths import ENV_NOTEBOOK_DIR
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec, rank_log
-from hotswitch.kernel.launch.loopback_agent import ENV_AGENT_EXIT, LOOPBACK, TORCHRUN
+from hotswitch.kernel.launch.local.loopback_agent import ENV_AGENT_EXIT, LOOPBACK, TORCHRUN
 
-LOOPBACK_AGENT = "hotswitch.kernel.launch.loopback_agent"
+LOOPBACK_AGENT = "hotswitch.kernel.launch.local.loopback_agent"
 # Once the agent is gone, its ranks end themselves within a second (their watchdog sees their
 # parent change); any still running this long after are killed, so the job cannot hang on them.
 ORPHAN_GRACE_S = 10.0

@@ -1,4 +1,4 @@
-"""One node of a Slurm job: ``python -m hotswitch.kernel.launch.slurm_node FOLDER``, run by
+"""One node of a Slurm job: ``python -m hotswitch.kernel.launch.slurm.node FOLDER``, run by
 ``srun`` once per node. It becomes torchrun for this node (exec: ``scancel`` signals it
 directly), with the job's settings from ``FOLDER/launch.json``, the node's index from Slurm,
 and the rendezvous on the job's first node."""
@@ -12,7 +12,7 @@ from pathlib import Path
 from hotswitch.kernel.channel.secrets import SECRET_FILE
 from hotswitch.kernel.launch.job_files import read_launch
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.torchrun import agent_env, torchrun_argv
+from hotswitch.kernel.launch.local.torchrun import agent_env, torchrun_argv
 from hotswitch.kernel.worker.entry import ENV_NODE, ENV_SECRET_FILE
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
@@ -38,7 +38,7 @@ def node_spec(folder: Path, environ: dict) -> LaunchSpec:
 
 def main(argv: list[str]) -> None:
     if len(argv) != 1:
-        raise SystemExit("usage: python -m hotswitch.kernel.launch.slurm_node FOLDER")
+        raise SystemExit("usage: python -m hotswitch.kernel.launch.slurm.node FOLDER")
     spec = node_spec(Path(argv[0]), dict(os.environ))
     argv = torchrun_argv(spec)
     os.chdir(spec.job_dir)

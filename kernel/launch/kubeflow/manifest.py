@@ -11,7 +11,7 @@ import base64
 import re
 
 from hotswitch.kernel.channel.secrets import SECRET_FILE
-from hotswitch.kernel.launch.kubeflow_rank import hotswitch_rank
+from hotswitch.kernel.launch.kubeflow.rank import hotswitch_rank
 from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.worker.entry import ENV_SECRET_FILE
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hotswitch.kernel.launch.slurm_launcher import SlurmLauncher
+from hotswitch.kernel.launch.slurm.launcher import SlurmLauncher
 from hotswitch.kernel.worker.heartbeat import ENV_HEARTBEAT_TIMEOUT
 from tests.kernel.kernel_session import (
     CAP_S,
@@ -20,7 +20,7 @@ from tests.kernel.kernel_session import (
     processes_mentioning,
     wait_progressing,
 )
-from tests.kernel.launch.slurm_cluster import slurm_on_loopback
+from tests.kernel.launch.slurm.slurm_cluster import slurm_on_loopback
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_cluster_at_a_time")]  # tests/conftest.py
 

@@ -7,9 +7,9 @@ import signal
 
 import pytest
 
-from hotswitch.kernel.launch.forked_ranks import RANK_PROCESS_NAME
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.local.forked_ranks import RANK_PROCESS_NAME
+from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.jobs.job import Job
 from tests.kernel.kernel_session import CAP_S, cpu_seconds, processes_mentioning, wait_progressing
@@ -109,7 +109,7 @@ def test_cancel_ends_every_process_of_the_launch(tmp_path, force):
         job.stop(grace=1.0)
 
 
-# What a rank sees of itself. It is forked from the agent (kernel/launch/forked_ranks.py), and must
+# What a rank sees of itself. It is forked from the agent (kernel/launch/local/forked_ranks.py), and must
 # be what `python -u -m hotswitch.kernel.worker BODY` would be: torchrun's environment for its rank,
 # its own session, the worker's argv, default signal handlers, one thread per rank as torchrun sets.
 FACTS = """
@@ -136,7 +136,7 @@ def test_a_forked_rank_is_what_a_rank_started_afresh_would_be(tmp_path):
     assert "exitcode  : 3" in launcher.logs(job.handle)  # torchrun's report: rank 1's sys.exit(3)
     for rank in (0, 1):
         facts = json.loads((tmp_path / f"facts-{rank}.json").read_text())
-        assert facts["name"] == RANK_PROCESS_NAME and "hotswitch.kernel.launch.loopback_agent" in facts["agent"]
+        assert facts["name"] == RANK_PROCESS_NAME and "hotswitch.kernel.launch.local.loopback_agent" in facts["agent"]
         assert facts["own_session"] and facts["sigterm"] and facts["sigint"]
         assert (facts["rank"], facts["local_rank"], facts["world"]) == (str(rank), str(rank), "2")
         assert facts["argv"] == [str(tmp_path / "body.py")] and facts["threads"] == 1

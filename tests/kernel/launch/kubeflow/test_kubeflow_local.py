@@ -15,7 +15,7 @@ from tests.kernel.kernel_session import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_cluster_at_a_time")]  # tests/conftest.py
 
-AGENT = "hotswitch.kernel.launch.kubeflow_local_agent"
+AGENT = "hotswitch.kernel.launch.kubeflow.local_agent"
 FAILING = """
 import os
 import time

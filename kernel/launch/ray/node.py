@@ -1,4 +1,4 @@
-"""A node of a Ray job: the node agent actor, one per node of the job (``ray_launcher`` places
+"""A node of a Ray job: the node agent actor, one per node of the job (``ray.launcher`` places
 them). It copies the job folder's files (the body, the channel's key, pushed values) into a
 folder of its own, owner-only, and runs torchrun for its node there (``TorchrunLauncher``: every
 process of the node tracked and torn down together). Its ranks watch its pid as their kernel's:
@@ -36,7 +36,7 @@ class NodeAgent:
     """One node of a job, as a Ray actor: torchrun for that node in a folder of its own."""
 
     def __init__(self):
-        from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+        from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 
         self.launcher = TorchrunLauncher()
         self.handle: str | None = None

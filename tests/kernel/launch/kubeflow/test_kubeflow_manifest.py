@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from hotswitch.kernel.channel.secrets import SECRET_FILE
-from hotswitch.kernel.launch import kubeflow_manifest as manifest
-from hotswitch.kernel.launch.kubeflow_rank import hotswitch_rank
+from hotswitch.kernel.launch.kubeflow import manifest
+from hotswitch.kernel.launch.kubeflow.rank import hotswitch_rank
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from tests.kernel.launch.trainjob_schema import trainjob_errors
+from tests.kernel.launch.kubeflow.trainjob_schema import trainjob_errors
 
 KEY = b'{"key": "c2VjcmV0LWtleS1ieXRlcw=="}'
 

@@ -1,5 +1,5 @@
 """torchrun with its stores kept on loopback:
-``python -m hotswitch.kernel.launch.loopback_agent -m torch.distributed.run ARGS``.
+``python -m hotswitch.kernel.launch.local.loopback_agent -m torch.distributed.run ARGS``.
 
 torchrun's TCPStore servers (the c10d rendezvous store and the store its workers meet in) bind
 every interface, whatever host the endpoint names, so a local job would be reachable from the
@@ -15,7 +15,7 @@ import socket
 import sys
 from pathlib import Path
 
-from hotswitch.kernel.launch import forked_ranks
+from hotswitch.kernel.launch.local import forked_ranks
 
 LOOPBACK = ("127.0.0.1", "localhost")
 ENV_AGENT_EXIT = "HOTSWITCH_AGENT_EXIT"  # where the agent writes its exit status

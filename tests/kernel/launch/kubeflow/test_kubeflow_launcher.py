@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from hotswitch.kernel.channel.secrets import SECRET_FILE
-from hotswitch.kernel.launch.kubeflow_launcher import KubeflowLauncher
+from hotswitch.kernel.launch.kubeflow.launcher import KubeflowLauncher
 from hotswitch.kernel.launch.launcher import LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import make_launcher
-from tests.kernel.launch.kube_stub import KubeStub
-from tests.kernel.launch.trainjob_schema import trainjob_errors
+from tests.kernel.launch.kubeflow.kube_stub import KubeStub
+from tests.kernel.launch.kubeflow.trainjob_schema import trainjob_errors
 
 IMAGE = "team/hotswitch:0.1"
 

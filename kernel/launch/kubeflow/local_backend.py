@@ -1,6 +1,6 @@
 """``--launcher kubeflow --kubeflow-backend local``: a job through the Kubeflow SDK's local
 backend (``LocalProcessBackend``), one node on this machine: how a TrainJob's code is tried
-without a cluster. The SDK runs in an agent process of its own (``kubeflow_local_agent``), which
+without a cluster. The SDK runs in an agent process of its own (``kubeflow.local_agent``), which
 this launcher starts and follows like local torchrun's agent: every descendant tracked, torn
 down together, adopted again by a kernel that attaches to a detached job. The job's virtual
 environment (torch alone is about 1 GB) never outlives it."""
@@ -11,11 +11,11 @@ import shutil
 import sys
 
 from hotswitch.kernel.launch.job_files import write_launch
-from hotswitch.kernel.launch.kubeflow_local_agent import VENVS
+from hotswitch.kernel.launch.kubeflow.local_agent import VENVS
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 
-AGENT = "hotswitch.kernel.launch.kubeflow_local_agent"
+AGENT = "hotswitch.kernel.launch.kubeflow.local_agent"
 
 
 class KubeflowLocalLauncher(TorchrunLauncher):

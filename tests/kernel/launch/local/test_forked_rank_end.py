@@ -9,7 +9,7 @@ import os
 import signal
 import time
 
-from hotswitch.kernel.launch.forked_ranks import ForkedRank, ranks_ended
+from hotswitch.kernel.launch.local.forked_ranks import ForkedRank, ranks_ended
 
 CHILDREN = 24
 LIMIT_S = 120  # generous: the machine's cores are shared

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kubernetes.client import ApiException
 
-from hotswitch.kernel.launch.kubeflow_manifest import CONTAINER, GROUP, PLURAL, VERSION
+from hotswitch.kernel.launch.kubeflow.manifest import CONTAINER, GROUP, PLURAL, VERSION
 
 REQUEST_TIMEOUT_S = 10.0
 # Container states that do not get better by waiting.

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from hotswitch.kernel.launch import ray_launcher
+from hotswitch.kernel.launch.ray import launcher as ray_launcher
 from tests.kernel.kernel_session import (
     CAP_S,
     cpu_seconds,

@@ -8,7 +8,7 @@ import subprocess
 import psutil
 
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.torchrun import TorchrunLaunch
+from hotswitch.kernel.launch.local.torchrun import TorchrunLaunch
 from tests.kernel.kernel_session import cpu_seconds, wait_progressing
 
 AGENT = ["sh", "-c", "sleep 600 & sleep 600 & wait"]

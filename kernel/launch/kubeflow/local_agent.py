@@ -1,12 +1,12 @@
 """One job on the Kubeflow SDK's local backend: ``python -m
-hotswitch.kernel.launch.kubeflow_local_agent BODY``, started by ``KubeflowLocalLauncher``.
+hotswitch.kernel.launch.kubeflow.local_agent BODY``, started by ``KubeflowLocalLauncher``.
 
 It runs apart from the kernel because the SDK's ``LocalProcessBackend`` changes the working
 directory of the process it runs in for as long as a job runs, and on cancel ends only the shell
 it started; here it is a process the launcher tracks with every descendant (shell, torchrun,
 ranks) and ends together. The backend makes a fresh virtual environment per job (from the
 ``python`` on PATH: the kernel's, put first), points it at the kernel's torch for its torchrun
-(``kubeflow_torch_pointer``: a wheel of a few files, not a copy of torch), and runs
+(``kubeflow.torch_pointer``: a wheel of a few files, not a copy of torch), and runs
 ``hotswitch_rank`` on ``nproc`` ranks; the ranks import hotswitch from the kernel's environment.
 The environment is made in the job folder and removed when the job ends, however it ends short
 of SIGKILL. Output: the backend's (environment, install, torchrun), line
@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from hotswitch.kernel.launch.job_files import read_launch
-from hotswitch.kernel.launch.kubeflow_manifest import RUNTIME
-from hotswitch.kernel.launch.kubeflow_rank import hotswitch_rank
-from hotswitch.kernel.launch.kubeflow_torch_pointer import pointer_wheel
+from hotswitch.kernel.launch.kubeflow.manifest import RUNTIME
+from hotswitch.kernel.launch.kubeflow.rank import hotswitch_rank
+from hotswitch.kernel.launch.kubeflow.torch_pointer import pointer_wheel
 from hotswitch.kernel.launch.launcher import LaunchSpec
-from hotswitch.kernel.launch.loopback_agent import ENV_AGENT_EXIT
-from hotswitch.kernel.launch.torchrun import torchrun_log_dir
+from hotswitch.kernel.launch.local.loopback_agent import ENV_AGENT_EXIT
+from hotswitch.kernel.launch.local.torchrun import torchrun_log_dir
 
 POLL_S = 0.2
 VENVS = "kubeflow-venv"  # where the backend makes the job's virtual environment

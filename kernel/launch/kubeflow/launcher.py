@@ -2,7 +2,7 @@
 this machine's kube config names (or, in a pod, the cluster it runs in), driven from the kernel.
 
 ``submit`` creates the job's ConfigMap (the body, pushed values) and Secret (the channel's key),
-then the TrainJob (``kubeflow_manifest``), then makes the TrainJob the owner of both, so that
+then the TrainJob (``kubeflow.manifest``), then makes the TrainJob the owner of both, so that
 deleting it (``cancel``) deletes everything of the job; if the TrainJob cannot be created, the
 two are deleted at once. The pods' ranks reach the kernel's channel over the network (encrypted:
 give ``--channel-host``) and watch it by heartbeat. Handles are ``kubeflow:NAMESPACE/NAME``.
@@ -17,7 +17,7 @@ import uuid
 
 from hotswitch.kernel.channel.secrets import leaves_loopback
 from hotswitch.kernel.launch.job_files import job_files
-from hotswitch.kernel.launch.kubeflow_manifest import (
+from hotswitch.kernel.launch.kubeflow.manifest import (
     GROUP,
     PLURAL,
     VERSION,
@@ -26,7 +26,7 @@ from hotswitch.kernel.launch.kubeflow_manifest import (
     parse_resources,
     trainjob,
 )
-from hotswitch.kernel.launch.kubeflow_pods import REQUEST_TIMEOUT_S, JobPods
+from hotswitch.kernel.launch.kubeflow.pods import REQUEST_TIMEOUT_S, JobPods
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
 from hotswitch.kernel.worker.entry import ENV_ADDRESS
 
