@@ -81,8 +81,9 @@ class StageWalk:
     def compute(self, ran: Stage, groups: dict[Strategy, list[Seq]], fresh: Stage) -> None:
         """This rank's group of the stage through its graph (its gradients from zero where it is
         ``fresh``, else added to those switched in), then reduced over its replicas; timed by
-        marks in the device's work, read at the step's end (``read_times``) unless groups side
-        by side must compare their seconds now."""
+        marks in the device's work, read at the step's end (``read_times``) unless the stage
+        leaves ranks waiting (``waits``): then its seconds are compared now, which also brings
+        every rank to the next switch together, so that no switch's seconds hold a wait."""
         engine, marks = self.engine, self.marks
         mine = next((s for s in ran if engine.rank in s.ranks), None)
         spans = {}
@@ -102,8 +103,13 @@ class StageWalk:
                 dist.all_reduce(engine.states[s].grads.flat, group=engine.groups[s.replica_group(engine.rank)])
             spans[i] = (started, computed, marks.mark())
         self.unread.append((ran, spans))
-        if len(ran) > 1:  # each group timed itself; every rank reports all of them
+        if self.waits(ran):  # each group timed itself; every rank reports all of them
             self.read_times()
+
+    def waits(self, ran: Stage) -> bool:
+        """Whether some rank computes nothing or less than the stage takes: groups side by
+        side, or one group on part of the ranks (the others idle until it ends)."""
+        return len(ran) > 1 or len(ran[0].ranks) < self.engine.world
 
     def read_times(self) -> None:
         """The compute, gradient-reduction and switch seconds of the stages run since the last
@@ -116,7 +122,7 @@ class StageWalk:
             for i, (started, computed, synced) in spans.items():
                 seconds[i] = marks.seconds(started, computed)
                 times.grad_sync += marks.seconds(computed, synced)
-            if len(ran) > 1:
+            if self.waits(ran):
                 dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
             for i, s in enumerate(ran):
                 times.per_strategy[str(s)]["seconds"] = seconds[i].item()

@@ -8,7 +8,7 @@ import pytest
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.strategy import Strategy
 
-from ..train_workers import step_times
+from ..train_workers import MAX_LEN, step_times
 
 
 def test_one_strategy_reports_its_compute_reduction_and_update():
@@ -36,3 +36,16 @@ def test_groups_side_by_side_each_report_their_seconds_on_every_rank():
         assert sorted(f["what"] for f in firsts) == ["grads", "grads+add", "params", "params"], firsts
         assert all(f["seconds"] > 0 for f in firsts), firsts
     assert ranks[2]["grad_sync"] > 0, "the data-parallel group reduces its gradients"
+
+
+def test_one_group_on_part_of_the_ranks_reports_its_seconds_on_every_rank():
+    """Every sequence in the group on rank 1 (the bound above any length): rank 0 computes
+    nothing in that stage, yet reports the group's seconds, and counts them in its compute."""
+    ranks = spawn_ranks(step_times, 2, [("dp1@0", MAX_LEN + 1), ("dp1@1", 0)])
+    idle, busy = (str(Strategy.parse(s)) for s in ("dp1@0", "dp1@1"))
+    (whole,) = set(ranks[0]["per_strategy"]) - {busy}
+    for times in ranks:
+        seconds = {name: entry["seconds"] for name, entry in times["per_strategy"].items()}
+        assert times["per_strategy"][busy]["tokens"] > 0 and idle not in seconds, times
+        assert seconds[busy] == ranks[1]["per_strategy"][busy]["seconds"] > 0, times
+        assert times["compute"] == pytest.approx(seconds[busy] + seconds[whole]), times
