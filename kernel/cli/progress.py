@@ -31,9 +31,10 @@ def table(result: dict) -> str:
         lines.append(
             f"step time        measured {result['measured_step_s']:.3f} s, predicted {result['predicted_step_s']:.3f} s"
         )
-    lines.append("strategy         tokens      tokens/s")
+    width = max([14, *(len(name) for name in result["strategies"])])
+    lines.append(f"{'strategy':<{width + 2}} {'tokens':>8}  {'tokens/s':>10}")
     for name, v in result["strategies"].items():
-        lines.append(f"  {name:<14} {v['tokens']:>8,}  {v['tokens_per_s']:>10,.0f}")
+        lines.append(f"  {name:<{width}} {v['tokens']:>8,}  {v['tokens_per_s']:>10,.0f}")
     return "\n".join(lines)
 
 
