@@ -1,5 +1,6 @@
 """The distribution maps the top-level folders into the ``hotswitch`` namespace."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -82,3 +83,17 @@ def test_console_script_reports_bad_strategies():
     )
     assert out.returncode == 2
     assert "tp=3 does not divide 7b's n_heads=32" in out.stderr
+
+
+def test_console_script_piped_into_a_reader_that_left_ends_quietly():
+    """``hotswitch ... | head -1``: what is printed after the reader has gone has no reader, and
+    no traceback says so; the exit status is a SIGPIPE death's, as a shell reports it."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first line
+    command = [sys.executable, "-m", "hotswitch.kernel.cli", "plan-switch", "dp2", "tp2", "--model", "tiny"]
+    try:
+        out = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr
+    assert out.returncode == 141, out

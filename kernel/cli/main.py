@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from hotswitch.kernel.cli import (
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"hotswitch {args.command}: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): the rest is for nobody
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush is quiet
+        return 128 + 13  # what a shell reports for a process ended by SIGPIPE
 
 
 if __name__ == "__main__":

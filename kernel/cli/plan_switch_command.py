@@ -13,7 +13,12 @@ def add_parser(sub) -> None:
     p.add_argument("src", help="source strategy, e.g. dp2tp8pp2")
     p.add_argument("dst", help="destination strategy, e.g. dp1tp16pp2")
     p.add_argument("--model", default="7b", help="model config: tiny, 125m, 1b, 7b, 13b, 32b (default 7b)")
-    p.add_argument("--gpus", type=int, default=None, help="A800 GPUs, 8 per server (default: the strategy's size)")
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=None,
+        help="A800 GPUs, 8 per server (default: as many as the two strategies reach)",
+    )
     p.add_argument("--bytes-per-param", type=int, default=2, help="2 for bf16 weights (default), 4 for fp32")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
@@ -28,11 +33,11 @@ def run(args) -> int:
 
     if args.gpus is not None and args.gpus < 1:
         raise ValueError(
-            f"--gpus {args.gpus} is no cluster; give at least 1 GPU, or leave it out (the strategy's size)"
+            f"--gpus {args.gpus} is no cluster; give at least 1 GPU, or leave it out (as many as the strategies reach)"
         )
     if args.bytes_per_param < 1:
         raise ValueError(f"--bytes-per-param {args.bytes_per_param} moves nothing; give 2 (bf16) or 4 (fp32)")
-    gpus = args.gpus or Strategy.parse(args.src).world_size
+    gpus = args.gpus or max(s.offset + s.world_size for s in map(Strategy.parse, (args.src, args.dst)))
     cluster = Cluster.of_gpus(gpus)
     src, dst = model_layouts(args.model, args.src, args.dst, cluster)
     plans = {a: plan_switch(src, dst, cluster, a, args.bytes_per_param) for a in ALGORITHMS}
