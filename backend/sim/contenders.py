@@ -98,7 +98,7 @@ def _over_limit(setup: Setup, plan: HotSwitchPlan, cost: CostModel, instantiatio
                 return f"{over} (it holds no sequence at all); use more tensor or pipeline parallelism"
             fix = f"raise its lower bound to {longest} or use more tensor parallelism"
             return f"{over} (it holds at most {longest}); {fix}"
-        upper = bucket.above
+        upper = min(upper, bucket.above)  # a bound above the longest sequence sends nothing longer
     return None
 
 

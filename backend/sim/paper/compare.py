@@ -44,7 +44,7 @@ def checkpointed_where_needed(setup: Setup, plan: HotSwitchPlan) -> HotSwitchPla
         if upper > bucket.above and not cost.fits(strategy, upper):
             strategy = replace(strategy, ckpt=True)
         buckets.append(Bucket(strategy, bucket.above))
-        upper = bucket.above
+        upper = min(upper, bucket.above)  # a bound above the longest sequence sends nothing longer
     return HotSwitchPlan(tuple(buckets))
 
 

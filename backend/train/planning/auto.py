@@ -86,7 +86,7 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
                 f"{bucket.strategy} cannot hold sequences of {upper} tokens within {cost.budget / 2**30:.2f} GiB "
                 f"per device (at most {longest}); raise its lower bound to {longest} or use more tensor parallelism"
             )
-        upper = bucket.above
+        upper = min(upper, bucket.above)  # a bound above the longest sequence sends nothing longer
 
 
 def pareto(cost: CostModel, lengths: Sequence[int], max_len: int, latency_aware: bool = False) -> list[Strategy]:

@@ -105,3 +105,14 @@ def test_plans_parse_as_a_strategy_or_buckets():
 def test_bad_input_exits_2_naming_the_limit(args, message, capsys):
     assert main(["simulate", "--batch", "8", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_plan_is_checked_at_most_at_the_context_however_high_its_bounds(capsys):
+    """At a 10-token context the paper's plans send nothing above 10 tokens, so each bucket's
+    strategy is held to 10 tokens, not to the bound of the bucket before it (4K, 16K: lengths
+    its memory, fitted on this batch's, was priced far past), and none needs checkpointing."""
+    args = ["simulate", "--context", "10", "--contenders", "hotspa-c1-paper", "--json"]
+    assert main(args) == 0
+    contenders = {c["name"]: c for c in json.loads(capsys.readouterr().out)["contenders"]}
+    for name in ("c1", "c2", "hotspa-c1-paper"):
+        assert contenders[name]["step_s"] is not None and "ckpt" not in contenders[name]["plan"], contenders[name]

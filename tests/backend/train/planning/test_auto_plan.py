@@ -91,6 +91,14 @@ def test_an_infeasible_bucket_list_is_refused_naming_the_strategy():
     check_feasible(HotSwitchPlan.of([("tp4", 200), ("dp4", 0)]), model(), 900)
 
 
+def test_a_bucket_is_checked_at_most_at_the_longest_sequence_the_run_can_send_it():
+    # max_len 200: tp4's bucket (above 600) gets nothing, so dp4's sequences are at most 200
+    # tokens long, which it holds (250), not 600
+    check_feasible(HotSwitchPlan.of([("tp4", 600), ("dp4", 0)]), model(), 200)
+    with pytest.raises(ValueError, match=r"dp4tp1pp1 cannot hold sequences of 300 tokens"):
+        check_feasible(HotSwitchPlan.of([("tp4", 600), ("dp4", 0)]), model(), 300)
+
+
 def test_plan_validation_and_order():
     with pytest.raises(ValueError, match="one of them 0"):
         HotSwitchPlan.of([("tp4", 100), ("dp4", 50)])
