@@ -100,7 +100,7 @@ class PrecisionSettings:
             return
         longest, upper = {}, max_len
         for bucket in plan.buckets:
-            longest[bucket.strategy], upper = upper, bucket.above
+            longest[bucket.strategy], upper = upper, min(upper, bucket.above)  # none longer than max_len
         try:
             check_budget_holds_states(model, longest, self.memory_budget, self.precision())
         except ValueError as error:
