@@ -117,6 +117,11 @@ def run(args) -> int:
     check_launch(args.nproc, args.timeout)
     if args.nodes < 1:
         raise ValueError(f"--nodes {args.nodes} starts nothing; give at least 1")
+    if args.nodes > 1 and args.launcher == "local":
+        raise ValueError(
+            f"--nodes {args.nodes} with --launcher local: this command starts ranks on this machine only; "
+            "give --launcher ray, slurm or kubeflow to start every node from here"
+        )
     spec = check(spec_from(args), args.nproc * args.nodes)
     launcher = make_launcher(args.launcher, **launcher_options(args))
     job, result = train(spec, args.nproc, args.timeout, not args.json, launcher, args.nodes, args.channel_host)

@@ -60,6 +60,7 @@ CASES = [
     (["train", "--timeout", "0"], ["--timeout 0", "above 0"]),
     (["train", "--timeout", "-5"], ["--timeout -5", "above 0"]),
     (["train", "-n", "0"], ["--nproc 0", "at least 1"]),
+    (["train", "--nodes", "2"], ["--nodes 2 with --launcher local", "give --launcher ray, slurm or kubeflow"]),
     (["demo", "--steps", "-1"], ["--steps -1", "--warmup 1"]),
     (["demo", "--warmup", "-2"], ["--warmup -2", "0 or more"]),
     (["demo", "--batch-size", "0"], ["'batch_size' = 0", "at least 1"]),
