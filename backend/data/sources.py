@@ -87,13 +87,39 @@ class FileDocuments(DocumentSource):
             return path.read_bytes()
         with path.open("rb") as f:
             f.seek(offset)
-            record = json.loads(f.readline())
-        if self.text_key not in record:
-            raise ValueError(f"{path}: a line at byte {offset} has no {self.text_key!r} field")
-        return record[self.text_key].encode("utf-8")
+            line = f.readline()
+        try:
+            record = json.loads(line)
+        except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
+            why = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
+            raise ValueError(f"{_where(path, offset)} is not JSON ({why}); fix or remove that line") from None
+        return _record_text(record, self.text_key, path, offset).encode("utf-8")
 
     def describe(self) -> str:
         return f"{len(self)} documents from {len({p for p, _ in self._docs})} file(s)"
+
+
+def _record_text(record, key: str, path: Path, offset: int) -> str:
+    """A JSONL record's text under ``key``; a record without it is refused, naming its line."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{_where(path, offset)} is a JSON {_json_kind(record)}, not an object with a {key!r} field")
+    if key not in record:
+        raise ValueError(f"{_where(path, offset)} has no {key!r} field (it has {sorted(record)}); set text_field")
+    if not isinstance(record[key], str):
+        raise ValueError(f"{_where(path, offset)}: its {key!r} is a JSON {_json_kind(record[key])}, not a string")
+    return record[key]
+
+
+def _json_kind(value) -> str:
+    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return kinds.get(type(value), "null")
+
+
+def _where(path: Path, offset: int) -> str:
+    """The line of ``path`` that starts at byte ``offset``, as a reader counts (from 1)."""
+    with path.open("rb") as f:
+        line = f.read(offset).count(b"\n") + 1
+    return f"{path} line {line}"
 
 
 def _line_offsets(f) -> list[int]:

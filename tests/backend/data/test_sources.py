@@ -28,6 +28,27 @@ def test_user_files(tmp_path):
         FileDocuments([tmp_path / "empty.jsonl"])
 
 
+@pytest.mark.parametrize(
+    "line, refusal",
+    [
+        ("{not json", "line 3 is not JSON (Expecting property name enclosed in double quotes at column 2)"),
+        ("[1, 2]", "line 3 is a JSON array, not an object with a 'text' field"),
+        ('{"body": "x"}', "line 3 has no 'text' field (it has ['body']); set text_field"),
+        ('{"text": 5}', "line 3: its 'text' is a JSON number, not a string"),
+    ],
+)
+def test_a_bad_jsonl_line_is_refused_naming_its_line(tmp_path, line, refusal):
+    """A malformed line met while training names its file and line (the blank line counts), not
+    the decoder's position within the line."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text(json.dumps({"text": "one"}) + "\n\n" + line + "\n")
+    source = FileDocuments([path])
+    assert BYTES.decode(source.tokens(0)) == "one"
+    with pytest.raises(ValueError) as refused:
+        source.tokens(1)
+    assert str(refused.value).startswith(f"{path} line 3") and refusal in str(refused.value), refused.value
+
+
 def test_synthetic_lengths_are_long_tailed():
     source = SyntheticDocuments("commoncrawl", count=2000)
     lengths = sorted(source.length(i) for i in range(len(source)))
