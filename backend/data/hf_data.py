@@ -51,19 +51,32 @@ class HFTokenizer:
 
 def dataset_columns(path: Path) -> list[str]:
     """The column names of a Parquet or Arrow file, read from its schema only."""
+    return list(_schema(path).names)
+
+
+def not_text(path: Path, column: str) -> str | None:
+    """The Arrow type of ``column`` of a Parquet or Arrow file where it holds no strings, else None."""
+    import pyarrow.types
+
+    kind = _schema(path).field(column).type
+    strings = (pyarrow.types.is_string, pyarrow.types.is_large_string, getattr(pyarrow.types, "is_string_view", None))
+    return None if any(check is not None and check(kind) for check in strings) else str(kind)
+
+
+def _schema(path: Path):
     _require("pyarrow")
     if path.suffix == ".parquet":
         import pyarrow.parquet
 
-        return list(pyarrow.parquet.read_schema(path).names)
+        return pyarrow.parquet.read_schema(path)
     import pyarrow.ipc
 
     with path.open("rb") as f:
         try:
-            return list(pyarrow.ipc.open_stream(f).schema.names)
+            return pyarrow.ipc.open_stream(f).schema
         except pyarrow.ArrowInvalid:
             f.seek(0)
-            return list(pyarrow.ipc.open_file(f).schema.names)
+            return pyarrow.ipc.open_file(f).schema
 
 
 class DatasetDocuments(DocumentSource):
@@ -78,6 +91,10 @@ class DatasetDocuments(DocumentSource):
         for path in files:
             if text_field not in (columns := dataset_columns(path)):
                 raise ValueError(f"{path} has no {text_field!r} column (it has {columns}); set text_field")
+            if kind := not_text(path, text_field):
+                raise ValueError(
+                    f"{path}'s {text_field!r} column holds {kind}, not text; set text_field to a string one"
+                )
         self.text_field, self.files = text_field, files
         self.dataset = datasets.load_dataset(
             kinds.pop(), data_files=[str(p) for p in files], split="train", cache_dir=str(cache_dir("datasets"))
@@ -87,7 +104,8 @@ class DatasetDocuments(DocumentSource):
         return len(self.dataset)
 
     def text(self, index: int) -> bytes:
-        return str(self.dataset[index][self.text_field]).encode("utf-8")
+        text = self.dataset[index][self.text_field]
+        return b"" if text is None else text.encode("utf-8")  # a null row: an empty document, too short to train
 
     def describe(self) -> str:
         return f"{len(self)} rows from {len(self.files)} file(s)"

@@ -76,7 +76,17 @@ def check_data(data, text_field: str) -> str | list[str]:
             raise bad_setting("data", data, f"{path} is not a file; give existing text/JSONL/Parquet/Arrow files")
         if (columns := _columns(path)) is not None and text_field not in columns:
             raise bad_setting("data", data, f"{path} has no {text_field!r} field (it has {columns}); set text_field")
+        if path.suffix in (".parquet", ".arrow") and (kind := _not_text(path, text_field)):
+            raise bad_setting(
+                "data", data, f"{path}'s {text_field!r} column holds {kind}, not text; set text_field to a string one"
+            )
     return [str(p) for p in files]
+
+
+def _not_text(path: Path, column: str) -> str | None:
+    from hotswitch.backend.data.hf_data import not_text
+
+    return not_text(path, column)
 
 
 def _columns(path: Path) -> list[str] | None:

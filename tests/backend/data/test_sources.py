@@ -49,6 +49,20 @@ def test_a_bad_jsonl_line_is_refused_naming_its_line(tmp_path, line, refusal):
     assert str(refused.value).startswith(f"{path} line 3") and refusal in str(refused.value), refused.value
 
 
+def test_a_null_row_of_a_dataset_is_an_empty_document_not_the_text_none(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hotswitch.backend.data.hf_data import DatasetDocuments
+
+    monkeypatch.setenv("HOTSWITCH_CACHE", str(tmp_path / "cache"))
+    pq.write_table(pa.table({"text": ["one", None, "three"], "id": [1, 2, 3]}), tmp_path / "rows.parquet")
+    source = DatasetDocuments([tmp_path / "rows.parquet"])
+    assert [source.text(i) for i in range(len(source))] == [b"one", b"", b"three"]
+    with pytest.raises(ValueError, match=r"'id' column holds int64, not text; set text_field to a string one"):
+        DatasetDocuments([tmp_path / "rows.parquet"], text_field="id")
+
+
 def test_synthetic_lengths_are_long_tailed():
     source = SyntheticDocuments("commoncrawl", count=2000)
     lengths = sorted(source.length(i) for i in range(len(source)))

@@ -33,6 +33,7 @@ CASES = [
     ({"tokenizer": "hf:empty"}, ["has no tokenizer.json", "Hugging Face tokenizer folder"]),
     ({"data": ["body.parquet"]}, ["has no 'text' field (it has ['body', 'id'])", "set text_field"]),
     ({"data": ["content.jsonl"]}, ["has no 'text' field (it has ['content'])"]),
+    ({"data": ["body.parquet"], "text_field": "id"}, ["'id' column holds int64, not text", "set text_field"]),
     ({"data": ["broken.jsonl"]}, ["its first line is not JSON"]),
     ({"text_field": ""}, ["give the name of the field"]),
     ({"export_hf": "small"}, ["already exists; choose a new folder to export into"]),
