@@ -1,7 +1,13 @@
 """Training data: documents, tokenisers (byte-level or a locally trained BPE) and resumable
 global batches."""
 
-from hotswitch.backend.data.sources import DocumentSource, FileDocuments, SyntheticDocuments, stdlib_documents
+from hotswitch.backend.data.sources import (
+    DocumentSource,
+    FileDocuments,
+    JoinedDocuments,
+    SyntheticDocuments,
+    stdlib_documents,
+)
 from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.data.tokenizer import BYTES, PAD, Tokenizer
 
@@ -11,6 +17,7 @@ __all__ = [
     "BatchStream",
     "DocumentSource",
     "FileDocuments",
+    "JoinedDocuments",
     "Sequence",
     "SyntheticDocuments",
     "Tokenizer",

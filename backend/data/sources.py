@@ -3,6 +3,7 @@ or synthetic length distributions for simulation."""
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import os
@@ -129,6 +130,29 @@ def _line_offsets(f) -> list[int]:
             offsets.append(position)
         position += len(line)
     return offsets
+
+
+class JoinedDocuments(DocumentSource):
+    """Several sources as one, their documents one after another (a user's JSONL files beside
+    Parquet ones, say); tokenised as ``use_tokenizer`` says, as any source is."""
+
+    def __init__(self, parts: Sequence[DocumentSource]):
+        self.parts = list(parts)
+        self.starts = [0]
+        for part in self.parts:
+            self.starts.append(self.starts[-1] + len(part))
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def text(self, index: int) -> bytes:
+        if not 0 <= index < len(self):
+            raise IndexError(f"document {index} of {len(self)}")
+        part = bisect.bisect_right(self.starts, index) - 1
+        return self.parts[part].text(index - self.starts[part])
+
+    def describe(self) -> str:
+        return "; ".join(part.describe() for part in self.parts)
 
 
 _TOP_LEVEL = re.compile(rb"^(?:def |class |async def |@)", re.MULTILINE)

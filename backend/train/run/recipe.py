@@ -12,7 +12,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from hotswitch.backend.data import BatchStream, DocumentSource, FileDocuments, SyntheticDocuments, stdlib_documents
+from hotswitch.backend.data import (
+    BatchStream,
+    DocumentSource,
+    FileDocuments,
+    JoinedDocuments,
+    SyntheticDocuments,
+    stdlib_documents,
+)
 from hotswitch.backend.data.hf_data import DATASET_SUFFIXES, DatasetDocuments
 from hotswitch.backend.data.split import holdout
 from hotswitch.backend.models.config import ModelConfig
@@ -33,16 +40,21 @@ from hotswitch.backend.train.tracking.trackers import open_tracker
 
 
 def documents(data, text_field: str = "text") -> DocumentSource:
-    """The documents ``data`` names: Parquet and Arrow files through ``datasets``, text and
-    JSONL files directly."""
+    """The documents ``data`` names: Parquet and Arrow files through ``datasets`` (one source
+    per kind), text and JSONL files directly; several kinds joined one after another."""
     if data == "stdlib":
         return stdlib_documents()
     if isinstance(data, str) and data.startswith("synthetic:"):
         return SyntheticDocuments(data.split(":", 1)[1])
     paths = [data] if isinstance(data, str) else data
-    if any(Path(p).suffix in DATASET_SUFFIXES for p in paths):
-        return DatasetDocuments(paths, text_field)
-    return FileDocuments(paths, text_field)
+    kinds: dict[str | None, list] = {}
+    for path in paths:
+        kinds.setdefault(DATASET_SUFFIXES.get(Path(path).suffix), []).append(path)
+    parts = [
+        FileDocuments(files, text_field) if kind is None else DatasetDocuments(files, text_field)
+        for kind, files in sorted(kinds.items(), key=lambda item: item[0] or "")
+    ]
+    return parts[0] if len(parts) == 1 else JoinedDocuments(parts)
 
 
 def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, DocumentSource | None]:

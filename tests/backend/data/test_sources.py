@@ -63,6 +63,31 @@ def test_a_null_row_of_a_dataset_is_an_empty_document_not_the_text_none(tmp_path
         DatasetDocuments([tmp_path / "rows.parquet"], text_field="id")
 
 
+def test_text_jsonl_parquet_and_arrow_files_train_together(tmp_path, monkeypatch):
+    """Files of several kinds in one ``data``: each kind read its own way, the documents joined."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hotswitch.backend.train.run.recipe import documents
+
+    monkeypatch.setenv("HOTSWITCH_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "a.txt").write_text("plain text")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "json one"}) + "\n" + json.dumps({"text": "json two"}) + "\n")
+    pq.write_table(pa.table({"text": ["parquet row"]}), tmp_path / "c.parquet")
+    with (
+        pa.OSFile(str(tmp_path / "d.arrow"), "wb") as sink,
+        pa.ipc.new_stream(sink, pa.schema([("text", pa.string())])) as w,
+    ):
+        w.write_table(pa.table({"text": ["arrow row"]}))
+    paths = [str(tmp_path / name) for name in ("c.parquet", "a.txt", "d.arrow", "b.jsonl")]
+    source = documents(paths).use_tokenizer("byte")
+    texts = sorted(BYTES.decode(source.tokens(i)) for i in range(len(source)))
+    assert texts == ["arrow row", "json one", "json two", "parquet row", "plain text"], texts
+    assert source.describe().count("file(s)") == 3, source.describe()  # text and JSONL, Parquet, Arrow
+    with pytest.raises(IndexError):
+        source.text(len(source))
+
+
 def test_synthetic_lengths_are_long_tailed():
     source = SyntheticDocuments("commoncrawl", count=2000)
     lengths = sorted(source.length(i) for i in range(len(source)))
