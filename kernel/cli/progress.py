@@ -24,6 +24,11 @@ def table(result: dict) -> str:
         f"tokens           {result['tokens']:,}",
         f"throughput       {result['tokens_per_s']:,.0f} tokens/s",
         f"loss             {result['first_loss']:.4f} -> {result['last_loss']:.4f}",
+        *(
+            [f"eval loss        {result['first_eval_loss']:.4f} -> {result['last_eval_loss']:.4f}"]
+            if result.get("last_eval_loss") is not None
+            else []
+        ),
         f"hot switches     {result['switches']}  (plans: {result['plans']})",
         "time split       " + "  ".join(f"{k} {v / result['seconds']:.0%}" for k, v in result["split"].items()),
     ]

@@ -23,11 +23,16 @@ class RunTotals:
         self.last_loss: float | None = None
         self.plans = 0
         self.compile_s = 0.0  # over every step: compilation is what the first steps pay
+        self.first_eval_loss: float | None = None  # the held-out documents' loss, where the run evaluates
+        self.last_eval_loss: float | None = None
         self._all, self._measured = _Window(), _Window()
 
     def add(self, e: dict) -> None:
         if e.get("type") == "plan":
             self.plans += 1
+        if e.get("type") == "eval" and e.get("loss") is not None:
+            self.first_eval_loss = e["loss"] if self.first_eval_loss is None else self.first_eval_loss
+            self.last_eval_loss = e["loss"]
         if e.get("type") != "step":
             return
         self.steps += 1
@@ -40,7 +45,8 @@ class RunTotals:
             self._measured.add(e)
 
     def summary(self) -> dict:
-        """``steps`` (all), ``first_loss``, ``last_loss``, ``plans``, ``compile_s`` (all); and over the measured
+        """``steps`` (all), ``first_loss``, ``last_loss``, ``first_eval_loss`` and ``last_eval_loss`` (None
+        where the run did not evaluate), ``plans``, ``compile_s`` (all); and over the measured
         steps: ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time), ``tokens_per_s``,
         ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
         tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
@@ -49,6 +55,8 @@ class RunTotals:
             "steps": self.steps,
             "first_loss": self.first_loss,
             "last_loss": self.last_loss,
+            "first_eval_loss": self.first_eval_loss,
+            "last_eval_loss": self.last_eval_loss,
             "plans": self.plans,
             "compile_s": self.compile_s,
             **window.summary(),

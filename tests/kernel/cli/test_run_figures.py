@@ -60,3 +60,10 @@ def test_the_warmup_leaves_the_same_steps_out_of_every_report(recorded):
         demo_report.runs([{**e, "run": HOT} for e in recorded], warmup=1)[HOT]["tokens_per_s"]
         == figures["tokens_per_s"]
     )
+
+
+def test_the_table_shows_the_held_out_loss_where_the_run_evaluated(recorded):
+    evals = [{"type": "eval", "step": s, "loss": loss, "tokens": 64, "seconds": 0.1} for s, loss in ((2, 6.5), (4, 5))]
+    lines = progress.table(summarize([*recorded, *evals])).splitlines()
+    assert "eval loss        6.5000 -> 5.0000" in lines, lines
+    assert not any(line.startswith("eval loss") for line in progress.table(summarize(recorded)).splitlines())

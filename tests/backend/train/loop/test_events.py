@@ -59,6 +59,13 @@ def test_summarize_divides_the_measured_steps_tokens_by_their_step_seconds():
     assert after["first_loss"] == 9.0 and after["last_loss"] == 7.0  # losses count every step
 
 
+def test_the_held_out_loss_is_summed_up_first_and_last():
+    evals = [event("eval", step=s, loss=loss, tokens=64, seconds=0.1) for s, loss in ((1, 6.5), (2, 6.0), (3, 5.5))]
+    result = summarize([step(1, 100, 1.0), evals[0], step(2, 100, 1.0), evals[1], step(3, 100, 1.0), evals[2]])
+    assert (result["first_eval_loss"], result["last_eval_loss"]) == (6.5, 5.5)
+    assert summarize([step(1, 100, 1.0)])["last_eval_loss"] is None
+
+
 def test_a_run_shorter_than_its_warmup_is_measured_whole_and_folding_live_equals_replay():
     events = [step(1, 100, 1.0), step(2, 300, 2.0)]
     assert summarize(events, warmup=5)["tokens_per_s"] == pytest.approx(400 / 3.0)
