@@ -10,6 +10,7 @@ the fix; ``as_spec`` gives the flat dict back.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from collections.abc import Mapping
@@ -152,7 +153,11 @@ SECTIONS = MappingProxyType({f.name: f.default_factory for f in fields(RunConfig
 
 
 def unknown_keys(keys, where: str) -> ValueError:
-    return ValueError(f"unknown training settings {sorted(keys)} in {where}; known: {', '.join(KNOWN)}")
+    """The refusal of settings nobody declared, naming the known key each may have meant."""
+    meant = {key: difflib.get_close_matches(str(key), KNOWN, n=1) for key in sorted(keys, key=str)}
+    guesses = [f"{key!r}: did you mean {close[0]!r}?" for key, close in meant.items() if close]
+    hint = f" ({'; '.join(guesses)})" if guesses else ""
+    return ValueError(f"unknown training settings {sorted(keys, key=str)} in {where}{hint}; known: {', '.join(KNOWN)}")
 
 
 def load_toml(path: str | os.PathLike) -> dict:

@@ -29,7 +29,7 @@ CASES = [
     ([{"steps": 2}], "a training spec is a dict"),
     ("steps=2", "a training spec is a dict"),
     (None, "a training spec is a dict"),
-    ({"stpes": 2}, "unknown training settings ['stpes'] in the spec; known: model"),
+    ({"stpes": 2}, "unknown training settings ['stpes'] in the spec ('stpes': did you mean 'steps'?); known: model"),
     ({"model": 7}, "'model' = 7 is not valid: give a model name"),
     ({"model": "huge"}, "unknown model 'huge'; choose one of"),
     ({"steps": -5}, "'steps' = -5 is not valid: give a whole number of at least 1"),
