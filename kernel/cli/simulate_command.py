@@ -179,6 +179,8 @@ def run(args) -> int:
         latency_aware=args.context_parallel,
         packing=args.packing,
     )
+    for strategy in plan.strategies if plan else ():
+        setup.check(strategy)  # a plan the cluster cannot hold is refused before any contender runs
     contenders = _contenders(args)
     comparison = compare(
         setup, args.model.lower(), plan, contenders, _progress, args.context_parallel, args.side_by_side

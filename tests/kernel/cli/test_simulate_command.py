@@ -116,3 +116,11 @@ def test_a_plan_is_checked_at_most_at_the_context_however_high_its_bounds(capsys
     contenders = {c["name"]: c for c in json.loads(capsys.readouterr().out)["contenders"]}
     for name in ("c1", "c2", "hotspa-c1-paper"):
         assert contenders[name]["step_s"] is not None and "ckpt" not in contenders[name]["plan"], contenders[name]
+
+
+def test_a_plan_the_cluster_cannot_hold_is_refused_before_anything_runs(capsys):
+    args = ["simulate", "--gpus", "4", "--context", "4096", "--batch", "16", "--plan", "tp4@0-3:4096,dp4@4-7:0"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "device group dp4tp1pp1@4-7 needs ranks 4-7 but the cluster has 4 devices" in err, err
+    assert "static" not in err, "no contender ran before the refusal"
