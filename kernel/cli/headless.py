@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
+import signal
 import sys
-import tempfile
+import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
+from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
 from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.jobs.job import Job
 from hotswitch.kernel.notebook.jobs.run_record import RunRecord, new_run_dir
@@ -38,35 +39,60 @@ def follow(
 ) -> Job:
     """Run ``body`` on ``nproc`` ranks on each of ``nodes`` nodes (through ``launcher``, local
     torchrun by default); hand every batch of new events to ``on_events`` as they arrive;
-    return the ended job. The ranks reach the channel on ``host``. Ctrl-C stops every rank
-    before it propagates; rank output goes to stderr, so stdout stays free for the command's
-    own result."""
-    job_dir = Path(tempfile.mkdtemp(prefix=f"hotswitch-{name}-"))
-    body_path = job_dir / "body.py"
-    body_path.write_text(body)
+    return the ended job. The ranks reach the channel on ``host``. Ctrl-C or SIGTERM stops
+    every rank and removes the job's folder before it propagates (a folder left by a SIGKILL
+    is swept by the next command's); rank output goes to stderr, so stdout stays free for the
+    command's own result."""
+    job_dir = owned_folder(f"hotswitch-{name}-")
     job = None
     try:
-        output = ConsoleOutput(all_to_stderr=True)
-        run_dir = new_run_dir(name)
-        spec = LaunchSpec(job_dir, body_path, nproc=nproc, nodes=nodes, log_dir=run_dir / "logs")
-        launcher = launcher or TorchrunLauncher()
-        launcher.check(spec)
-        job = Job(name, spec, launcher, output, timeout, host=host)
-        record = RunRecord(run_dir, body)
-        record.started(job)
-        job.on_event(record.write)
-        job.add_done_callback(record.finish)
-        print(f"hotswitch {name}: events recorded in {record.folder}", file=sys.stderr)
-        seen = 0
-        while not job.done:
-            seen = _hand_over(job, seen, on_events)
-            time.sleep(POLL_S)
-        _hand_over(job, seen, on_events)
+        job = _start(name, body, job_dir, nproc, timeout, launcher or TorchrunLauncher(), nodes, host)
+        with _terminate_as_exit():
+            seen = 0
+            while not job.done:
+                seen = _hand_over(job, seen, on_events)
+                time.sleep(POLL_S)
+            _hand_over(job, seen, on_events)
         return job
     finally:
         if job is not None and not job.done:
             job.stop()
-        shutil.rmtree(job_dir, ignore_errors=True)
+        remove_owned(job_dir)
+
+
+def _start(name, body, job_dir, nproc, timeout, launcher: Launcher, nodes: int, host: str) -> Job:
+    """The job of ``body`` launched from ``job_dir``, its events recorded in a new run folder."""
+    body_path = job_dir / "body.py"
+    body_path.write_text(body)
+    run_dir = new_run_dir(name)
+    spec = LaunchSpec(job_dir, body_path, nproc=nproc, nodes=nodes, log_dir=run_dir / "logs")
+    launcher.check(spec)
+    job = Job(name, spec, launcher, ConsoleOutput(all_to_stderr=True), timeout, host=host)
+    record = RunRecord(run_dir, body)
+    record.started(job)
+    job.on_event(record.write)
+    job.add_done_callback(record.finish)
+    print(f"hotswitch {name}: events recorded in {record.folder}", file=sys.stderr)
+    return job
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (``kill``, a scheduler ending the command) raises SystemExit here as Ctrl-C
+    raises KeyboardInterrupt, so that the job is stopped and its folder removed on the way out;
+    the handler before is put back after. Signals reach the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _exit_on_terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _exit_on_terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _hand_over(job: Job, seen: int, on_events: Callable[[list[dict]], None]) -> int:

@@ -121,3 +121,34 @@ def test_a_hugging_face_checkpoint_trains_from_the_command_line_and_exports(tmp_
         for a, b in zip(trained.state_dict().values(), start.state_dict().values(), strict=True)
     ]
     assert max(moved) > 1e-4, "the export holds the starting weights, not the trained ones"
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_rank_and_removes_the_job_folder(tmp_path):
+    """``kill`` (or a scheduler ending the command) stops the job as Ctrl-C does: the ranks end,
+    the job's folder (its channel secret included) goes, the run's events say it stopped."""
+    from tests.kernel.kernel_session import processes_mentioning, wait_until
+
+    temp, runs = tmp_path / "tmp", tmp_path / "runs"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp), "HOTSWITCH_RUNS": str(runs)}
+    command = [sys.executable, "-m", "hotswitch.kernel.cli", "train", "-n", "2", "--steps", "10000", "--plan", "dp2"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def stepped() -> bool:
+            logs = list(runs.glob("train-*/events.jsonl"))
+            return bool(logs) and '"type": "step"' in logs[0].read_text()
+
+        assert wait_until(stepped, timeout=300), "no step within 300 s"
+        process.terminate()
+        _, err = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + 15, err[-3000:]
+    assert "job 'train' stopped" in err, err[-3000:]
+    assert not list(temp.glob("hotswitch-train-*")), list(temp.iterdir())
+    assert wait_until(lambda: not processes_mentioning(str(temp)), timeout=120), processes_mentioning(str(temp))
+    (events,) = runs.glob("train-*/events.jsonl")
+    done = [json.loads(line) for line in events.read_text().splitlines() if '"type": "done"' in line]
+    assert done and done[-1]["reason"] == "stopped", done
