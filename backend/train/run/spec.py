@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.train.config.run_config import RunConfig
+from hotswitch.backend.train.config.setting import bad_setting
 from hotswitch.backend.train.state.resume import ResumePoint
 
 DEFAULTS = RunConfig().as_spec()
@@ -43,7 +44,11 @@ def check_run(spec: Spec) -> CheckedRun:
     the setting, its value and the fix. Checks nothing that needs the ranks."""
     config = RunConfig.of(spec).check()
     model = config.model.architecture()
-    return CheckedRun(config, model, config.checkpoints.resume_point(model))
+    resume = config.checkpoints.resume_point(model)
+    if resume is not None and config.steps <= (done := resume.step):
+        why = f"{resume.path} has trained {done} steps already, and steps counts from the start"
+        raise bad_setting("steps", config.steps, f"{why}; give more than {done} to train on")
+    return CheckedRun(config, model, resume)
 
 
 def check_spec(spec: Spec) -> dict:

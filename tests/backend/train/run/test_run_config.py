@@ -113,6 +113,9 @@ def test_the_resume_checkpoint_is_read_once_and_handed_on(tmp_path, monkeypatch)
     assert len(reads) == 1 and checked.resume.step == 3 and checked.resume.data == {"position": 5}
     assert checked.resume.path == tmp_path / "ckpt" and checked.config.checkpoints.resume_from == str(tmp_path / "ckpt")
     assert check_run({}).resume is None
+    with pytest.raises(ValueError, match=r"'steps' = 3 is not valid: .*ckpt has trained 3 steps already.*more than 3"):
+        check_run({"resume_from": "ckpt", "steps": 3})  # steps count from the start: nothing would train
+    assert check_run({"resume_from": "ckpt", "steps": 4}).config.steps == 4
 
 
 def test_the_notebook_folder_variable_is_defined_once():
