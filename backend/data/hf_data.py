@@ -49,18 +49,19 @@ class HFTokenizer:
         return self.tokenizer.decode(tokens)
 
 
-def dataset_columns(path: Path) -> list[str]:
-    """The column names of a Parquet or Arrow file, read from its schema only."""
-    return list(_schema(path).names)
-
-
-def not_text(path: Path, column: str) -> str | None:
-    """The Arrow type of ``column`` of a Parquet or Arrow file where it holds no strings, else None."""
+def text_column_problem(path: Path, column: str) -> str | None:
+    """What keeps ``column`` of a Parquet or Arrow file from holding its documents' text (it is
+    missing, or holds no strings), with the fix; None where it can. Read from the schema only."""
     import pyarrow.types
 
-    kind = _schema(path).field(column).type
+    schema = _schema(path)
+    if column not in schema.names:
+        return f"{path} has no {column!r} field (it has {list(schema.names)}); set text_field"
+    kind = schema.field(column).type
     strings = (pyarrow.types.is_string, pyarrow.types.is_large_string, getattr(pyarrow.types, "is_string_view", None))
-    return None if any(check is not None and check(kind) for check in strings) else str(kind)
+    if any(check is not None and check(kind) for check in strings):
+        return None
+    return f"{path}'s {column!r} column holds {kind}, not text; set text_field to a string one"
 
 
 def _schema(path: Path):
@@ -89,12 +90,8 @@ class DatasetDocuments(DocumentSource):
         if len(kinds) != 1 or None in kinds:
             raise ValueError(f"give Parquet or Arrow files of one kind, got {[p.name for p in files]}")
         for path in files:
-            if text_field not in (columns := dataset_columns(path)):
-                raise ValueError(f"{path} has no {text_field!r} column (it has {columns}); set text_field")
-            if kind := not_text(path, text_field):
-                raise ValueError(
-                    f"{path}'s {text_field!r} column holds {kind}, not text; set text_field to a string one"
-                )
+            if problem := text_column_problem(path, text_field):
+                raise ValueError(problem)
         self.text_field, self.files = text_field, files
         self.dataset = datasets.load_dataset(
             kinds.pop(), data_files=[str(p) for p in files], split="train", cache_dir=str(cache_dir("datasets"))

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from hotswitch.backend.data.hf_data import DATASET_SUFFIXES
 from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, parse_tokenizer
 from hotswitch.backend.models.config import ModelConfig, get_config
@@ -74,33 +75,25 @@ def check_data(data, text_field: str) -> str | list[str]:
     for path in files:
         if not path.is_file():
             raise bad_setting("data", data, f"{path} is not a file; give existing text/JSONL/Parquet/Arrow files")
-        if (columns := _columns(path)) is not None and text_field not in columns:
-            raise bad_setting("data", data, f"{path} has no {text_field!r} field (it has {columns}); set text_field")
-        if path.suffix in (".parquet", ".arrow") and (kind := _not_text(path, text_field)):
-            raise bad_setting(
-                "data", data, f"{path}'s {text_field!r} column holds {kind}, not text; set text_field to a string one"
-            )
+        if problem := _text_problem(path, text_field):
+            raise bad_setting("data", data, problem)
     return [str(p) for p in files]
 
 
-def _not_text(path: Path, column: str) -> str | None:
-    from hotswitch.backend.data.hf_data import not_text
+def _text_problem(path: Path, field: str) -> str | None:
+    """Why ``path`` holds no documents under ``field``: a JSONL file's first record or a
+    dataset file's column lacks it (or, a column, holds no strings); None for text files."""
+    if path.suffix in DATASET_SUFFIXES:
+        from hotswitch.backend.data.hf_data import text_column_problem
 
-    return not_text(path, column)
-
-
-def _columns(path: Path) -> list[str] | None:
-    """The fields of a JSONL file's first record or a dataset file's columns; None for text."""
-    if path.suffix == ".jsonl":
-        with path.open("rb") as f:
-            first = next((line for line in f if line.strip()), b"{}")
-        try:
-            record = json.loads(first)
-        except json.JSONDecodeError as error:
-            raise bad_setting("data", str(path), f"its first line is not JSON ({error})") from None
-        return list(record) if isinstance(record, dict) else []
-    if path.suffix in (".parquet", ".arrow"):
-        from hotswitch.backend.data.hf_data import dataset_columns
-
-        return dataset_columns(path)
-    return None
+        return text_column_problem(path, field)
+    if path.suffix != ".jsonl":
+        return None
+    with path.open("rb") as f:
+        first = next((line for line in f if line.strip()), b"{}")
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError as error:
+        raise bad_setting("data", str(path), f"its first line is not JSON ({error})") from None
+    fields = list(record) if isinstance(record, dict) else []
+    return None if field in fields else f"{path} has no {field!r} field (it has {fields}); set text_field"
