@@ -85,8 +85,7 @@ def _over_limit(setup: Setup, plan: HotSwitchPlan, cost: CostModel, instantiatio
     """Why ``plan`` does not fit, against the one limit every peak is held within: the first
     bucket that cannot hold its longest sequences, what it would need and how long it can go."""
     limit = setup.spec.memory - setup.spec.reserved
-    upper = setup.context
-    for bucket in plan.buckets:
+    for bucket, upper in plan.reach(setup.context):
         s = bucket.strategy
         if upper > bucket.above and not cost.fits(s, upper):
             need = setup.precision.master_bytes * setup.optimizer_share(instantiation)
@@ -98,7 +97,6 @@ def _over_limit(setup: Setup, plan: HotSwitchPlan, cost: CostModel, instantiatio
                 return f"{over} (it holds no sequence at all); use more tensor or pipeline parallelism"
             fix = f"raise its lower bound to {longest} or use more tensor parallelism"
             return f"{over} (it holds at most {longest}); {fix}"
-        upper = min(upper, bucket.above)  # a bound above the longest sequence sends nothing longer
     return None
 
 

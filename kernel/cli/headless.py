@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
@@ -60,7 +61,9 @@ def follow(
         remove_owned(job_dir)
 
 
-def _start(name, body, job_dir, nproc, timeout, launcher: Launcher, nodes: int, host: str) -> Job:
+def _start(
+    name: str, body: str, job_dir: Path, nproc: int, timeout: float | None, launcher: Launcher, nodes: int, host: str
+) -> Job:
     """The job of ``body`` launched from ``job_dir``, its events recorded in a new run folder."""
     body_path = job_dir / "body.py"
     body_path.write_text(body)

@@ -38,13 +38,12 @@ def checkpointed_where_needed(setup: Setup, plan: HotSwitchPlan) -> HotSwitchPla
     gathered input of every column-parallel linear, fp32 norms and rotary); the others unchanged.
     Applied alike to the paper's static baselines and its hand-picked plans."""
     cost = setup.cost_model(list(plan.strategies), instantiation_strategy(plan.strategies))
-    upper, buckets = setup.context, []
-    for bucket in plan.buckets:
+    buckets = []
+    for bucket, upper in plan.reach(setup.context):
         strategy = bucket.strategy
         if upper > bucket.above and not cost.fits(strategy, upper):
             strategy = replace(strategy, ckpt=True)
         buckets.append(Bucket(strategy, bucket.above))
-        upper = min(upper, bucket.above)  # a bound above the longest sequence sends nothing longer
     return HotSwitchPlan(tuple(buckets))
 
 

@@ -98,9 +98,7 @@ class PrecisionSettings:
         None declares no budget."""
         if self.memory_budget is None:
             return
-        longest, upper = {}, max_len
-        for bucket in plan.buckets:
-            longest[bucket.strategy], upper = upper, min(upper, bucket.above)  # none longer than max_len
+        longest = {bucket.strategy: upper for bucket, upper in plan.reach(max_len)}
         try:
             check_budget_holds_states(model, longest, self.memory_budget, self.precision())
         except ValueError as error:

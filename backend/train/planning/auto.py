@@ -78,15 +78,13 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
             f"{unpriced} have no profile in this run's cost model, so their memory cannot be checked; choose among "
             f"the strategies it measured ({', '.join(map(str, cost.strategies))}), or start a run with this plan"
         )
-    upper = max_len
-    for bucket in plan.buckets:
+    for bucket, upper in plan.reach(max_len):
         if upper > bucket.above and not cost.fits(bucket.strategy, upper):
             longest = cost.longest(bucket.strategy, upper)
             raise ValueError(
                 f"{bucket.strategy} cannot hold sequences of {upper} tokens within {cost.budget / 2**30:.2f} GiB "
                 f"per device (at most {longest}); raise its lower bound to {longest} or use more tensor parallelism"
             )
-        upper = min(upper, bucket.above)  # a bound above the longest sequence sends nothing longer
 
 
 def pareto(cost: CostModel, lengths: Sequence[int], max_len: int, latency_aware: bool = False) -> list[Strategy]:

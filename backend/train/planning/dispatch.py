@@ -70,6 +70,16 @@ class HotSwitchPlan:
         ``[["tp4", 256], ["dp4", 0]]``; ``HotSwitchPlan.of`` reads them back."""
         return [[str(b.strategy), b.above] for b in self.buckets]
 
+    def reach(self, longest: int) -> list[tuple[Bucket, int]]:
+        """Each bucket with the longest sequence it is sent when no sequence is longer than
+        ``longest``: the bound of the bucket before it, or ``longest`` where that is shorter. A
+        bucket sent nothing has a length not above its own bound."""
+        out, upper = [], longest
+        for bucket in self.buckets:
+            out.append((bucket, upper))
+            upper = min(upper, bucket.above)
+        return out
+
     def strategy_for(self, length: int) -> Strategy:
         """The strategy of the first bucket whose lower bound is below ``length``."""
         return next(b.strategy for b in self.buckets if length > b.above)
