@@ -19,6 +19,12 @@ LAUNCHERS = ("local", "ray", "slurm", "kubeflow")
 # Every launcher option, as ``%%train`` and ``hotswitch train`` name their flags (dashes for
 # underscores); a launcher's ``settings()`` gives back the ones it was made with.
 OPTIONS = ("ray_address", "partition", "time", "gpus_per_node", "namespace", "image", "resources", "kubeflow_backend")
+# The options each launcher takes; the others would do nothing there, so they are refused.
+OWN_OPTIONS = {
+    "ray": ("ray_address",),
+    "slurm": ("partition", "time", "gpus_per_node"),
+    "kubeflow": ("namespace", "image", "resources", "kubeflow_backend"),
+}
 KUBEFLOW_BACKENDS = ("kubernetes", "local")
 KUBEFLOW_EXTRA = "pip install 'hotswitch[kubeflow]'"
 
@@ -28,11 +34,28 @@ def launcher_options(args) -> dict:
     return {key: getattr(args, key, None) for key in OPTIONS}
 
 
+def foreign_options(name: str, options: dict) -> tuple[str, list[str]] | None:
+    """The launcher whose options among ``options`` (those not None) ``--launcher name`` would
+    silently ignore, and those options as flags (``--partition`` without ``--launcher slurm``
+    would train here); None where every option given is this launcher's."""
+    for owner, keys in OWN_OPTIONS.items():
+        flags = [f"--{key.replace('_', '-')}" for key in keys if options.get(key) is not None]
+        if flags and owner != name:
+            return owner, flags
+    return None
+
+
 def make_launcher(name: str, **options) -> Launcher:
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise ValueError(f"unknown launcher options: {', '.join(unknown)}")
     given = {key: value for key, value in options.items() if value is not None}
+    if name in LAUNCHERS and (foreign := foreign_options(name, given)):
+        owner, flags = foreign
+        raise ValueError(
+            f"{' '.join(flags)}: for --launcher {owner}, and --launcher {name} would ignore it; "
+            f"give --launcher {owner}, or leave {' '.join(flags)} out"
+        )
     if name == "local":
         from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 

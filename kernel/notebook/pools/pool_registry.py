@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 
+from hotswitch.kernel.launch.named import foreign_options, launcher_options
 from hotswitch.kernel.notebook.pools.pool import Pool, PoolError
 from hotswitch.kernel.notebook.pools.pool_launcher import PoolLauncher
 
@@ -22,6 +23,9 @@ def pool_launcher_of(args, pools: PoolRegistry) -> PoolLauncher:
                 f"%%train --pool with {option}: a pool's job runs on the pool's ranks and ends with this kernel; "
                 f"drop {option} (or drop --pool for a job of its own)"
             )
+    if foreign := foreign_options("local", launcher_options(args)):
+        flags = " ".join(foreign[1])
+        raise UsageError(f"%%train --pool with {flags}: a pool's job runs on the pool's ranks; drop {flags}")
     pool = pools[args.pool]
     try:
         pool.wait_ready()

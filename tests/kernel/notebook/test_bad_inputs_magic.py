@@ -29,6 +29,12 @@ PRE_LAUNCH = [
     ("--rdzv-endpoint 127.0.0.1:99999", "pass", ["--rdzv-endpoint takes HOST:PORT", "99999"]),
     ("--device tpu", "pass", ["invalid choice: 'tpu'"]),
     ("--launcher ray", "pass", ["--launcher ray needs the cluster's head: --ray-address HOST:PORT"]),
+    (
+        "--partition gpu",
+        "pass",
+        ["--partition: for --launcher slurm", "give --launcher slurm, or leave --partition out"],
+    ),
+    ("--launcher ray --ray-address 127.0.0.1:1 --namespace t", "pass", ["--namespace: for --launcher kubeflow"]),
     ("--launcher k8s", "pass", ["--launcher 'k8s' is not available", "choose one of local, ray, slurm"]),
     ("--name a/b", "pass", ["--name 'a/b' is not a valid job name", "letters, digits"]),
     ("--name .hidden", "pass", ["--name '.hidden' is not a valid job name"]),

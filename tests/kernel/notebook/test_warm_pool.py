@@ -103,6 +103,7 @@ def test_bad_inputs_are_refused_with_what_to_do(kernel):
     refused(kernel, "%train_pool start 'bad name'", "the pool name 'bad name' is not valid")
     refused(kernel, "%train_pool stop nosuchpool", "there is no pool named 'nosuchpool'", "its pools are 'warm'")
     refused(kernel, "%%train --pool warm --detach\nx", "drop --detach")
+    refused(kernel, "%%train --pool warm --partition gpu\nx", "%%train --pool with --partition", "drop --partition")
     refused(kernel, "%%ranks nowhere\nx", "no pool named 'nowhere'", "%train_pool start nowhere")
     refused(kernel, "%%train --pool nowhere\nx", "no pool named 'nowhere'")
     refused(kernel, "%%ranks warm\nx +", "SyntaxError")
