@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hotswitch.backend.cache import cache_dir
+from hotswitch.backend.data.files import DATASET_SUFFIXES
 from hotswitch.backend.data.sources import DocumentSource
-
-DATASET_SUFFIXES = {".parquet": "parquet", ".arrow": "arrow"}
 
 
 def _require(module: str):

@@ -13,6 +13,7 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
+from hotswitch.backend.data.files import JSONL_SUFFIXES, format_suffix
 from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, Tokenizer, parse_tokenizer
 
@@ -63,19 +64,24 @@ class DocumentSource:
 
 class FileDocuments(DocumentSource):
     """Text files (one document each) and JSONL files (one document per line, its
-    ``text`` field)."""
+    ``text`` field), either compressed (``backend.data.files``)."""
 
     def __init__(self, paths: Sequence[str | Path], text_key: str = "text"):
+        from hotswitch.backend.data.decompressed import plain_copy
+
         self.text_key = text_key
         self._docs: list[tuple[Path, int | None]] = []
+        self._names: dict[Path, Path] = {}  # a decompressed copy: the file it came from, for messages
         for path in sorted(Path(p) for p in paths):
             if not path.is_file():
                 raise ValueError(f"{path} is not a file; give text or JSONL files")
-            if path.suffix == ".jsonl":
-                with path.open("rb") as f:
-                    self._docs.extend((path, offset) for offset in _line_offsets(f))
+            plain = plain_copy(path)
+            self._names[plain] = path
+            if format_suffix(path) in JSONL_SUFFIXES:
+                with plain.open("rb") as f:
+                    self._docs.extend((plain, offset) for offset in _line_offsets(f))
             else:
-                self._docs.append((path, None))
+                self._docs.append((plain, None))
         if not self._docs:
             raise ValueError(f"no documents in {[str(p) for p in paths]}; the dataset is empty")
 
@@ -93,34 +99,35 @@ class FileDocuments(DocumentSource):
             record = json.loads(line)
         except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
             why = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
-            raise ValueError(f"{_where(path, offset)} is not JSON ({why}); fix or remove that line") from None
-        return _record_text(record, self.text_key, path, offset).encode("utf-8")
+            raise ValueError(f"{self._where(path, offset)} is not JSON ({why}); fix or remove that line") from None
+        text = record.get(self.text_key) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise ValueError(_record_problem(record, self.text_key, self._where(path, offset)))
+        return text.encode("utf-8")
+
+    def _where(self, path: Path, offset: int) -> str:
+        """The line of ``path`` that starts at byte ``offset``, as a reader counts (from 1), in
+        the file the user gave."""
+        with path.open("rb") as f:
+            line = f.read(offset).count(b"\n") + 1
+        return f"{self._names[path]} line {line}"
 
     def describe(self) -> str:
-        return f"{len(self)} documents from {len({p for p, _ in self._docs})} file(s)"
+        return f"{len(self)} documents from {len(self._names)} file(s)"
 
 
-def _record_text(record, key: str, path: Path, offset: int) -> str:
-    """A JSONL record's text under ``key``; a record without it is refused, naming its line."""
+def _record_problem(record, key: str, where: str) -> str:
+    """Why a JSONL record holds no text under ``key``, naming its line (``where``)."""
     if not isinstance(record, dict):
-        raise ValueError(f"{_where(path, offset)} is a JSON {_json_kind(record)}, not an object with a {key!r} field")
+        return f"{where} is a JSON {_json_kind(record)}, not an object with a {key!r} field"
     if key not in record:
-        raise ValueError(f"{_where(path, offset)} has no {key!r} field (it has {sorted(record)}); set text_field")
-    if not isinstance(record[key], str):
-        raise ValueError(f"{_where(path, offset)}: its {key!r} is a JSON {_json_kind(record[key])}, not a string")
-    return record[key]
+        return f"{where} has no {key!r} field (it has {sorted(record)}); set text_field"
+    return f"{where}: its {key!r} is a JSON {_json_kind(record[key])}, not a string"
 
 
 def _json_kind(value) -> str:
     kinds = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
     return kinds.get(type(value), "null")
-
-
-def _where(path: Path, offset: int) -> str:
-    """The line of ``path`` that starts at byte ``offset``, as a reader counts (from 1)."""
-    with path.open("rb") as f:
-        line = f.read(offset).count(b"\n") + 1
-    return f"{path} line {line}"
 
 
 def _line_offsets(f) -> list[int]:

@@ -7,7 +7,14 @@ import json
 import os
 from pathlib import Path
 
-from hotswitch.backend.data.hf_data import DATASET_SUFFIXES
+from hotswitch.backend.data.files import (
+    DATASET_SUFFIXES,
+    JSONL_SUFFIXES,
+    data_files,
+    format_suffix,
+    open_plain,
+    unreadable,
+)
 from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, parse_tokenizer
 from hotswitch.backend.models.config import ModelConfig, get_config
@@ -61,35 +68,41 @@ def check_tokenizer(tokenizer, config: ModelConfig) -> str:
 
 
 def check_data(data, text_field: str) -> str | list[str]:
-    """``data`` checked (its files exist and hold ``text_field``); paths made absolute."""
+    """``data`` checked (its files, folders' and patterns' too, readable and holding
+    ``text_field``); the files it names, absolute."""
     if data == "stdlib":
         return data
     if isinstance(data, str) and data.startswith("synthetic:"):
         if data.split(":", 1)[1] not in SYNTHETIC:
             raise bad_setting("data", data, f"choose one of {', '.join('synthetic:' + k for k in SYNTHETIC)}")
         return data
-    paths = [data] if isinstance(data, str | os.PathLike) else data
-    if not isinstance(paths, list | tuple) or not paths or not all(isinstance(p, str | os.PathLike) for p in paths):
-        raise bad_setting("data", data, "give 'stdlib', 'synthetic:github' or a list of text/JSONL/Parquet/Arrow files")
-    files = [resolve(p) for p in paths]
+    entries = [data] if isinstance(data, str | os.PathLike) else data
+    listed = isinstance(entries, list | tuple) and entries
+    if not listed or not all(isinstance(entry, str | os.PathLike) for entry in entries):
+        why = "give 'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files, folders or patterns"
+        raise bad_setting("data", data, why)
+    files = []
+    for entry in entries:
+        try:
+            files.extend(data_files(resolve(entry)))
+        except ValueError as error:
+            raise bad_setting("data", data, str(error)) from None
     for path in files:
-        if not path.is_file():
-            raise bad_setting("data", data, f"{path} is not a file; give existing text/JSONL/Parquet/Arrow files")
-        if problem := _text_problem(path, text_field):
+        if problem := unreadable(path) or _text_problem(path, text_field):
             raise bad_setting("data", data, problem)
-    return [str(p) for p in files]
+    return [str(p) for p in dict.fromkeys(files)]
 
 
 def _text_problem(path: Path, field: str) -> str | None:
     """Why ``path`` holds no documents under ``field``: a JSONL file's first record or a
     dataset file's column lacks it (or, a column, holds no strings); None for text files."""
-    if path.suffix in DATASET_SUFFIXES:
+    if format_suffix(path) in DATASET_SUFFIXES:
         from hotswitch.backend.data.hf_data import text_column_problem
 
         return text_column_problem(path, field)
-    if path.suffix != ".jsonl":
+    if format_suffix(path) not in JSONL_SUFFIXES:
         return None
-    with path.open("rb") as f:
+    with open_plain(path) as f:
         first = next((line for line in f if line.strip()), b"{}")
     try:
         record = json.loads(first)

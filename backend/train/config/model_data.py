@@ -36,7 +36,7 @@ class DataSettings:
 
     source: str | list[str] = setting(  # noqa: RUF009  (a field with metadata; its default, a str, is immutable)
         "stdlib",
-        "'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files",
+        "'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files (gzip, bzip2, xz too), folders or patterns",
         key="data",
         many="+",
         parse=data_from_words,

@@ -7,7 +7,6 @@ The helpers below take the configuration whole (a flat dict is converted at the 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -20,7 +19,8 @@ from hotswitch.backend.data import (
     SyntheticDocuments,
     stdlib_documents,
 )
-from hotswitch.backend.data.hf_data import DATASET_SUFFIXES, DatasetDocuments
+from hotswitch.backend.data.files import DATASET_SUFFIXES, data_files, format_suffix
+from hotswitch.backend.data.hf_data import DatasetDocuments
 from hotswitch.backend.data.split import holdout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.hf import hf_initializer, save_pretrained
@@ -40,16 +40,17 @@ from hotswitch.backend.train.tracking.trackers import open_tracker
 
 
 def documents(data, text_field: str = "text") -> DocumentSource:
-    """The documents ``data`` names: Parquet and Arrow files through ``datasets`` (one source
-    per kind), text and JSONL files directly; several kinds joined one after another."""
+    """The documents ``data`` names (files, folders, patterns: ``backend.data.files``): Parquet
+    and Arrow files through ``datasets`` (one source per kind), text and JSONL files directly;
+    several kinds joined one after another."""
     if data == "stdlib":
         return stdlib_documents()
     if isinstance(data, str) and data.startswith("synthetic:"):
         return SyntheticDocuments(data.split(":", 1)[1])
-    paths = [data] if isinstance(data, str) else data
+    paths = [path for entry in ([data] if isinstance(data, str) else data) for path in data_files(entry)]
     kinds: dict[str | None, list] = {}
     for path in paths:
-        kinds.setdefault(DATASET_SUFFIXES.get(Path(path).suffix), []).append(path)
+        kinds.setdefault(DATASET_SUFFIXES.get(format_suffix(path)), []).append(path)
     parts = [
         FileDocuments(files, text_field) if kind is None else DatasetDocuments(files, text_field)
         for kind, files in sorted(kinds.items(), key=lambda item: item[0] or "")
