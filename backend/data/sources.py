@@ -13,6 +13,8 @@ import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from hotswitch.backend.data.files import JSONL_SUFFIXES, format_suffix
 from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, Tokenizer, parse_tokenizer
@@ -64,56 +66,61 @@ class DocumentSource:
 
 class FileDocuments(DocumentSource):
     """Text files (one document each) and JSONL files (one document per line, its
-    ``text`` field), either compressed (``backend.data.files``)."""
+    ``text`` field), either compressed (``backend.data.files``). A JSONL line is read by its
+    byte offset (``line_index``), so a corpus larger than memory costs 8 bytes a document."""
 
     def __init__(self, paths: Sequence[str | Path], text_key: str = "text"):
         from hotswitch.backend.data.decompressed import plain_copy
+        from hotswitch.backend.data.line_index import line_offsets
 
         self.text_key = text_key
-        self._docs: list[tuple[Path, int | None]] = []
-        self._names: dict[Path, Path] = {}  # a decompressed copy: the file it came from, for messages
+        self._files: list[tuple[Path, Path, np.ndarray | None]] = []  # (given, read, JSONL offsets)
+        counts = []
         for path in sorted(Path(p) for p in paths):
             if not path.is_file():
                 raise ValueError(f"{path} is not a file; give text or JSONL files")
             plain = plain_copy(path)
-            self._names[plain] = path
-            if format_suffix(path) in JSONL_SUFFIXES:
-                with plain.open("rb") as f:
-                    self._docs.extend((plain, offset) for offset in _line_offsets(f))
-            else:
-                self._docs.append((plain, None))
-        if not self._docs:
+            offsets = line_offsets(plain) if format_suffix(path) in JSONL_SUFFIXES else None
+            self._files.append((path, plain, offsets))
+            counts.append(1 if offsets is None else len(offsets))
+        self._starts = np.cumsum([0, *counts])
+        if not self._starts[-1]:
             raise ValueError(f"no documents in {[str(p) for p in paths]}; the dataset is empty")
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return int(self._starts[-1])
 
     def text(self, index: int) -> bytes:
-        path, offset = self._docs[index]
-        if offset is None:
-            return path.read_bytes()
-        with path.open("rb") as f:
+        if not 0 <= index < len(self):
+            raise IndexError(f"document {index} of {len(self)}")
+        part = int(np.searchsorted(self._starts, index, side="right")) - 1
+        path, plain, offsets = self._files[part]
+        if offsets is None:
+            return plain.read_bytes()
+        offset = int(offsets[index - self._starts[part]])
+        with plain.open("rb") as f:
             f.seek(offset)
             line = f.readline()
         try:
             record = json.loads(line)
         except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
             why = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
-            raise ValueError(f"{self._where(path, offset)} is not JSON ({why}); fix or remove that line") from None
+            raise ValueError(f"{_where(path, plain, offset)} is not JSON ({why}); fix or remove that line") from None
         text = record.get(self.text_key) if isinstance(record, dict) else None
         if not isinstance(text, str):
-            raise ValueError(_record_problem(record, self.text_key, self._where(path, offset)))
+            raise ValueError(_record_problem(record, self.text_key, _where(path, plain, offset)))
         return text.encode("utf-8")
 
-    def _where(self, path: Path, offset: int) -> str:
-        """The line of ``path`` that starts at byte ``offset``, as a reader counts (from 1), in
-        the file the user gave."""
-        with path.open("rb") as f:
-            line = f.read(offset).count(b"\n") + 1
-        return f"{self._names[path]} line {line}"
-
     def describe(self) -> str:
-        return f"{len(self)} documents from {len(self._names)} file(s)"
+        return f"{len(self)} documents from {len(self._files)} file(s)"
+
+
+def _where(given: Path, plain: Path, offset: int) -> str:
+    """The line of ``plain`` that starts at byte ``offset``, as a reader counts (from 1), named
+    by the file the user gave (``plain`` may be its decompressed copy)."""
+    with plain.open("rb") as f:
+        line = f.read(offset).count(b"\n") + 1
+    return f"{given} line {line}"
 
 
 def _record_problem(record, key: str, where: str) -> str:
@@ -128,15 +135,6 @@ def _record_problem(record, key: str, where: str) -> str:
 def _json_kind(value) -> str:
     kinds = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
     return kinds.get(type(value), "null")
-
-
-def _line_offsets(f) -> list[int]:
-    offsets, position = [], 0
-    for line in f:
-        if line.strip():
-            offsets.append(position)
-        position += len(line)
-    return offsets
 
 
 class JoinedDocuments(DocumentSource):

@@ -1,0 +1,38 @@
+"""Files derived from a user's data file and kept in the cache (``$HOTSWITCH_CACHE/KIND``): a
+decompressed copy, an index of line offsets. Each is named by its source's path, size and
+modification time, so it is found again while the source is unchanged; one process of the
+machine makes it while the ranks beside it wait on a lock, and it appears whole or not at all
+(a killed maker leaves a part that the next one, holding the lock, overwrites)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from hotswitch.backend.cache import cache_dir
+
+
+def derived(kind: str, source: Path, suffix: str, make: Callable[[Path], None]) -> Path:
+    """The cached file of ``kind`` derived from ``source``, made by ``make(path)`` if missing."""
+    stat = source.stat()
+    name = f"{source.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    key = hashlib.sha256(name.encode()).hexdigest()[:32]
+    folder = cache_dir(kind)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{key}{suffix}"
+    if target.exists():
+        return target
+    with (folder / f"{key}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first process makes it, the others wait for it
+        if not target.exists():
+            part = target.with_name(target.name + ".part")
+            try:
+                make(part)
+            except BaseException:
+                part.unlink(missing_ok=True)
+                raise
+            os.replace(part, target)
+    return target
