@@ -23,16 +23,31 @@ class Sequence:
 
 class BatchStream:
     """Documents in a seeded random order, epoch after epoch, cut to ``max_len`` input tokens
-    and grouped ``batch_size`` at a time. ``position`` says where the next batch starts."""
+    and grouped ``batch_size`` at a time. ``position`` says where the next batch starts.
 
-    def __init__(self, source: DocumentSource, batch_size: int, max_len: int, seed: int = 0, min_len: int = 2):
+    A document longer than ``max_len`` trains its first ``max_len`` tokens (the paper's setup),
+    or with ``split`` all of them: consecutive sequences of ``max_len``, each one's last target
+    the next one's first input, taken before the next document."""
+
+    def __init__(
+        self,
+        source: DocumentSource,
+        batch_size: int,
+        max_len: int,
+        seed: int = 0,
+        min_len: int = 2,
+        split: bool = False,
+    ):
         if len(source) == 0:
             raise ValueError("the dataset is empty: give at least one document")
         if batch_size < 1 or max_len < 1:
             raise ValueError(f"batch_size and max_len must be positive, got {batch_size} and {max_len}")
         self.source, self.batch_size, self.max_len, self.seed, self.min_len = source, batch_size, max_len, seed, min_len
-        self.position = 0  # documents consumed so far, over all epochs
+        self.split = split
+        self.position = 0  # documents begun so far, over all epochs
+        self.piece: tuple[int, int] | None = None  # (document, first token) of a split document's next piece
         self._orders: dict[int, np.ndarray] = {}
+        self._tokens: tuple[int, list[int]] | None = None  # the document being split, tokenised once
 
     def _order(self, epoch: int) -> np.ndarray:
         """The epoch's order of documents: a permutation as an array (8 bytes a document; a
@@ -45,18 +60,36 @@ class BatchStream:
     def next_batch(self) -> list[Sequence]:
         batch: list[Sequence] = []
         while len(batch) < self.batch_size:
-            epoch, index = divmod(self.position, len(self.source))
-            doc = int(self._order(epoch)[index])
-            self.position += 1
-            tokens = self.source.tokens(doc)[: self.max_len + 1]
-            if len(tokens) - 1 >= self.min_len:
-                batch.append(Sequence(doc, tuple(tokens)))
+            doc, start = self.piece or self._next_document()
+            tokens = self._document(doc)
+            end = start + self.max_len + 1
+            self.piece = (doc, start + self.max_len) if self.split and end < len(tokens) else None
+            if len(tokens[start:end]) - 1 >= self.min_len:
+                batch.append(Sequence(doc, tuple(tokens[start:end])))
             elif self.position > 2 * len(self.source) and not batch:
                 raise ValueError(f"no document has at least {self.min_len + 1} tokens")
         return batch
 
+    def _next_document(self) -> tuple[int, int]:
+        epoch, index = divmod(self.position, len(self.source))
+        self.position += 1
+        return int(self._order(epoch)[index]), 0
+
+    def _document(self, doc: int) -> list[int]:
+        if self._tokens is None or self._tokens[0] != doc:
+            self._tokens = (doc, self.source.tokens(doc))
+        return self._tokens[1]
+
     def state_dict(self) -> dict:
-        return {"position": self.position, "seed": self.seed, "batch_size": self.batch_size, "max_len": self.max_len}
+        return {
+            "position": self.position,
+            "piece": list(self.piece) if self.piece else None,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "max_len": self.max_len,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.position = int(state["position"])
+        piece = state.get("piece")  # absent from checkpoints written before documents were split
+        self.piece = (int(piece[0]), int(piece[1])) if piece else None

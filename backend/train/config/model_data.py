@@ -6,7 +6,9 @@ from dataclasses import dataclass, replace
 
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.train.config.inputs import check_data, check_model, check_tokenizer, model_config
-from hotswitch.backend.train.config.setting import bad_setting, setting, whole
+from hotswitch.backend.train.config.setting import bad_setting, choice, setting, whole
+
+LONG_DOCUMENTS = ("cut", "split")
 
 
 def data_from_words(words: list[str]) -> str | list[str]:
@@ -47,12 +49,19 @@ class DataSettings:
     )
     batch_size: int = setting(16, "sequences per global batch")
     max_len: int = setting(256, "tokens per sequence at most")
+    long_documents: str = setting(
+        "cut",
+        "a document longer than max_len: 'cut', its first max_len tokens train (the paper's setup); "
+        "'split', all of them, as consecutive sequences",
+        choices=LONG_DOCUMENTS,
+    )
 
     def check(self, model: ModelConfig) -> DataSettings:
         """This section checked against ``model`` (its sequence length and vocabulary); files
         must exist and hold ``text_field``; paths made absolute."""
         whole("batch_size", self.batch_size, 1)
         whole("max_len", self.max_len, 2)
+        choice("long_documents", self.long_documents, LONG_DOCUMENTS)
         if self.max_len > model.max_seq_len:
             why = f"{model.name} holds at most {model.max_seq_len} tokens per sequence"
             raise bad_setting("max_len", self.max_len, why)
@@ -61,3 +70,8 @@ class DataSettings:
             why = "give the name of the field that holds each document's text"
             raise bad_setting("text_field", self.text_field, why)
         return replace(self, source=check_data(self.source, self.text_field), tokenizer=tokenizer)
+
+    @property
+    def splits(self) -> bool:
+        """Whether a document longer than ``max_len`` trains whole, as consecutive sequences."""
+        return self.long_documents == "split"

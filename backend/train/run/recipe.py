@@ -77,7 +77,8 @@ def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, 
 def batches(run: RunConfig | dict, model: ModelConfig) -> BatchStream:
     """The global batches a checked ``run`` trains on."""
     run = RunConfig.of(run)
-    return BatchStream(sources(run, model)[0], run.data.batch_size, run.data.max_len, seed=run.seed)
+    data = run.data
+    return BatchStream(sources(run, model)[0], data.batch_size, data.max_len, run.seed, split=data.splits)
 
 
 def evaluation(run: RunConfig | dict, model: ModelConfig) -> Evaluation | None:
@@ -86,7 +87,8 @@ def evaluation(run: RunConfig | dict, model: ModelConfig) -> Evaluation | None:
     every, held_out = run.evaluation.eval_every, sources(run, model)[1]
     if every is None or held_out is None:  # documents are held out only where ``eval_every`` is set
         return None
-    stream = BatchStream(held_out, run.data.batch_size, run.data.max_len, seed=run.seed + 1)
+    data = run.data
+    stream = BatchStream(held_out, data.batch_size, data.max_len, run.seed + 1, split=data.splits)
     return Evaluation(stream, every, run.evaluation.eval_batches)
 
 

@@ -29,7 +29,7 @@ RUNS = [
     ("dp2cp2", "1f1b"),
     ("ul2tp2", "1f1b"),  # Ulysses
     ("dp2tp2sel", "1f1b"),  # selective recompute
-    ([("cp4", 250), ("tp2pp2", 200), ("dp2tp2sp", 100), ("dp4", 0)], "1f1b"),  # a hot plan mixing them
+    ([("cp4", 250), ("tp2pp2", 160), ("dp2tp2sp", 90), ("dp4", 0)], "1f1b"),  # a hot plan mixing them
     ([("cp2@0-1", 250), ("dp2@2-3", 0)], "1f1b"),  # device groups side by side: ring attention beside dp
 ]
 

@@ -154,3 +154,16 @@ def test_attention_is_chosen_by_measurement_unless_a_kernel_is_named():
         check_spec({"attention": "cudnn"})  # the tests' device is the CPU
     with pytest.raises(ValueError, match=r"'attention' = 'fast' is not valid: choose one of auto, flash, efficient"):
         check_spec({"attention": "fast"})
+
+
+def test_long_documents_are_cut_unless_split_is_asked_for_and_the_stream_follows(tmp_path):
+    from hotswitch.backend.train.run.recipe import batches
+
+    (tmp_path / "long.txt").write_text("x" * 300)
+    spec = {"data": [str(tmp_path / "long.txt")], "max_len": 64, "batch_size": 4}
+    cut = batches(check_spec(spec), get_config("tiny")).next_batch()
+    assert [s.length for s in cut] == [64] * 4  # the one document's start, epoch after epoch
+    split = batches(check_spec({**spec, "long_documents": "split"}), get_config("tiny")).next_batch()
+    assert [s.length for s in split] == [64] * 4 and split[1].tokens[0] == split[0].tokens[-1]
+    with pytest.raises(ValueError, match=r"'long_documents' = 'chunk' is not valid: choose one of cut, split"):
+        check_spec({"long_documents": "chunk"})
