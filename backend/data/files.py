@@ -18,9 +18,11 @@ import glob
 import gzip
 import lzma
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+COMPRESSIONS: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
 # formats no reader here understands, with what turns them into one that is
 UNREAD = {
     ".zst": "zstd -d FILE",

@@ -12,7 +12,7 @@ from hotswitch.backend.data.sources import DocumentSource
 class Subset(DocumentSource):
     """The documents ``indices`` of ``source``, tokenised as ``source`` is."""
 
-    def __init__(self, source: DocumentSource, indices: Sequence[int], name: str):
+    def __init__(self, source: DocumentSource, indices: Sequence[int] | np.ndarray, name: str):
         self.source, self.indices, self.name = source, np.asarray(indices, dtype=np.int64), name
         self.tokenizer = source.tokenizer
 

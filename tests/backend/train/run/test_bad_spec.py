@@ -57,7 +57,7 @@ CASES = [
     ({"instantiation": "tp2x"}, "'instantiation' = 'tp2x' is not valid: cannot parse strategy"),
     ({"instantiation": "tp2@0-1"}, "'instantiation' = 'tp2@0-1' is not valid: the master weights live on every device"),
     ({"data": "nope.txt"}, "nope.txt is not a file or a folder; give existing text/JSONL/Parquet/Arrow files"),
-    ({"data": []}, "'data' = [] is not valid: give 'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files, folders or patterns"),
+    ({"data": []}, "'data' = [] is not valid: give 'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files"),
     ({"data": "synthetic:nope"}, "'data' = 'synthetic:nope' is not valid: choose one of synthetic:"),
     ({"data": 5}, "'data' = 5 is not valid"),
     ({"checkpoint": "existing"}, "already exists; choose a new checkpoint path"),
