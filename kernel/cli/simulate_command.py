@@ -15,9 +15,19 @@ def add_parser(sub) -> None:
     p.add_argument("--device", default="A800", help="A800 (default, the paper's), H100 or H200")
     p.add_argument(
         "--dataset",
-        default="commoncrawl",
-        help="length distribution: commoncrawl (measured), github (assumed), commoncrawl-synthetic, github-synthetic",
+        default=None,
+        help="length distribution: commoncrawl (measured, the default), github (assumed), commoncrawl-synthetic, "
+        "github-synthetic",
     )
+    p.add_argument(
+        "--data",
+        nargs="+",
+        default=None,
+        help="your documents instead: text/JSONL/Parquet/Arrow files, folders or patterns, as hotswitch train reads "
+        "them; the batch is the first global batch training would draw",
+    )
+    p.add_argument("--text-field", default="text", help="with --data: the field or column holding the text")
+    p.add_argument("--tokenizer", default="byte", help="with --data: byte (default), bpe:N or hf:DIR")
     p.add_argument(
         "--contenders",
         default=None,
@@ -80,13 +90,38 @@ def _check(args) -> None:
     from hotswitch.backend.sim.paper.baselines import PAPER_CONTENDERS
 
     device_spec(args.device)
-    if args.dataset not in SELECTABLE:
+    if args.data is not None and args.dataset is not None:
+        raise ValueError(f"--data with --dataset {args.dataset}: give your documents or a distribution, not both")
+    if _dataset(args) not in SELECTABLE:
         raise ValueError(f"unknown dataset {args.dataset!r}; choose one of {', '.join(SELECTABLE)}")
     unknown = [n for n in _contenders(args) if n not in PAPER_CONTENDERS]
     if unknown:
         raise ValueError(f"unknown contender {unknown[0]!r}; choose from {', '.join(PAPER_CONTENDERS)} or 'none'")
     if args.gpus < 1 or args.batch < 1:
         raise ValueError(f"--gpus {args.gpus} and --batch {args.batch} must be at least 1")
+
+
+def _dataset(args) -> str:
+    return args.dataset or "commoncrawl"
+
+
+def _lengths(args) -> tuple[list[int], str]:
+    """The global batch's sequence lengths and where they come from: ``--data``'s documents (the
+    first batch ``hotswitch train --batch-size BATCH --max-len CONTEXT`` would train, tokenised
+    as it would), or ``--dataset``'s distribution."""
+    from hotswitch.backend.sim.datasets import batch_lengths
+
+    if args.data is None:
+        return batch_lengths(_dataset(args), args.context, args.batch), _dataset(args)
+    from hotswitch.backend.data.stream import BatchStream
+    from hotswitch.backend.sim.setup import sim_model
+    from hotswitch.backend.train.config.inputs import check_data, check_tokenizer
+    from hotswitch.backend.train.run.recipe import documents
+
+    tokenizer = check_tokenizer(args.tokenizer, sim_model(args.model, args.context))
+    source = documents(check_data(args.data, args.text_field), args.text_field).use_tokenizer(tokenizer)
+    batch = BatchStream(source, args.batch, args.context).next_batch()
+    return [s.length for s in batch], f"{source.describe()}, {source.tokenizer.name} tokens"
 
 
 def _contenders(args) -> tuple[str, ...]:
@@ -135,7 +170,7 @@ def report(comparison, floor_s: float | None = None) -> dict:
 def _print_table(out: dict) -> None:
     print(
         f"{out['model']} on {out['gpus']} x {out['device']}: {out['sequences']} sequences, "
-        f"{out['tokens']:,} tokens, context {out['context']}"
+        f"{out['tokens']:,} tokens, context {out['context']} ({out['data']})"
     )
     print(f"peak GiB: per device, within the limit of {out['limit_gib']:.1f} GiB (device memory less reserved)")
     print("step: on the device model; predicted: what the planner's fitted costs said (the engine's plans)")
@@ -161,14 +196,13 @@ def _print_table(out: dict) -> None:
 
 
 def run(args) -> int:
-    from hotswitch.backend.sim.datasets import batch_lengths
     from hotswitch.backend.sim.floor import plan_floor
     from hotswitch.backend.sim.paper.compare import compare
     from hotswitch.backend.sim.setup import Setup, sim_model
 
     _check(args)
     plan = parse_plan(args.plan) if args.plan else None
-    lengths = batch_lengths(args.dataset, args.context, args.batch)
+    lengths, origin = _lengths(args)
     setup = Setup(
         sim_model(args.model, args.context),
         args.gpus,
@@ -185,7 +219,7 @@ def run(args) -> int:
     comparison = compare(
         setup, args.model.lower(), plan, contenders, _progress, args.context_parallel, args.side_by_side
     )
-    out = report(comparison, plan_floor(setup.weighing(args.context_parallel, args.side_by_side)))
+    out = {"data": origin, **report(comparison, plan_floor(setup.weighing(args.context_parallel, args.side_by_side)))}
     if args.json:
         print(json.dumps(out, indent=2))
     else:

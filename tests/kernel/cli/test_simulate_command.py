@@ -124,3 +124,27 @@ def test_a_plan_the_cluster_cannot_hold_is_refused_before_anything_runs(capsys):
     err = capsys.readouterr().err
     assert "device group dp4tp1pp1@4-7 needs ranks 4-7 but the cluster has 4 devices" in err, err
     assert "static" not in err, "no contender ran before the refusal"
+
+
+def test_your_documents_give_the_batch_training_would_draw(capsys, tmp_path, monkeypatch):
+    """``--data``: the lengths are those of the first global batch ``hotswitch train`` would
+    train on the same documents (cut at the context), not a distribution's."""
+    from hotswitch.backend.data import BatchStream
+    from hotswitch.backend.train.run.recipe import documents
+
+    monkeypatch.setenv("HOTSWITCH_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "docs.jsonl").write_text("".join(json.dumps({"text": "w" * (40 * i + 3)}) + "\n" for i in range(60)))
+    args = ["simulate", "--gpus", "8", "--context", "1024", "--batch", "16", "--contenders", "none"]
+    assert main([*args, "--data", str(corpus), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = [s.length for s in BatchStream(documents([str(corpus / "docs.jsonl")]), 16, 1024).next_batch()]
+    assert (out["sequences"], out["tokens"]) == (16, sum(expected)) and max(expected) == 1024
+    assert out["data"] == "60 documents from 1 file(s), byte tokens"
+    assert main([*args, "--data", str(corpus)]) == 0
+    assert "context 1024 (60 documents from 1 file(s), byte tokens)" in capsys.readouterr().out
+    assert main([*args, "--data", str(corpus), "--dataset", "github"]) == 2
+    assert "give your documents or a distribution, not both" in capsys.readouterr().err
+    assert main([*args, "--data", str(tmp_path / "none.jsonl")]) == 2
+    assert "none.jsonl is not a file or a folder" in capsys.readouterr().err
