@@ -17,6 +17,7 @@ import bz2
 import glob
 import gzip
 import lzma
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,13 @@ JSONL_SUFFIXES = (".jsonl", ".json")
 TEXT_SUFFIXES = (".txt", ".text", ".md")
 RECORD_SUFFIXES = (*JSONL_SUFFIXES, *DATASET_SUFFIXES)  # files of records, before text in a folder
 METADATA = {"dataset_info.json", "state.json", "dataset_dict.json"}  # what ``save_to_disk`` writes beside the data
+# a file or folder name that starts a split's word, as ``datasets`` reads a repository's splits
+SPLIT_WORDS = {word: split for split, words in {
+    "train": ("train", "training"),
+    "validation": ("validation", "valid", "dev", "val"),
+    "test": ("test", "testing", "eval", "evaluation"),
+}.items() for word in words}  # fmt: skip
+SPLIT_NAME = re.compile(rf"^({'|'.join(sorted(SPLIT_WORDS, key=len, reverse=True))})(?:[-._ 0-9]|$)")
 SNIFF_BYTES = 8192
 GLOB_CHARACTERS = "*?["
 
@@ -76,13 +84,32 @@ def folder_files(folder: Path) -> list[Path]:
     for suffixes in (RECORD_SUFFIXES, TEXT_SUFFIXES):
         chosen = [path for path in files if format_suffix(path) in suffixes]
         if chosen:
-            return chosen
+            return _one_split(folder, chosen)
     held = Counter(path.suffix or "(no suffix)" for path in files).most_common(4)
     what = ", ".join(f"{count} {suffix}" for suffix, count in held) or "no files"
     suffix = next((s for s, _ in held if s.startswith(".")), ".txt")
     raise ValueError(
         f"{folder} holds no text, JSONL, Parquet or Arrow files ({what}); name the files to read with a "
         f"pattern, e.g. '{folder}/**/*{suffix}'"
+    )
+
+
+def _one_split(folder: Path, files: list[Path]) -> list[Path]:
+    """``files``, refused where their names split them as Hugging Face names splits (a hub
+    repository's ``data/train-*.parquet`` beside ``data/test-*.parquet``, a saved DatasetDict's
+    ``train/`` beside ``test/``): training on every file would train on the test split."""
+    splits: dict[str, Path] = {}
+    for path in files:
+        for part in path.relative_to(folder).parts:
+            if match := SPLIT_NAME.match(part.lower()):
+                splits.setdefault(SPLIT_WORDS[match.group(1)], path)
+                break
+    if len(splits) < 2:
+        return files
+    named = ", ".join(f"{split} ({path.relative_to(folder)})" for split, path in sorted(splits.items()))
+    raise ValueError(
+        f"{folder} holds the splits {named}, named as Hugging Face names them; give one split's files, "
+        f"e.g. with a pattern '{folder}/**/train*' or its folder"
     )
 
 

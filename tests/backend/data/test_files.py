@@ -122,3 +122,36 @@ def test_files_no_reader_understands_are_refused_before_launch(tmp_path, cache):
     with pytest.raises(ValueError, match=r"cut.jsonl.gz cannot be decompressed into .*check that the file is whole"):
         FileDocuments([tmp_path / "cut.jsonl.gz"])
     assert not list(cache.glob("*.part")) and not list(cache.glob("*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    "names, train",
+    [
+        (
+            ("data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000.parquet"),
+            "**/train*",
+        ),
+        (("train/data-00000-of-00001.arrow", "validation/data-00000-of-00001.arrow"), "train"),
+        (("train.jsonl", "dev.jsonl"), "train.jsonl"),
+    ],
+)
+def test_a_folder_of_several_splits_is_refused_and_one_split_reads(tmp_path, cache, names, train):
+    """A hub repository's or a saved DatasetDict's folder holds its test split beside its train
+    split: reading every file would train on the test split."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = tmp_path / "repo"
+    for name in names:
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".parquet":
+            pq.write_table(pa.table({"text": ["row"]}), path)
+        elif path.suffix == ".arrow":
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, pa.schema([("text", pa.string())])) as w:
+                w.write_table(pa.table({"text": ["row"]}))
+        else:
+            path.write_text(JSONL)
+    with pytest.raises(ValueError, match=r"holds the splits .*train \(.*give one split's files"):
+        check_data(str(repo), "text")
+    assert check_data(str(repo / train), "text") == [str(repo / name) for name in names if "train" in name]
