@@ -77,19 +77,24 @@ def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, 
 def batches(run: RunConfig | dict, model: ModelConfig) -> BatchStream:
     """The global batches a checked ``run`` trains on."""
     run = RunConfig.of(run)
-    data = run.data
-    return BatchStream(sources(run, model)[0], data.batch_size, data.max_len, run.seed, split=data.splits)
+    return _stream(run, sources(run, model)[0], run.seed)
 
 
-def evaluation(run: RunConfig | dict, model: ModelConfig) -> Evaluation | None:
-    """The held-out evaluation a checked ``run`` asks for, or None."""
+def evaluation(run: RunConfig | dict, model: ModelConfig, held_out: DocumentSource | None = None) -> Evaluation | None:
+    """The held-out evaluation a checked ``run`` asks for, or None; on ``held_out``, the
+    documents ``sources`` set aside, where the caller has them already."""
     run = RunConfig.of(run)
-    every, held_out = run.evaluation.eval_every, sources(run, model)[1]
-    if every is None or held_out is None:  # documents are held out only where ``eval_every`` is set
+    if run.evaluation.eval_every is None:  # documents are held out only where ``eval_every`` is set
         return None
+    held_out = held_out if held_out is not None else sources(run, model)[1]
+    if held_out is None:
+        return None
+    return Evaluation(_stream(run, held_out, run.seed + 1), run.evaluation.eval_every, run.evaluation.eval_batches)
+
+
+def _stream(run: RunConfig, source: DocumentSource, seed: int) -> BatchStream:
     data = run.data
-    stream = BatchStream(held_out, data.batch_size, data.max_len, run.seed + 1, split=data.splits)
-    return Evaluation(stream, every, run.evaluation.eval_batches)
+    return BatchStream(source, data.batch_size, data.max_len, seed, split=data.splits)
 
 
 def optimizer(run: RunConfig | dict) -> OptimizerConfig:
@@ -103,7 +108,8 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
     checked run configuration (``run["steps"]`` reads it by key too)."""
     checked = check_run(spec)
     run, model = checked.config, checked.model
-    stream = batches(run, model)
+    training, held = sources(run, model)  # the documents read once, for training and evaluation
+    stream = _stream(run, training, run.seed)
     device = local_device(run.parallelism.device)
     init_from_env(device)
     if run.tracking.track and dist.get_rank() == 0:
@@ -112,7 +118,7 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
         sink = TrackedSink(sink, trackers)
     name = run.model.name
     initial = hf_initializer(name[len(HF) :]) if name.startswith(HF) else None
-    held_out = evaluation(run, model)
+    held_out = evaluation(run, model, held)
     trainer = Trainer(
         model, stream, run, sink=sink, control=control, resume=checked.resume, evaluation=held_out, initial=initial
     )
