@@ -20,6 +20,7 @@ def table(result: dict) -> str:
     if not result.get("steps"):
         return "no training step completed"
     lines = [
+        *([f"data             {result['data']}"] if result.get("data") else []),
         f"steps            {result['steps']}",
         f"tokens           {result['tokens']:,}",
         f"throughput       {result['tokens_per_s']:,.0f} tokens/s",

@@ -138,6 +138,15 @@ class DoneEvent(Event):
     tokens: int
 
 
+class DataEvent(Event):
+    """What the run trains on, once as it starts."""
+
+    documents: int  # the training documents (held-out ones not counted)
+    source: str  # where they come from (``DocumentSource.describe``)
+    tokenizer: str
+    held_out: int | None  # documents set aside for evaluation, or None
+
+
 class StaticsEvent(Event):
     """A comparison's choice of static strategy (``backend.train.loop.compare``)."""
 
@@ -147,6 +156,7 @@ class StaticsEvent(Event):
 
 
 EVENTS: dict[str, type] = {
+    "data": DataEvent,
     "plan": PlanEvent,
     "graphs": GraphsEvent,
     "step": StepEvent,

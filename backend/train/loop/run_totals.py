@@ -25,11 +25,14 @@ class RunTotals:
         self.compile_s = 0.0  # over every step: compilation is what the first steps pay
         self.first_eval_loss: float | None = None  # the held-out documents' loss, where the run evaluates
         self.last_eval_loss: float | None = None
+        self.data: str | None = None  # what the run trains on, where it said (its ``data`` event)
         self._all, self._measured = _Window(), _Window()
 
     def add(self, e: dict) -> None:
         if e.get("type") == "plan":
             self.plans += 1
+        if e.get("type") == "data":
+            self.data = _data_text(e)
         if e.get("type") == "eval" and e.get("loss") is not None:
             self.first_eval_loss = e["loss"] if self.first_eval_loss is None else self.first_eval_loss
             self.last_eval_loss = e["loss"]
@@ -46,7 +49,8 @@ class RunTotals:
 
     def summary(self) -> dict:
         """``steps`` (all), ``first_loss``, ``last_loss``, ``first_eval_loss`` and ``last_eval_loss`` (None
-        where the run did not evaluate), ``plans``, ``compile_s`` (all); and over the measured
+        where the run did not evaluate), ``plans``, ``compile_s`` (all), ``data`` (what it trains
+        on, in words, or None); and over the measured
         steps: ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time), ``tokens_per_s``,
         ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
         tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
@@ -59,8 +63,15 @@ class RunTotals:
             "last_eval_loss": self.last_eval_loss,
             "plans": self.plans,
             "compile_s": self.compile_s,
+            "data": self.data,
             **window.summary(),
         }
+
+
+def _data_text(e: dict) -> str:
+    """A ``data`` event in words: its source and tokenizer, and the documents held out."""
+    held = e.get("held_out")
+    return f"{e.get('source')}, {e.get('tokenizer')} tokens" + (f"; {held:,} held out" if held else "")
 
 
 class _Window:

@@ -31,7 +31,7 @@ from hotswitch.backend.train.config.inputs import HF, model_config  # noqa: F401
 from hotswitch.backend.train.config.paths import ENV_NOTEBOOK_DIR, notebook_dir, resolve  # noqa: F401
 from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.evaluation import Evaluation
-from hotswitch.backend.train.loop.events import Sink, discard
+from hotswitch.backend.train.loop.events import Sink, discard, event
 from hotswitch.backend.train.loop.trainer import Control, Trainer
 from hotswitch.backend.train.run.spec import DEFAULTS, Spec, check_run, check_spec, precision_of  # noqa: F401
 from hotswitch.backend.train.state.optim import OptimizerConfig
@@ -119,10 +119,23 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
     name = run.model.name
     initial = hf_initializer(name[len(HF) :]) if name.startswith(HF) else None
     held_out = evaluation(run, model, held)
+    if dist.get_rank() == 0:
+        sink(data_event(training, held if held_out else None))
     trainer = Trainer(
         model, stream, run, sink=sink, control=control, resume=checked.resume, evaluation=held_out, initial=initial
     )
     return trainer, run
+
+
+def data_event(training: DocumentSource, held_out: DocumentSource | None) -> dict:
+    """The ``data`` event: what a run trains on, and how many documents it holds out."""
+    return event(
+        "data",
+        documents=len(training),
+        source=training.describe(),
+        tokenizer=training.tokenizer.name,
+        held_out=None if held_out is None else len(held_out),
+    )
 
 
 def export_hf(trainer: Trainer, path: str) -> None:

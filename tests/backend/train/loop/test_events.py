@@ -41,9 +41,8 @@ def test_an_event_with_an_undeclared_or_missing_field_is_refused_naming_it():
 def test_optional_fields_and_tags_are_declared():
     assert event("control", step=1, command="switch", strategy=[["tp2", 64], ["dp2", 0]])["strategy"][0] == ["tp2", 64]
     assert event("warning", message="m", run="hot switching")["run"] == "hot switching"
-    assert {"plan", "graphs", "step", "switch", "control", "checkpoint", "warning", "done", "statics", "eval"} == set(
-        EVENTS
-    )
+    kinds = {"data", "plan", "graphs", "step", "switch", "control", "checkpoint", "warning", "done", "statics", "eval"}
+    assert kinds == set(EVENTS)
 
 
 def test_summarize_divides_the_measured_steps_tokens_by_their_step_seconds():
@@ -64,6 +63,15 @@ def test_the_held_out_loss_is_summed_up_first_and_last():
     result = summarize([step(1, 100, 1.0), evals[0], step(2, 100, 1.0), evals[1], step(3, 100, 1.0), evals[2]])
     assert (result["first_eval_loss"], result["last_eval_loss"]) == (6.5, 5.5)
     assert summarize([step(1, 100, 1.0)])["last_eval_loss"] is None
+
+
+def test_what_a_run_trains_on_is_summed_up_in_words():
+    said = event("data", documents=57, source="train: 57 of 60 documents from 1 file(s)", tokenizer="byte", held_out=3)
+    assert (
+        summarize([said, step(1, 100, 1.0)])["data"]
+        == "train: 57 of 60 documents from 1 file(s), byte tokens; 3 held out"
+    )
+    assert summarize([step(1, 100, 1.0)])["data"] is None
 
 
 def test_a_run_shorter_than_its_warmup_is_measured_whole_and_folding_live_equals_replay():
