@@ -86,7 +86,7 @@ def folder_files(folder: Path) -> list[Path]:
         if chosen:
             return _one_split(folder, chosen)
     held = Counter(path.suffix or "(no suffix)" for path in files).most_common(4)
-    what = ", ".join(f"{count} {suffix}" for suffix, count in held) or "no files"
+    what = ", ".join(f"{count} {suffix}" for suffix, count in held) or "it is empty"
     suffix = next((s for s, _ in held if s.startswith(".")), ".txt")
     raise ValueError(
         f"{folder} holds no text, JSONL, Parquet or Arrow files ({what}); name the files to read with a "
