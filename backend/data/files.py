@@ -98,18 +98,21 @@ def _one_split(folder: Path, files: list[Path]) -> list[Path]:
     """``files``, refused where their names split them as Hugging Face names splits (a hub
     repository's ``data/train-*.parquet`` beside ``data/test-*.parquet``, a saved DatasetDict's
     ``train/`` beside ``test/``): training on every file would train on the test split."""
-    splits: dict[str, Path] = {}
+    splits: dict[str, Path] = {}  # split -> what names its files: a folder, or a pattern
     for path in files:
-        for part in path.relative_to(folder).parts:
+        parts = path.relative_to(folder).parts
+        for index, part in enumerate(parts):
             if match := SPLIT_NAME.match(part.lower()):
-                splits.setdefault(SPLIT_WORDS[match.group(1)], path)
+                last = index == len(parts) - 1
+                named = Path(folder, *parts[:index], f"{part[: len(match.group(1))]}*" if last else part)
+                splits.setdefault(SPLIT_WORDS[match.group(1)], named)
                 break
     if len(splits) < 2:
         return files
-    named = ", ".join(f"{split} ({path.relative_to(folder)})" for split, path in sorted(splits.items()))
+    listed = ", ".join(sorted(splits))
+    chosen = splits.get("train", next(iter(splits.values())))
     raise ValueError(
-        f"{folder} holds the splits {named}, named as Hugging Face names them; give one split's files, "
-        f"e.g. with a pattern '{folder}/**/train*' or its folder"
+        f"{folder} holds the splits {listed}, as Hugging Face names them; give one split's files, e.g. '{chosen}'"
     )
 
 

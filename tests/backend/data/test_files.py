@@ -125,19 +125,17 @@ def test_files_no_reader_understands_are_refused_before_launch(tmp_path, cache):
 
 
 @pytest.mark.parametrize(
-    "names, train",
+    "names",
     [
-        (
-            ("data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000.parquet"),
-            "**/train*",
-        ),
-        (("train/data-00000-of-00001.arrow", "validation/data-00000-of-00001.arrow"), "train"),
-        (("train.jsonl", "dev.jsonl"), "train.jsonl"),
+        ("data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000.parquet"),
+        ("train/data-00000-of-00001.arrow", "validation/data-00000-of-00001.arrow", "dataset_dict.json"),
+        ("Train.jsonl", "dev.jsonl"),
     ],
 )
-def test_a_folder_of_several_splits_is_refused_and_one_split_reads(tmp_path, cache, names, train):
+def test_a_folder_of_several_splits_is_refused_and_the_split_it_names_reads(tmp_path, cache, names):
     """A hub repository's or a saved DatasetDict's folder holds its test split beside its train
-    split: reading every file would train on the test split."""
+    split: reading every file would train on the test split. The refusal names what to give
+    instead, and that reads the train split's files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -152,6 +150,7 @@ def test_a_folder_of_several_splits_is_refused_and_one_split_reads(tmp_path, cac
                 w.write_table(pa.table({"text": ["row"]}))
         else:
             path.write_text(JSONL)
-    with pytest.raises(ValueError, match=r"holds the splits .*train \(.*give one split's files"):
+    with pytest.raises(ValueError, match=r"holds the splits .*train.*give one split's files, e.g. '(.*)'$") as refused:
         check_data(str(repo), "text")
-    assert check_data(str(repo / train), "text") == [str(repo / name) for name in names if "train" in name]
+    suggested = re.search(r"e\.g\. '(.*)'$", str(refused.value)).group(1)
+    assert check_data(suggested, "text") == [str(repo / name) for name in names if "train" in name.lower()]
