@@ -1,6 +1,7 @@
 """A training event stream in the documented format (backend/train/loop/events.py), built here so
-that widget tests need no running job: plan, graphs, steps, a hot switch, a control switch
-with its new plan, held-out losses every 10 steps, a checkpoint, a warning and done."""
+that widget tests need no running job: what it trains on, plan, graphs, steps, a hot switch, a
+control switch with its new plan, held-out losses every 10 steps, a checkpoint, a warning and
+done."""
 
 from __future__ import annotations
 
@@ -8,6 +9,14 @@ from __future__ import annotations
 def recorded_events(steps: int = 30, switch_at: int = 12, graphs: dict | None = None) -> list[dict]:
     t = 1_700_000_000.0
     events = [
+        {
+            "type": "data",
+            "time": t,
+            "documents": 1900,
+            "source": "train: 1900 of 2000 documents from 3 file(s)",
+            "tokenizer": "bpe:512",
+            "held_out": 100,
+        },
         {
             "type": "plan",
             "time": t,
@@ -17,7 +26,7 @@ def recorded_events(steps: int = 30, switch_at: int = 12, graphs: dict | None = 
             "instantiation": "tp4",
             "predicted_step_s": None,
             "source": "buckets",
-        }
+        },
     ]
     if graphs is not None:
         events.append({"type": "graphs", "time": t, **graphs})

@@ -99,6 +99,7 @@ def test_points_bands_and_marks_match_the_events():
     assert view.strategy.disabled  # a replay without a job has nothing to control
     assert view.logs.layout.display == "none"  # no rank output to show
     assert "step 11: switch strategy=dp2tp2" in view.notices_html.value
+    assert "data: train: 1900 of 2000 documents from 3 file(s), bpe:512 tokens; 100 held out" in view.plan_html.value
 
 
 def test_the_strategy_control_offers_every_strategy_the_job_compiled():
