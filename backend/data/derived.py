@@ -2,7 +2,9 @@
 decompressed copy, an index of line offsets. Each is named by its source's path, size and
 modification time, so it is found again while the source is unchanged; one process of the
 machine makes it while the ranks beside it wait on a lock, and it appears whole or not at all
-(a killed maker leaves a part that the next one, holding the lock, overwrites)."""
+(a killed maker leaves a part that the next one, holding the lock, overwrites). Copies of a
+source's earlier versions stay (a run may still read one); the folder is safe to delete while no
+run reads it."""
 
 from __future__ import annotations
 
