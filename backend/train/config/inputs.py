@@ -69,7 +69,7 @@ def check_tokenizer(tokenizer, config: ModelConfig) -> str:
 
 def check_data(data, text_field: str) -> str | list[str]:
     """``data`` checked (its files, folders' and patterns' too, readable and holding
-    ``text_field``); the files it names, absolute."""
+    ``text_field``); its entries made absolute (each rank reads a folder or pattern again)."""
     if data == "stdlib":
         return data
     if isinstance(data, str) and data.startswith("synthetic:"):
@@ -81,16 +81,16 @@ def check_data(data, text_field: str) -> str | list[str]:
     if not listed or not all(isinstance(entry, str | os.PathLike) for entry in entries):
         why = "give 'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files, folders or patterns"
         raise bad_setting("data", data, why)
-    files = []
-    for entry in entries:
+    resolved = [resolve(entry) for entry in entries]
+    for entry in resolved:
         try:
-            files.extend(data_files(resolve(entry)))
+            files = data_files(entry)
         except ValueError as error:
             raise bad_setting("data", data, str(error)) from None
-    for path in files:
-        if problem := unreadable(path) or _text_problem(path, text_field):
-            raise bad_setting("data", data, problem)
-    return [str(p) for p in dict.fromkeys(files)]
+        for path in files:
+            if problem := unreadable(path) or _text_problem(path, text_field):
+                raise bad_setting("data", data, problem)
+    return [str(entry) for entry in resolved]  # folders and patterns stay: a spec of 20K shards fits a ConfigMap
 
 
 def _text_problem(path: Path, field: str) -> str | None:

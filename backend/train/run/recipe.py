@@ -47,7 +47,8 @@ def documents(data, text_field: str = "text") -> DocumentSource:
         return stdlib_documents()
     if isinstance(data, str) and data.startswith("synthetic:"):
         return SyntheticDocuments(data.split(":", 1)[1])
-    paths = [path for entry in ([data] if isinstance(data, str) else data) for path in data_files(entry)]
+    entries = [data] if isinstance(data, str) else data
+    paths = list(dict.fromkeys(path for entry in entries for path in data_files(entry)))  # each file once
     kinds: dict[str | None, list] = {}
     for path in paths:
         kinds.setdefault(DATASET_SUFFIXES.get(format_suffix(path)), []).append(path)

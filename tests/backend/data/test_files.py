@@ -13,10 +13,16 @@ import sys
 import pytest
 
 from hotswitch.backend.data import BYTES, FileDocuments
+from hotswitch.backend.data.files import data_files
 from hotswitch.backend.train.config.inputs import check_data
 
 RECORDS = [{"text": f"document {i} " * (i + 1)} for i in range(5)]
 JSONL = "".join(json.dumps(r) + "\n" for r in RECORDS)
+
+
+def read_files(data, field: str = "text") -> list[str]:
+    """The files a run reads for ``data``, checked before launch, as its ranks expand it."""
+    return [str(path) for entry in check_data(data, field) for path in data_files(entry)]
 
 
 def texts(source) -> list[str]:
@@ -39,7 +45,7 @@ def test_compressed_jsonl_and_text_read_as_their_plain_twins(tmp_path, cache, su
     plain = texts(FileDocuments([tmp_path / "plain.jsonl"]))
     assert texts(FileDocuments([tmp_path / f"docs.jsonl{suffix}"])) == plain
     assert texts(FileDocuments([tmp_path / f"note.txt{suffix}"])) == ["a compressed text"]
-    assert check_data([str(tmp_path / f"docs.jsonl{suffix}")], "text") == [str(tmp_path / f"docs.jsonl{suffix}")]
+    assert read_files([str(tmp_path / f"docs.jsonl{suffix}")]) == [str(tmp_path / f"docs.jsonl{suffix}")]
     with pytest.raises(ValueError, match=r"has no 'body' field \(it has \['text'\]\)"):
         check_data([str(tmp_path / f"docs.jsonl{suffix}")], "body")
 
@@ -80,7 +86,7 @@ def test_a_folder_reads_its_records_and_leaves_out_its_card_metadata_and_hidden_
     (corpus / "dataset_info.json").write_text('{\n  "features": {}\n}\n')
     (corpus / "data" / ".cache" / "old.jsonl").write_text(JSONL)
     (corpus / "_tmp.jsonl").write_text(JSONL)
-    files = check_data(str(corpus), "text")
+    files = read_files(str(corpus), "text")
     assert [f.removeprefix(str(corpus)) for f in files] == ["/data/train-00000.jsonl", "/data/train-00001.json.gz"]
     from hotswitch.backend.train.run.recipe import documents
 
@@ -96,8 +102,8 @@ def test_a_folder_of_text_and_a_pattern(tmp_path, cache):
     (tmp_path / "books" / "part" / "two.md").write_text("second book")
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "a.py").write_text("x = 1")
-    assert len(check_data(str(tmp_path / "books"), "text")) == 2
-    assert check_data([str(tmp_path / "**" / "*.py")], "text") == [str(tmp_path / "code" / "a.py")]
+    assert len(read_files(str(tmp_path / "books"), "text")) == 2
+    assert read_files([str(tmp_path / "**" / "*.py")], "text") == [str(tmp_path / "code" / "a.py")]
     with pytest.raises(ValueError, match=r"holds no text, JSONL, Parquet or Arrow files \(1 \.py\); .*\*\*/\*\.py'"):
         check_data(str(tmp_path / "code"), "text")
     with pytest.raises(ValueError, match=r"matches no file"):
@@ -153,4 +159,17 @@ def test_a_folder_of_several_splits_is_refused_and_the_split_it_names_reads(tmp_
     with pytest.raises(ValueError, match=r"holds the splits .*train.*give one split's files, e.g. '(.*)'$") as refused:
         check_data(str(repo), "text")
     suggested = re.search(r"e\.g\. '(.*)'$", str(refused.value)).group(1)
-    assert check_data(suggested, "text") == [str(repo / name) for name in names if "train" in name.lower()]
+    assert read_files(suggested, "text") == [str(repo / name) for name in names if "train" in name.lower()]
+
+
+def test_the_checked_spec_keeps_folders_and_patterns_and_a_file_named_twice_reads_once(tmp_path, cache):
+    """A corpus of thousands of shards stays one entry in the spec every rank is sent (a
+    Kubeflow ConfigMap holds 1 MiB); the ranks expand it as the check did."""
+    from hotswitch.backend.train.run.recipe import documents
+
+    (tmp_path / "shards").mkdir()
+    for i in range(3):
+        (tmp_path / "shards" / f"part-{i}.jsonl").write_text(JSONL)
+    entries = [str(tmp_path / "shards"), str(tmp_path / "shards" / "*-1.jsonl")]
+    assert check_data(entries, "text") == entries
+    assert len(documents(entries)) == 3 * len(RECORDS)  # part-1 once, though both entries name it
