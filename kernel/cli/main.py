@@ -7,6 +7,7 @@ import os
 import sys
 
 from hotswitch.kernel.cli import (
+    data_command,
     demo_command,
     kernel_command,
     lab_command,
@@ -15,7 +16,15 @@ from hotswitch.kernel.cli import (
     train_command,
 )
 
-COMMANDS = [demo_command, lab_command, train_command, plan_switch_command, simulate_command, kernel_command]
+COMMANDS = [
+    demo_command,
+    lab_command,
+    train_command,
+    data_command,
+    plan_switch_command,
+    simulate_command,
+    kernel_command,
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,57 @@
+"""How long a corpus's documents are in tokens, from a seeded sample of them, and what a
+``max_len`` does to them: how many are longer, how much of their text ``cut`` trains (the rest
+never does) and how many sequences ``split`` makes of each. What a user reads before choosing
+``max_len`` and ``long_documents`` (``hotswitch data``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from hotswitch.backend.data.sources import DocumentSource
+
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+def length_profile(
+    source: DocumentSource,
+    max_lens: list[int],
+    sample: int = 2000,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """``sample`` documents of ``source`` drawn without replacement (all where it holds fewer),
+    tokenised: their lengths' quantiles, and for each of ``max_lens`` what it does to them.
+    A document of n tokens trains n - 1 targets; a sequence holds at most ``max_len``."""
+    if sample < 1:
+        raise ValueError(f"a sample of {sample} documents shows nothing; give at least 1")
+    count = min(sample, len(source))
+    picked = np.sort(np.random.default_rng(seed).choice(len(source), count, replace=False))
+    targets = np.zeros(count, dtype=np.int64)
+    for done, index in enumerate(picked, 1):
+        targets[done - 1] = max(len(source.tokens(int(index))) - 1, 0)
+        if progress:
+            progress(done, count)
+    total = int(targets.sum())
+    return {
+        "documents": len(source),
+        "sampled": count,
+        "seed": seed,
+        "targets": total,  # tokens a model learns to predict: every token but each document's first
+        "quantiles": {f"p{round(q * 100)}": int(np.quantile(targets, q)) for q in QUANTILES},
+        "longest": int(targets.max()),
+        "max_len": [_at(targets, total, max_len) for max_len in max_lens],
+    }
+
+
+def _at(targets: np.ndarray, total: int, max_len: int) -> dict:
+    if max_len < 1:
+        raise ValueError(f"max_len {max_len} holds no token; give at least 1")
+    longer = targets > max_len
+    return {
+        "max_len": max_len,
+        "longer": float(longer.mean()),  # the fraction of documents longer than max_len
+        "cut_trains": float(np.minimum(targets, max_len).sum() / total) if total else 1.0,
+        "split_sequences": float(np.maximum(np.ceil(targets / max_len), 1).mean()),  # per document
+    }

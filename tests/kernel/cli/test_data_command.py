@@ -1,0 +1,58 @@
+"""``hotswitch data``: a corpus's lengths in the tokens a run trains on, and what each max_len
+does to them, figured from the documents themselves."""
+
+import json
+
+import pytest
+
+from hotswitch.kernel.cli.main import main
+
+SIZES = [10, 100, 300, 1000, 5000]  # bytes: a byte-level document of n bytes trains n targets (its EOS last)
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOTSWITCH_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "docs.jsonl").write_text("".join(json.dumps({"text": "x" * n}) + "\n" for n in SIZES))
+    return folder
+
+
+def test_the_lengths_and_what_each_max_len_cuts_or_splits(corpus, capsys):
+    assert main(["data", str(corpus), "--max-len", "256", "1024", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["documents"], out["sampled"], out["tokenizer"]) == (5, 5, "byte")
+    assert out["targets"] == sum(SIZES) and out["longest"] == 5000 and out["quantiles"]["p50"] == 300
+    at_256, at_1024 = out["max_len"]
+    assert at_256 == {
+        "max_len": 256,
+        "longer": 3 / 5,
+        "cut_trains": pytest.approx((10 + 100 + 3 * 256) / sum(SIZES)),
+        "split_sequences": pytest.approx((1 + 1 + 2 + 4 + 20) / 5),
+    }
+    assert at_1024["longer"] == 1 / 5 and at_1024["cut_trains"] == pytest.approx((1410 + 1024) / sum(SIZES))
+
+
+def test_the_table_and_a_smaller_seeded_sample(corpus, capsys):
+    assert main(["data", str(corpus / "*.jsonl"), "--sample", "3", "--seed", "4", "--max-len", "512"]) == 0
+    captured = capsys.readouterr()
+    assert "5 documents from 1 file(s), byte tokens" in captured.out and "sampled 3 documents (seed 4)" in captured.out
+    row = next(line for line in captured.out.splitlines() if line.strip().startswith("512"))
+    assert len(row.split()) == 4 and row.split()[1].endswith("%")
+    assert "3/3 documents tokenised" in captured.err  # the progress bar, on stderr
+
+
+@pytest.mark.parametrize(
+    "args, refusal",
+    [
+        (["--sample", "0"], "--sample 0 reads nothing"),
+        (["--max-len", "0"], "--max-len 0 holds no token"),
+        (["--tokenizer", "bpe:5"], "'bpe:5'"),
+    ],
+)
+def test_bad_inputs_are_refused_naming_the_fix(corpus, capsys, args, refusal):
+    assert main(["data", str(corpus), *args]) == 2
+    assert refusal in capsys.readouterr().err
+    assert main(["data", str(corpus / "missing")]) == 2
+    assert "missing is not a file or a folder" in capsys.readouterr().err
