@@ -26,6 +26,20 @@ def local_device(kind: str | None = None) -> str:
     return f"cuda:{os.environ.get('LOCAL_RANK', '0')}"
 
 
+def local_gpus_problem(ranks: int) -> str | None:
+    """Why ``ranks`` ranks on this machine cannot each train on a GPU of their own (rank i on
+    ``cuda:i``), with what to do; None where they can. Checked before launch: past it, the
+    ranks beyond the GPUs fail one by one."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count >= ranks:
+        return None
+    if count == 0:
+        return "this PyTorch sees no GPU (a CPU build, or none visible): use --device cpu, or a CUDA build of PyTorch"
+    return f"{ranks} ranks on this machine need a GPU each and PyTorch sees {count}: give -n {count} or fewer"
+
+
 def synchronize(device) -> None:
     """Let ``device`` finish its queued work, so that a clock read after it counts that work
     (a GPU runs kernels after the host has queued them; a CPU runs them as they are called)."""

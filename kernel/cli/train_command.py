@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from hotswitch.backend.runtime.devices import local_gpus_problem
 from hotswitch.backend.train.loop.run_totals import summarize
 from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
@@ -123,6 +124,8 @@ def run(args) -> int:
             "give --launcher ray, slurm or kubeflow to start every node from here"
         )
     spec = check(spec_from(args), args.nproc * args.nodes)
+    if spec["device"] == "cuda" and args.launcher == "local" and (problem := local_gpus_problem(args.nproc)):
+        raise ValueError(f"--device cuda: {problem}")
     launcher = make_launcher(args.launcher, **launcher_options(args))
     job, result = train(spec, args.nproc, args.timeout, not args.json, launcher, args.nodes, args.channel_host)
     if args.json:

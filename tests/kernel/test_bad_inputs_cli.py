@@ -62,6 +62,7 @@ CASES = [
     (["train", "--timeout", "-5"], ["--timeout -5", "above 0"]),
     (["train", "-n", "0"], ["--nproc 0", "at least 1"]),
     (["train", "--nodes", "2"], ["--nodes 2 with --launcher local", "give --launcher ray, slurm or kubeflow"]),
+    (["train", "--device", "cuda", "-n", "64"], ["--device cuda: ", "GPU"]),  # refused before launch, GPUs or not
     (["train", "--gpus", "1"], ["--gpus-per-node: for --launcher slurm", "--launcher local would ignore it"]),
     (["train", "--image", "i", "--resources", "gpu=1"], ["--image --resources: for --launcher kubeflow"]),
     (["demo", "--steps", "-1"], ["--steps -1", "--warmup 1"]),

@@ -16,7 +16,13 @@ from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, launcher_options, make_launcher
 from hotswitch.kernel.notebook.cells.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.cells.push import push_names, pushed_values, write_pushed
-from hotswitch.kernel.notebook.cells.train_options import check_name, check_options, compile_body, parse_env
+from hotswitch.kernel.notebook.cells.train_options import (
+    check_local_gpus,
+    check_name,
+    check_options,
+    compile_body,
+    parse_env,
+)
 from hotswitch.kernel.notebook.jobs.attach import attachable, find_run, read_summary
 from hotswitch.kernel.notebook.jobs.detached import private_dir, reattach, record_run
 from hotswitch.kernel.notebook.jobs.job import Job
@@ -136,6 +142,8 @@ class TrainMagics(Magics):
         if args.nproc is None:
             args.nproc = pool.pool.size if pool else 2
         check_options(args)
+        if not pool:
+            check_local_gpus(args)
         if args.detach and args.wait:
             raise UsageError(
                 "--detach with --wait: a detached job outlives this kernel, so the cell would block on a job it "

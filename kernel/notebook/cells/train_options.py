@@ -74,3 +74,12 @@ def check_options(args) -> None:
             "reach it can try to connect (messages are signed, and CURVE-encrypted off loopback). Use 127.0.0.1 "
             "unless ranks run on other nodes."
         )
+
+
+def check_local_gpus(args) -> None:
+    """``--device cuda`` with ranks on this machine: a GPU for each (``-n``), or UsageError
+    before launch saying how many there are."""
+    from hotswitch.backend.runtime.devices import local_gpus_problem
+
+    if args.device == "cuda" and args.launcher == "local" and (problem := local_gpus_problem(args.nproc)):
+        raise UsageError(f"--device cuda: {problem}")

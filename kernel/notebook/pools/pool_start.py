@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from hotswitch.backend.runtime.devices import ENV_DEVICE
 from hotswitch.kernel.launch.launcher import LaunchGone, LaunchSpec
 from hotswitch.kernel.launch.named import launcher_options, make_launcher
-from hotswitch.kernel.notebook.cells.train_options import parse_env
+from hotswitch.kernel.notebook.cells.train_options import check_local_gpus, parse_env
 from hotswitch.kernel.notebook.jobs.attach import attachable, find_run, read_summary
 from hotswitch.kernel.notebook.jobs.detached import private_dir, reattach, record_run
 from hotswitch.kernel.notebook.jobs.job import Job
@@ -45,6 +45,7 @@ def start_pool(args, jobs, output) -> Pool:
         launcher = make_launcher(args.launcher, **launcher_options(args))
     except ValueError as error:
         raise UsageError(str(error)) from None
+    check_local_gpus(args)
     idle = args.idle_timeout or None
     env = {**parse_env(args.env), ENV_DEVICE: args.device}
     run_dir = new_run_dir(job_name(args.name)) if args.detach else None

@@ -28,6 +28,7 @@ PRE_LAUNCH = [
     ("--rdzv-endpoint nohost", "pass", ["--rdzv-endpoint takes HOST:PORT", "'nohost'"]),
     ("--rdzv-endpoint 127.0.0.1:99999", "pass", ["--rdzv-endpoint takes HOST:PORT", "99999"]),
     ("--device tpu", "pass", ["invalid choice: 'tpu'"]),
+    ("--device cuda -n 64", "pass", ["--device cuda: ", "GPU"]),
     ("--launcher ray", "pass", ["--launcher ray needs the cluster's head: --ray-address HOST:PORT"]),
     (
         "--partition gpu",

@@ -99,6 +99,7 @@ def test_bad_inputs_are_refused_with_what_to_do(kernel):
     refused(kernel, "%%train --pool warm -n 4\nx", "has 2 ranks and this cell asks for 4", "%train_pool start")
     refused(kernel, "%train_pool start far --launcher ray", "--launcher ray needs the cluster's head: --ray-address")
     refused(kernel, "%train_pool start far --nodes 2", "--nodes 2 with --launcher local needs --rdzv-endpoint")
+    refused(kernel, "%train_pool start gpus --device cuda -n 64", "--device cuda: ", "GPU")
     refused(kernel, "%train_pool attach far", "no detached pool named 'far'", "--detach")
     refused(kernel, "%train_pool start 'bad name'", "the pool name 'bad name' is not valid")
     refused(kernel, "%train_pool stop nosuchpool", "there is no pool named 'nosuchpool'", "its pools are 'warm'")
