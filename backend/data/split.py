@@ -37,7 +37,10 @@ def holdout(source: DocumentSource, fraction: float, seed: int = 0) -> tuple[Sub
     count = len(source)
     held = max(1, round(count * fraction))
     if held >= count:
-        raise ValueError(f"holding out {fraction:g} of {count} documents leaves none to train on")
+        raise ValueError(
+            f"holding out {fraction:g} of {count} document(s) for evaluation leaves none to train on; give more "
+            "documents, or leave eval_every unset (no evaluation)"
+        )
     chosen = np.zeros(count, dtype=bool)  # arrays, not sets and lists of Python ints: 40M documents
     chosen[np.random.default_rng([seed, 7_919]).choice(count, held, replace=False)] = True
     return Subset(source, np.flatnonzero(~chosen), "train"), Subset(source, np.flatnonzero(chosen), "eval")

@@ -48,6 +48,8 @@ def test_the_held_out_split_is_disjoint_deterministic_and_sized():
     assert held.tokens(0) == source.tokens(int(held.indices[0]))
     with pytest.raises(ValueError, match="between 0 and 1"):
         holdout(source, 1.0)
+    with pytest.raises(ValueError, match=r"of 1 document\(s\) for evaluation leaves none to train on; .*eval_every"):
+        holdout(SyntheticDocuments("github", count=1), 0.05)
 
 
 def test_periodic_checkpoints_keep_the_newest(tmp_path):
