@@ -212,7 +212,7 @@ def test_a_hot_switch_training_reports_its_events_to_the_job(kernel):
     assert reply["status"] == "ok", kernel.text(msg_id)
     assert kernel.value('jobs["hot"].status') == "succeeded", kernel.text(msg_id)
     kinds = kernel.value('[e["type"] for e in jobs["hot"].events]')
-    assert kinds[:2] == ["plan", "graphs"] and kinds[-1] == "done"
+    assert kinds[:3] == ["data", "plan", "graphs"] and kinds[-1] == "done"  # what it trains on, first
     assert kinds.count("step") == 4 and "switch" in kinds
     assert kernel.value('jobs["hot"].plan["buckets"]') == [["dp1tp2pp1", 95], ["dp2tp1pp1", 0]]
     assert kernel.value('sorted(jobs["hot"].graphs["exec"])') == ["dp1tp2pp1", "dp2tp1pp1"]
