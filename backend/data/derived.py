@@ -17,17 +17,27 @@ from pathlib import Path
 from hotswitch.backend.cache import cache_dir
 
 
+class CacheUnwritable(ValueError):
+    """The cache folder cannot be made or written."""
+
+
 def derived(kind: str, source: Path, suffix: str, make: Callable[[Path], None]) -> Path:
     """The cached file of ``kind`` derived from ``source``, made by ``make(path)`` if missing."""
     stat = source.stat()
     name = f"{source.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
     key = hashlib.sha256(name.encode()).hexdigest()[:32]
     folder = cache_dir(kind)
-    folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{key}{suffix}"
     if target.exists():
         return target
-    with (folder / f"{key}.lock").open("w") as lock:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = (folder / f"{key}.lock").open("w")
+    except OSError as error:
+        raise CacheUnwritable(
+            f"the cache {folder} cannot be written ({error}); set HOTSWITCH_CACHE to a folder you can write"
+        ) from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first process makes it, the others wait for it
         if not target.exists():
             part = target.with_name(target.name + ".part")

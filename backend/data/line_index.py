@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hotswitch.backend.data.derived import derived
+from hotswitch.backend.data.derived import CacheUnwritable, derived
 
 INDEXED_BYTES = 64 << 20  # files from this size keep their index in the cache
 BLOCK = 1 << 22
@@ -26,10 +26,17 @@ def line_offsets(path: Path) -> np.ndarray:
         return scan(path)
 
     def save(part: Path) -> None:
-        with part.open("wb") as f:
-            np.save(f, scan(path))
+        offsets = scan(path)
+        try:
+            with part.open("wb") as f:
+                np.save(f, offsets)
+        except OSError as error:  # a full disk: the index is kept in memory instead
+            raise CacheUnwritable(f"{part.parent} cannot hold the index of {path} ({error})") from None
 
-    return np.load(derived("line_index", path, ".npy", save), mmap_mode="r")
+    try:
+        return np.load(derived("line_index", path, ".npy", save), mmap_mode="r")
+    except CacheUnwritable:  # an index kept in memory serves as well, only not shared
+        return scan(path)
 
 
 def scan(path: Path, block_bytes: int = BLOCK) -> np.ndarray:

@@ -1,9 +1,11 @@
 """The line index of JSONL files: the offsets of exactly the lines a reader of the file's lines
 would keep, whatever the block boundaries; a large file's made once per machine and mapped."""
 
+import gzip
 import io
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,3 +48,17 @@ def test_a_large_files_index_is_made_once_and_mapped(tmp_path, monkeypatch):
     assert line_offsets(path).tolist() == first.tolist() and made[0].stat().st_mtime_ns == stamp
     path.write_bytes(b'{"text": "c"}\n')  # a changed file gets a new index
     assert line_offsets(path).tolist() == [0]
+
+
+def test_an_unwritable_cache_keeps_the_index_in_memory_and_a_compressed_file_says_what_to_set(tmp_path, monkeypatch):
+    from hotswitch.backend.data.decompressed import plain_copy
+
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("HOTSWITCH_CACHE", str(tmp_path / "a-file" / "cache"))  # cannot be made, even by root
+    monkeypatch.setattr(line_index, "INDEXED_BYTES", 10)
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(b'{"text": "a"}\n{"text": "b"}\n')
+    assert line_offsets(path).tolist() == [0, 14]
+    (tmp_path / "docs.jsonl.gz").write_bytes(gzip.compress(path.read_bytes()))
+    with pytest.raises(ValueError, match=r"cache .*a-file/cache/decompressed cannot be written .*set HOTSWITCH_CACHE"):
+        plain_copy(tmp_path / "docs.jsonl.gz")
