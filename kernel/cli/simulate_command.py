@@ -19,15 +19,7 @@ def add_parser(sub) -> None:
         help="length distribution: commoncrawl (measured, the default), github (assumed), commoncrawl-synthetic, "
         "github-synthetic",
     )
-    p.add_argument(
-        "--data",
-        nargs="+",
-        default=None,
-        help="your documents instead: text/JSONL/Parquet/Arrow files, folders or patterns, as hotswitch train reads "
-        "them; the batch is the first global batch training would draw",
-    )
-    p.add_argument("--text-field", default="text", help="with --data: the field or column holding the text")
-    p.add_argument("--tokenizer", default="byte", help="with --data: byte (default), bpe:N or hf:DIR")
+    add_data_arguments(p)
     p.add_argument(
         "--contenders",
         default=None,
@@ -72,6 +64,19 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
+
+
+def add_data_arguments(p) -> None:
+    """``--data`` and how its documents are read: the batch from your own corpus."""
+    p.add_argument(
+        "--data",
+        nargs="+",
+        default=None,
+        help="your documents instead: text/JSONL/Parquet/Arrow files, folders or patterns, as hotswitch train reads "
+        "them; the batch is the first global batch training would draw",
+    )
+    p.add_argument("--text-field", default="text", help="with --data: the field or column holding the text")
+    p.add_argument("--tokenizer", default="byte", help="with --data: byte (default), bpe:N or hf:DIR")
 
 
 def parse_plan(text: str):
