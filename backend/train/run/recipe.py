@@ -121,7 +121,7 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
     initial = hf_initializer(name[len(HF) :]) if name.startswith(HF) else None
     held_out = evaluation(run, model, held)
     if dist.get_rank() == 0:
-        sink(data_event(training, held if held_out else None))
+        sink(data_event(training, held))  # held: None where the run does not evaluate
     trainer = Trainer(
         model, stream, run, sink=sink, control=control, resume=checked.resume, evaluation=held_out, initial=initial
     )
