@@ -201,18 +201,19 @@ class Job(JobDisplay, JobControls):
                 self._done.wait(left)
         return self._status
 
-    def stop(self, grace: float = 5.0) -> str:
+    def stop(self, grace: float = 5.0, ending_s: float = STOP_MESSAGE_WAIT_S) -> str:
         """Ask rank 0 to stop, then SIGTERM every process, then SIGKILL those left after ``grace`` s.
 
-        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to a second (or ``grace``)
-        to end by itself. Returns the final status ('stopped' unless the job had already ended).
+        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to ``ending_s`` (a second
+        by default, at most ``grace``) to end by itself: a trainer ends its step, then says
+        ``done``. Returns the final status ('stopped' unless the job had already ended).
         """
         if self.done:
             return self._status
         self._set_status("stopped")
         if self.spec.node_rank == 0:
             self._send_control({"type": "control", "command": "stop"})
-        self.wait(min(STOP_MESSAGE_WAIT_S, grace))
+        self.wait(min(ending_s, grace))
         if not self.done:
             self.launcher.cancel(self.handle)
             self.wait(grace)
