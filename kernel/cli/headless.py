@@ -19,8 +19,8 @@ from hotswitch.kernel.notebook.jobs.run_record import RunRecord, new_run_dir
 
 POLL_S = 0.2
 # Ctrl-C or SIGTERM: how long rank 0 may take to end its step and say ``done`` (the table and
-# the run folder's events then end with it) before its processes are ended; under the 30 s a
-# Slurm job gets between SIGTERM and SIGKILL
+# the run folder's events then end with it) before its processes are ended: with their 5 s to
+# go after SIGTERM, within the 30 s a Slurm job gets between SIGTERM and SIGKILL
 ENDING_S = 15.0
 
 
@@ -61,7 +61,7 @@ def follow(
         return job
     finally:
         if job is not None and not job.done:
-            job.stop(grace=ENDING_S, ending_s=ENDING_S)
+            job.stop(ending_s=ENDING_S)
         remove_owned(job_dir)
 
 

@@ -201,11 +201,11 @@ class Job(JobDisplay, JobControls):
                 self._done.wait(left)
         return self._status
 
-    def stop(self, grace: float = 5.0, ending_s: float = STOP_MESSAGE_WAIT_S) -> str:
+    def stop(self, grace: float = 5.0, ending_s: float | None = None) -> str:
         """Ask rank 0 to stop, then SIGTERM every process, then SIGKILL those left after ``grace`` s.
 
-        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to ``ending_s`` (a second
-        by default, at most ``grace``) to end by itself: a trainer ends its step, then says
+        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to ``ending_s`` (by default
+        a second, or ``grace`` if less) to end by itself: a trainer ends its step, then says
         ``done``. Returns the final status ('stopped' unless the job had already ended).
         """
         if self.done:
@@ -213,7 +213,7 @@ class Job(JobDisplay, JobControls):
         self._set_status("stopped")
         if self.spec.node_rank == 0:
             self._send_control({"type": "control", "command": "stop"})
-        self.wait(min(ending_s, grace))
+        self.wait(min(STOP_MESSAGE_WAIT_S, grace) if ending_s is None else ending_s)
         if not self.done:
             self.launcher.cancel(self.handle)
             self.wait(grace)
