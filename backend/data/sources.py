@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import json
 import os
 import random
 import re
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -75,29 +76,25 @@ class FileDocuments(DocumentSource):
 
         self.text_key = text_key
         self._files: list[tuple[Path, Path, np.ndarray | None]] = []  # (given, read, JSONL offsets)
-        counts = []
         for path in sorted(Path(p) for p in paths):
             if not path.is_file():
                 raise ValueError(f"{path} is not a file; give text or JSONL files")
             plain = plain_copy(path)
             offsets = line_offsets(plain) if format_suffix(path) in JSONL_SUFFIXES else None
             self._files.append((path, plain, offsets))
-            counts.append(1 if offsets is None else len(offsets))
-        self._starts = np.cumsum([0, *counts])
+        self._starts = _starts(1 if offsets is None else len(offsets) for _, _, offsets in self._files)
         if not self._starts[-1]:
             raise ValueError(f"no documents in {[str(p) for p in paths]}; the dataset is empty")
 
     def __len__(self) -> int:
-        return int(self._starts[-1])
+        return self._starts[-1]
 
     def text(self, index: int) -> bytes:
-        if not 0 <= index < len(self):
-            raise IndexError(f"document {index} of {len(self)}")
-        part = int(np.searchsorted(self._starts, index, side="right")) - 1
+        part, within = _locate(self._starts, index)
         path, plain, offsets = self._files[part]
         if offsets is None:
             return plain.read_bytes()
-        offset = int(offsets[index - self._starts[part]])
+        offset = int(offsets[within])
         with plain.open("rb") as f:
             f.seek(offset)
             line = f.readline()
@@ -143,21 +140,30 @@ class JoinedDocuments(DocumentSource):
 
     def __init__(self, parts: Sequence[DocumentSource]):
         self.parts = list(parts)
-        self.starts = [0]
-        for part in self.parts:
-            self.starts.append(self.starts[-1] + len(part))
+        self.starts = _starts(len(part) for part in self.parts)
 
     def __len__(self) -> int:
         return self.starts[-1]
 
     def text(self, index: int) -> bytes:
-        if not 0 <= index < len(self):
-            raise IndexError(f"document {index} of {len(self)}")
-        part = bisect.bisect_right(self.starts, index) - 1
-        return self.parts[part].text(index - self.starts[part])
+        part, within = _locate(self.starts, index)
+        return self.parts[part].text(within)
 
     def describe(self) -> str:
         return "; ".join(part.describe() for part in self.parts)
+
+
+def _starts(counts: Iterable[int]) -> list[int]:
+    """Where each of several parts' documents start, counted over all of them; the total last."""
+    return [0, *itertools.accumulate(counts)]
+
+
+def _locate(starts: list[int], index: int) -> tuple[int, int]:
+    """(the part, the index within it) of document ``index`` of parts that start at ``starts``."""
+    if not 0 <= index < starts[-1]:
+        raise IndexError(f"document {index} of {starts[-1]}")
+    part = bisect.bisect_right(starts, index) - 1
+    return part, index - starts[part]
 
 
 _TOP_LEVEL = re.compile(rb"^(?:def |class |async def |@)", re.MULTILINE)

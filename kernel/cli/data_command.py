@@ -35,16 +35,14 @@ def _progress(done: int, total: int, width: int = 30) -> None:
 def run(args) -> int:
     from hotswitch.backend.data.length_profile import length_profile
     from hotswitch.backend.models.config import get_config
-    from hotswitch.backend.train.config.inputs import check_data, check_tokenizer
-    from hotswitch.backend.train.run.recipe import documents
+    from hotswitch.backend.train.run.recipe import read_documents
 
     if args.sample < 1:
         raise ValueError(f"--sample {args.sample} reads nothing; give at least 1 document")
     if min(args.max_len) < 1:
         raise ValueError(f"--max-len {min(args.max_len)} holds no token; give at least 1")
     unbounded = get_config("tiny").with_(vocab_size=1 << 31)  # no model here for the vocabulary to fit
-    tokenizer = check_tokenizer(args.tokenizer, unbounded)
-    source = documents(check_data(args.data, args.text_field), args.text_field).use_tokenizer(tokenizer)
+    source = read_documents(args.data, args.text_field, args.tokenizer, unbounded)
     profile = length_profile(source, args.max_len, args.sample, args.seed, None if args.json else _progress)
     out = {"data": source.describe(), "tokenizer": source.tokenizer.name, **profile}
     if args.json:

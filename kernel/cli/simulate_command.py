@@ -120,11 +120,9 @@ def _lengths(args) -> tuple[list[int], str]:
         return batch_lengths(_dataset(args), args.context, args.batch), _dataset(args)
     from hotswitch.backend.data.stream import BatchStream
     from hotswitch.backend.sim.setup import sim_model
-    from hotswitch.backend.train.config.inputs import check_data, check_tokenizer
-    from hotswitch.backend.train.run.recipe import documents
+    from hotswitch.backend.train.run.recipe import read_documents
 
-    tokenizer = check_tokenizer(args.tokenizer, sim_model(args.model, args.context))
-    source = documents(check_data(args.data, args.text_field), args.text_field).use_tokenizer(tokenizer)
+    source = read_documents(args.data, args.text_field, args.tokenizer, sim_model(args.model, args.context))
     batch = BatchStream(source, args.batch, args.context).next_batch()
     return [s.length for s in batch], f"{source.describe()}, {source.tokenizer.name} tokens"
 

@@ -27,7 +27,7 @@ from hotswitch.backend.models.hf import hf_initializer, save_pretrained
 from hotswitch.backend.models.llama import Transformer
 from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
-from hotswitch.backend.train.config.inputs import HF, model_config  # noqa: F401  (the recipe's API)
+from hotswitch.backend.train.config.inputs import HF, check_data, check_tokenizer, model_config  # noqa: F401  (the recipe's API)
 from hotswitch.backend.train.config.paths import ENV_NOTEBOOK_DIR, notebook_dir, resolve  # noqa: F401
 from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.evaluation import Evaluation
@@ -57,6 +57,12 @@ def documents(data, text_field: str = "text") -> DocumentSource:
         for kind, files in sorted(kinds.items(), key=lambda item: item[0] or "")
     ]
     return parts[0] if len(parts) == 1 else JoinedDocuments(parts)
+
+
+def read_documents(data, text_field: str, tokenizer: str, model: ModelConfig) -> DocumentSource:
+    """The documents ``data`` names, checked as a run's are before launch (its tokenizer against
+    ``model``'s vocabulary) and tokenised: what ``hotswitch data`` and ``simulate --data`` read."""
+    return documents(check_data(data, text_field), text_field).use_tokenizer(check_tokenizer(tokenizer, model))
 
 
 def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, DocumentSource | None]:
