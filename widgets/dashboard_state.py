@@ -189,6 +189,8 @@ def _notice(event: dict) -> str:
     if kind == "control":
         fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("type", "time", "step", "command", "rank"))
         return f"step {event.get('step')}: {event.get('command')} {fields}".rstrip()
+    if kind == "checkpoint" and event.get("format") == "hf":
+        return f"step {event.get('step')}: exported to {event.get('path')} (Hugging Face: model and tokenizer)"
     if kind == "checkpoint":
         return f"step {event.get('step')}: checkpoint saved to {event.get('path')}"
     return f"warning: {event.get('message')}"

@@ -8,8 +8,10 @@ import fcntl
 import hashlib
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 from hotswitch.backend.cache import cache_dir
+from hotswitch.backend.data.hf_tokenizer_files import TokenIds, write_tokenizer
 
 SPECIALS = ["<pad>", "<eos>"]  # ids 0 and 1: PAD, then end of document
 
@@ -52,6 +54,9 @@ class BPETokenizer:
 
     def decode(self, tokens: list[int]) -> str:
         return self._tokenizer.decode(list(tokens), skip_special_tokens=True)
+
+    def save_hf(self, directory: Path) -> TokenIds:
+        return write_tokenizer(directory, self.to_str(), eos=SPECIALS[1], pad=SPECIALS[0])
 
 
 def bpe_for(texts: list[bytes], vocab_size: int) -> BPETokenizer:

@@ -15,7 +15,10 @@ from pathlib import Path
 
 from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.data.files import DATASET_SUFFIXES
+from hotswitch.backend.data.hf_tokenizer_files import TokenIds, copy_tokenizer, named_tokens
 from hotswitch.backend.data.sources import DocumentSource
+
+USUAL_EOS = ("</s>", "<|end_of_text|>", "<|endoftext|>")  # LLaMA 1-2 and Mistral, LLaMA 3, GPT-2's BPE
 
 
 def _require(module: str):
@@ -27,17 +30,24 @@ def _require(module: str):
 
 class HFTokenizer:
     """The tokenizer of a Hugging Face folder (its ``tokenizer.json``); documents end with its
-    end-of-sequence token when it names one."""
+    end-of-sequence token: the one its ``tokenizer_config.json`` names, else a usual one it has,
+    else none."""
 
     def __init__(self, directory: str | Path):
         tokenizers = _require("tokenizers")
-        path = Path(directory) / "tokenizer.json"
+        self.directory = Path(directory)
+        path = self.directory / "tokenizer.json"
         if not path.is_file():
             raise ValueError(f"{directory} has no tokenizer.json; give a Hugging Face tokenizer folder")
         self.tokenizer = tokenizers.Tokenizer.from_file(str(path))
         self.name, self.vocab_size = f"hf:{directory}", self.tokenizer.get_vocab_size()
-        self.eos = next((self.tokenizer.token_to_id(t) for t in ("</s>", "<|end_of_text|>", "<|endoftext|>")
+        named = named_tokens(self.directory).get("eos_token")
+        candidates = (named, *USUAL_EOS) if named else USUAL_EOS
+        self.eos = next((self.tokenizer.token_to_id(t) for t in candidates
                          if self.tokenizer.token_to_id(t) is not None), None)  # fmt: skip
+
+    def save_hf(self, directory: Path) -> TokenIds:
+        return copy_tokenizer(self.directory, directory, self.tokenizer, self.eos)
 
     def encode(self, text: str | bytes) -> list[int]:
         text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text

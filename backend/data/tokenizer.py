@@ -4,7 +4,10 @@ the training documents themselves (``"bpe:<vocabulary size>"``). Every one pads 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol
+
+from hotswitch.backend.data.hf_tokenizer_files import TokenIds, byte_level_json, write_tokenizer
 
 PAD = 0
 IGNORE = -100  # a target the loss skips (padding): PyTorch's cross-entropy default ignore_index
@@ -18,6 +21,11 @@ class Tokenizer(Protocol):
 
     def decode(self, tokens: list[int]) -> str: ...
 
+    def save_hf(self, directory: Path) -> TokenIds:
+        """Write this tokenizer into ``directory`` as Hugging Face tokenizer files (an
+        exported checkpoint's); returns its special tokens' ids."""
+        ...
+
 
 class ByteTokenizer:
     name = "byte"
@@ -30,6 +38,10 @@ class ByteTokenizer:
 
     def decode(self, tokens: list[int]) -> str:
         return bytes(t for t in tokens if t < 256).decode("utf-8", errors="replace")
+
+    def save_hf(self, directory: Path) -> TokenIds:
+        # no pad token: padding's id 0 is also the byte 0, and padded targets never train
+        return write_tokenizer(directory, byte_level_json("<eos>"), eos="<eos>", pad=None)
 
 
 BYTES = ByteTokenizer()

@@ -37,11 +37,24 @@ def table(result: dict) -> str:
         lines.append(
             f"step time        measured {result['measured_step_s']:.3f} s, predicted {result['predicted_step_s']:.3f} s"
         )
+    lines += saved(result)
     width = max([14, *(len(name) for name in result["strategies"])])
     lines.append(f"{'strategy':<{width + 2}} {'tokens':>8}  {'tokens/s':>10}")
     for name, v in result["strategies"].items():
         lines.append(f"  {name:<{width}} {v['tokens']:>8,}  {v['tokens_per_s']:>10,.0f}")
     return "\n".join(lines)
+
+
+def saved(result: dict) -> list[str]:
+    """Where the run's checkpoints and its export went, where it wrote any."""
+    lines = []
+    if result.get("checkpoints"):
+        count = result["checkpoints"]
+        lines.append(f"checkpoints      {count}, the last {result['last_checkpoint']}" if count > 1
+                     else f"checkpoint       {result['last_checkpoint']}")  # fmt: skip
+    if result.get("exported"):
+        lines.append(f"exported         {result['exported']} (Hugging Face: model and tokenizer)")
+    return lines
 
 
 def write(text: str) -> None:

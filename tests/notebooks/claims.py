@@ -190,6 +190,8 @@ def your_own_model(nb) -> None:
     theirs, _, difference = _one(r"^transformers: (\S+), hotswitch: (\S+) \(relative difference (\S+)\)$", export)
     assert float(difference) <= EXACT, "transformers computes our loss on the export"
     assert float(theirs) < float(_one(r"^before training: (\S+)$", export)), export
+    tokens = r"^its tokenizer: 512 tokens, the ids training saw: (\w+); generation ends at '(.*)' \(id \d+\)$"
+    assert _one(tokens, export) == ("True", "</s>"), export
 
 
 def at_paper_scale(nb) -> None:

@@ -261,3 +261,13 @@ def test_the_plots_are_sent_whole_and_at_most_once_a_second_while_events_stream(
     bars = view.breakdown_plot.outputs[0]["data"]["application/vnd.plotly.v1+json"]["data"]
     assert [b["name"] for b in bars] == ["compute", "switch", "grad_sync", "update"] and bars[0]["y"]
     view.close()
+
+
+def test_the_notices_say_where_a_checkpoint_and_the_export_went():
+    saved = [
+        {"type": "checkpoint", "step": 30, "path": "runs/ckpt", "format": "hotswitch"},
+        {"type": "checkpoint", "step": 30, "path": "runs/out", "format": "hf"},
+    ]
+    view = Dashboard.replay([*recorded_events(steps=30, switch_at=12), *saved])
+    assert "step 30: checkpoint saved to runs/ckpt" in view.notices_html.value
+    assert "step 30: exported to runs/out (Hugging Face: model and tokenizer)" in view.notices_html.value

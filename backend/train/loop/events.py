@@ -123,8 +123,12 @@ class EvalEvent(Event):
 
 
 class CheckpointEvent(Event):
+    """A checkpoint written after ``step`` updates: one to resume from (``hotswitch``), or
+    the model exported for ``transformers`` (``hf``)."""
+
     step: int
     path: str
+    format: Literal["hotswitch", "hf"]
 
 
 class WarningEvent(Event):

@@ -26,6 +26,9 @@ class RunTotals:
         self.first_eval_loss: float | None = None  # the held-out documents' loss, where the run evaluates
         self.last_eval_loss: float | None = None
         self.data: str | None = None  # what the run trains on, where it said (its ``data`` event)
+        self.checkpoints = 0  # resumable checkpoints written, the last at ``last_checkpoint``
+        self.last_checkpoint: str | None = None
+        self.exported: str | None = None  # the Hugging Face export's folder
         self._all, self._measured = _Window(), _Window()
 
     def add(self, e: dict) -> None:
@@ -33,6 +36,8 @@ class RunTotals:
             self.plans += 1
         if e.get("type") == "data":
             self.data = _data_text(e)
+        if e.get("type") == "checkpoint":
+            self._saved(e)
         if e.get("type") == "eval" and e.get("loss") is not None:
             self.first_eval_loss = e["loss"] if self.first_eval_loss is None else self.first_eval_loss
             self.last_eval_loss = e["loss"]
@@ -47,10 +52,18 @@ class RunTotals:
         if self.steps > self.warmup:
             self._measured.add(e)
 
+    def _saved(self, e: dict) -> None:
+        if e.get("format") == "hf":
+            self.exported = e.get("path")
+            return
+        self.checkpoints += 1
+        self.last_checkpoint = e.get("path")
+
     def summary(self) -> dict:
         """``steps`` (all), ``first_loss``, ``last_loss``, ``first_eval_loss`` and ``last_eval_loss`` (None
         where the run did not evaluate), ``plans``, ``compile_s`` (all), ``data`` (what it trains
-        on, in words, or None); and over the measured
+        on, in words, or None), ``checkpoints`` (resumable ones written) and ``last_checkpoint``
+        (its folder, or None), ``exported`` (the Hugging Face export's folder, or None); and over the measured
         steps: ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time), ``tokens_per_s``,
         ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
         tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
@@ -64,6 +77,9 @@ class RunTotals:
             "plans": self.plans,
             "compile_s": self.compile_s,
             "data": self.data,
+            "checkpoints": self.checkpoints,
+            "last_checkpoint": self.last_checkpoint,
+            "exported": self.exported,
             **window.summary(),
         }
 

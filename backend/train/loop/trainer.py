@@ -244,7 +244,7 @@ class Trainer:
         path = path or self.checkpoints.path_for(self.step_index)
         extra = {"step": self.step_index, "data": self.data.state_dict(), "buckets": self.plan.spec}
         saved = checkpoint.save(self.engine, path, extra)
-        self.sink(event("checkpoint", step=self.step_index, path=str(saved)))
+        self.sink(event("checkpoint", step=self.step_index, path=str(saved), format="hotswitch"))
         return saved
 
     # -- the loop ----------------------------------------------------------------------------------

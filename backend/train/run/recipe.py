@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 
-import torch
 import torch.distributed as dist
 
 from hotswitch.backend.data import (
@@ -23,8 +22,7 @@ from hotswitch.backend.data.files import DATASET_SUFFIXES, data_files, format_su
 from hotswitch.backend.data.hf_data import DatasetDocuments
 from hotswitch.backend.data.split import holdout
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.hf import hf_initializer, save_pretrained
-from hotswitch.backend.models.llama import Transformer
+from hotswitch.backend.models.hf import hf_initializer
 from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
 from hotswitch.backend.train.config.inputs import HF, check_data, check_tokenizer, model_config  # noqa: F401  (the recipe's API)
@@ -33,6 +31,7 @@ from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.evaluation import Evaluation
 from hotswitch.backend.train.loop.events import Sink, discard, event
 from hotswitch.backend.train.loop.trainer import Control, Trainer
+from hotswitch.backend.train.run.export import export_hf
 from hotswitch.backend.train.run.spec import DEFAULTS, Spec, check_run, check_spec, precision_of  # noqa: F401
 from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.tracking.fanout import TrackedSink
@@ -145,18 +144,6 @@ def data_event(training: DocumentSource, held_out: DocumentSource | None) -> dic
     )
 
 
-def export_hf(trainer: Trainer, path: str) -> None:
-    """Write the trained weights as a Hugging Face LLaMA checkpoint (collective: every rank
-    gathers the full model, rank 0 writes)."""
-    params = trainer.engine.master.global_params()
-    if dist.get_rank() == 0:
-        with torch.device("meta"):
-            model = Transformer(trainer.config)
-        model.load_state_dict(params, assign=True)
-        save_pretrained(model, path)
-    dist.barrier()
-
-
 def run(spec: Spec, sink: Sink = discard, control: Control | None = None) -> dict:
     """Train as ``spec`` says (a flat dict, a ``RunConfig`` or a TOML path); returns the ``done`` event."""
     trainer, config = build(spec, sink, control)
@@ -164,5 +151,5 @@ def run(spec: Spec, sink: Sink = discard, control: Control | None = None) -> dic
     if config.checkpoints.final:
         trainer.save(config.checkpoints.final)
     if config.checkpoints.export_hf:
-        export_hf(trainer, config.checkpoints.export_hf)
+        export_hf(trainer, config)
     return done

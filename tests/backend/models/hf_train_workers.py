@@ -51,6 +51,8 @@ def train_and_export(rank: int, world: int, spec: dict, folder: str):
     events = []
     trainer, s = build(spec, events.append)
     trainer.train(s["steps"])
-    export_hf(trainer, s["export_hf"])
+    export_hf(trainer, s)
     params = trainer.engine.master.global_params()
-    return ([e["loss"] for e in events if e["type"] == "step"], params) if rank == 0 else None
+    if rank:
+        return None
+    return [e["loss"] for e in events if e["type"] == "step"], params, [e for e in events if e["type"] == "checkpoint"]

@@ -2,6 +2,8 @@
 through ``datasets``, 4 hot-switching ranks from its weights equal to one device step by step
 (fp32), and an export that ``transformers`` loads with the trained weights."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -21,8 +23,8 @@ def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hf-train")
     inputs = make_inputs(folder)
     spec = {**inputs, "plan": PLAN, "steps": 4, "batch_size": 8, "max_len": 48, "token_budget": 192, "export_hf": "out"}
-    losses, params = spawn_ranks(train_and_export, 4, spec, str(folder), timeout=1200)[0]
-    return folder, spec, losses, params
+    losses, params, saved = spawn_ranks(train_and_export, 4, spec, str(folder), timeout=1200)[0]
+    return folder, spec, losses, params, saved
 
 
 def one_device(folder, spec, monkeypatch) -> list[float]:
@@ -37,7 +39,7 @@ def one_device(folder, spec, monkeypatch) -> list[float]:
 
 
 def test_hot_switched_training_from_a_checkpoint_equals_one_device(trained, monkeypatch):
-    folder, spec, losses, _ = trained
+    folder, spec, losses, _, _ = trained
     reference = one_device(folder, spec, monkeypatch)
     assert len(losses) == 4
     for step, (loss, ref) in enumerate(zip(losses, reference, strict=True), 1):
@@ -45,7 +47,7 @@ def test_hot_switched_training_from_a_checkpoint_equals_one_device(trained, monk
 
 
 def test_the_export_loads_in_transformers_with_the_trained_weights(trained):
-    folder, _, _, params = trained
+    folder, _, _, params, _ = trained
     exported = load_pretrained(folder / "out")
     for name, value in exported.named_parameters():
         assert torch.equal(value.detach(), params[name]), name
@@ -57,7 +59,7 @@ def test_the_export_loads_in_transformers_with_the_trained_weights(trained):
 
 
 def test_the_documents_and_tokens_are_the_files_own(trained, monkeypatch):
-    folder, spec, _, _ = trained
+    folder, spec, _, _, _ = trained
     monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
     s = check_spec({**spec, "export_hf": None})
     batch = batches(s, model_config(s["model"])).next_batch()
@@ -69,3 +71,22 @@ def test_the_documents_and_tokens_are_the_files_own(trained, monkeypatch):
         assert max(sequence.tokens) < 300
         text = tokenizer.decode([t for t in sequence.tokens if t != eos])
         assert text and text in "".join(DOCS)
+
+
+def test_the_export_holds_the_tokenizer_and_ends_generation_where_documents_ended(trained, monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    folder, spec, _, _, saved = trained
+    assert [(e["format"], e["step"], Path(e["path"])) for e in saved] == [("hf", 4, folder / "out")]
+    tokenizer = AutoTokenizer.from_pretrained(folder / "out")
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
+    s = check_spec({**spec, "export_hf": None})
+    batch = batches(s, model_config(s["model"])).next_batch()
+    eos = tokenizer.convert_tokens_to_ids("</s>")
+    ended = [q.tokens for q in batch if q.tokens[-1] == eos]  # documents short enough to end in the batch
+    assert ended
+    for ids in ended:
+        assert tokenizer(tokenizer.decode(ids[:-1])).input_ids == list(ids[:-1])
+    assert tokenizer.eos_token_id == eos
+    assert GenerationConfig.from_pretrained(folder / "out").eos_token_id == eos
+    assert AutoModelForCausalLM.from_pretrained(folder / "out").config.eos_token_id == eos

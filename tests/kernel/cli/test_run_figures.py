@@ -67,3 +67,16 @@ def test_the_table_shows_the_held_out_loss_where_the_run_evaluated(recorded):
     lines = progress.table(summarize([*recorded, *evals])).splitlines()
     assert "eval loss        6.5000 -> 5.0000" in lines, lines
     assert not any(line.startswith("eval loss") for line in progress.table(summarize(recorded)).splitlines())
+
+
+def test_the_table_says_where_checkpoints_and_the_export_went(recorded):
+    assert "checkpoint" not in progress.table(summarize(recorded))
+    saved = [
+        {"type": "checkpoint", "step": 2, "path": "ckpts/step-2", "format": "hotswitch"},
+        {"type": "checkpoint", "step": 4, "path": "ckpts/step-4", "format": "hotswitch"},
+        {"type": "checkpoint", "step": 4, "path": "out", "format": "hf"},
+    ]
+    lines = progress.table(summarize([*recorded, *saved])).splitlines()
+    assert "checkpoints      2, the last ckpts/step-4" in lines
+    assert "exported         out (Hugging Face: model and tokenizer)" in lines
+    assert "checkpoint       ckpts/step-2" in progress.table(summarize([*recorded, saved[0]])).splitlines()

@@ -48,6 +48,7 @@ def test_headless_training_reports_a_summary_and_leaves_nothing_behind(tmp_path)
     assert set(summary["strategies"]) == {"dp1tp2pp1", "dp2tp1pp1"}
     assert summary["tokens"] == sum(v["tokens"] for v in summary["strategies"].values())
     assert (tmp_path / "ckpt" / "hotswitch.json").is_file()
+    assert (summary["checkpoints"], summary["last_checkpoint"]) == (1, str(tmp_path / "ckpt"))
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
@@ -121,6 +122,12 @@ def test_a_hugging_face_checkpoint_trains_from_the_command_line_and_exports(tmp_
         for a, b in zip(trained.state_dict().values(), start.state_dict().values(), strict=True)
     ]
     assert max(moved) > 1e-4, "the export holds the starting weights, not the trained ones"
+    assert summary["exported"] == str(tmp_path / "out")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")  # the byte tokenizer it trained with
+    assert tokenizer("héllo\n").input_ids == list("héllo\n".encode())
+    assert trained.generation_config.eos_token_id == tokenizer.eos_token_id == 256
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ def test_an_event_with_an_undeclared_or_missing_field_is_refused_naming_it():
     with pytest.raises(TypeError, match=r"undeclared fields \['colour'\]"):
         event("warning", message="m", colour="red")
     with pytest.raises(TypeError, match=r"missing fields \['path'\]"):
-        event("checkpoint", step=3)
+        event("checkpoint", step=3, format="hf")
     with pytest.raises(TypeError, match="unknown event type 'stpe'"):
         event("stpe", step=1)
 
