@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from hotswitch.backend.train.loop.events import PHASES
+from hotswitch.backend.train.loop.events import NOTICES, PHASES, notice
 from hotswitch.backend.train.loop.run_totals import RunTotals
 from hotswitch.widgets.series import BoundedSeries
 
@@ -67,8 +67,8 @@ class DashboardState:
             self.evals.append({"step": event["step"], "loss": event["loss"]})
         elif kind == "done":
             self.done = event
-        elif kind in ("control", "checkpoint", "warning"):
-            self.notices.append(_notice(event))
+        elif kind in NOTICES:
+            self.notices.append(notice(event))
 
     def _step(self, event: dict) -> None:
         seconds = event.get("seconds", {})
@@ -182,15 +182,3 @@ def throughput_text(tokens_per_s: float) -> str:
 
 def _same_plan(plan: dict, event: dict) -> bool:
     return all(plan.get(k) == event.get(k) for k in ("buckets", "order", "instantiation"))
-
-
-def _notice(event: dict) -> str:
-    kind = event["type"]
-    if kind == "control":
-        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("type", "time", "step", "command", "rank"))
-        return f"step {event.get('step')}: {event.get('command')} {fields}".rstrip()
-    if kind == "checkpoint" and event.get("format") == "hf":
-        return f"step {event.get('step')}: exported to {event.get('path')} (Hugging Face: model and tokenizer)"
-    if kind == "checkpoint":
-        return f"step {event.get('step')}: checkpoint saved to {event.get('path')}"
-    return f"warning: {event.get('message')}"

@@ -15,6 +15,11 @@ def bar(event: dict, width: int = 30) -> str:
     )
 
 
+def above_bar(line: str) -> str:
+    """``line`` printed over the bar's line (cleared first), the bar to be redrawn after it."""
+    return f"\r\033[K{line}\n" if sys.stderr.isatty() else f"\n{line}\n"
+
+
 def table(result: dict) -> str:
     """``result``: ``summarize(events)``."""
     if not result.get("steps"):

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from hotswitch.backend.runtime.devices import local_gpus_problem
+from hotswitch.backend.train.loop.events import NOTICES, notice
 from hotswitch.backend.train.loop.run_totals import summarize
 from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
@@ -79,9 +80,13 @@ def train(
     """Launch the run, follow it to the end (Ctrl-C stops it cleanly); the job and its summary."""
 
     def show(events: list[dict]) -> None:
-        steps = [e for e in events if e.get("type") == "step"]
-        if steps and show_progress:
-            progress.write(progress.bar(steps[-1]))
+        if not show_progress:
+            return
+        for e in events:  # in order: a notice after the step it follows
+            if e.get("type") in NOTICES:  # a line of its own, above the bar
+                progress.write(progress.above_bar(notice(e)))
+            elif e.get("type") == "step":
+                progress.write(progress.bar(e))
 
     job = follow("train", BODY.format(spec=spec), nproc, show, timeout, launcher, nodes, host)
     if show_progress:

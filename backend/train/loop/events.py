@@ -218,3 +218,20 @@ def read_events(path: str | os.PathLike) -> list[dict]:
             except json.JSONDecodeError:
                 continue  # a partial line written as the kernel died
     return events
+
+
+NOTICES = ("control", "checkpoint", "warning")  # the event types shown as a line of their own
+
+
+def notice(event: dict) -> str:
+    """A ``control``, ``checkpoint`` or ``warning`` event in one line: the dashboard's notices and
+    ``hotswitch train``'s lines above its bar."""
+    kind = event["type"]
+    if kind == "control":
+        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("type", "time", "step", "command", "rank"))
+        return f"step {event.get('step')}: {event.get('command')} {fields}".rstrip()
+    if kind == "checkpoint" and event.get("format") == "hf":
+        return f"step {event.get('step')}: exported to {event.get('path')} (Hugging Face: model and tokenizer)"
+    if kind == "checkpoint":
+        return f"step {event.get('step')}: checkpoint saved to {event.get('path')}"
+    return f"warning: {event.get('message')}"

@@ -17,9 +17,9 @@ from hotswitch.backend.train.planning.memory import gib, model_state_bytes
 VOCAB = 320
 
 
-def hotswitch(*args, timeout=300):
+def hotswitch(*args, timeout=300, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "hotswitch.kernel.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "hotswitch.kernel.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd
     )
 
 
@@ -50,6 +50,26 @@ def test_headless_training_reports_a_summary_and_leaves_nothing_behind(tmp_path)
     assert (tmp_path / "ckpt" / "hotswitch.json").is_file()
     assert (summary["checkpoints"], summary["last_checkpoint"]) == (1, str(tmp_path / "ckpt"))
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+@pytest.mark.slow
+def test_warnings_and_checkpoints_are_shown_as_they_happen_and_summed_up(tmp_path):
+    out = hotswitch(
+        *("train", "-n", "1", "--plan", "dp1", "--steps", "2", "--max-len", "64", "--batch-size", "4"),
+        *("--shard-optimizer", "--checkpoint-every", "1", "--checkpoint", str(tmp_path / "last")),
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stderr.splitlines()
+    shown = [line for line in lines if line.startswith(("warning:", "step 1:", "step 2:"))]
+    assert shown == [
+        "warning: shard_optimizer: dp1tp1pp1 has one replica (dp x cp): "
+        "the optimizer state stays whole (nothing to shard)",
+        f"step 1: checkpoint saved to {tmp_path / 'checkpoints' / 'step-1'}",
+        f"step 2: checkpoint saved to {tmp_path / 'checkpoints' / 'step-2'}",
+        f"step 2: checkpoint saved to {tmp_path / 'last'}",
+    ], out.stderr[-3000:]
+    assert f"checkpoints      3, the last {tmp_path / 'last'}" in out.stdout.splitlines(), out.stdout
 
 
 def test_bad_plans_are_refused_before_anything_launches(tmp_path):
