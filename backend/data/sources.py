@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -40,6 +41,15 @@ class DocumentSource:
 
     def describe(self) -> str:
         raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        """A digest of these documents as they train: their count and a few of them as tokens
+        (the first, the last, two between), so another tokenizer, other files or a changed
+        count give another; not where the files lie, so a run moved to another machine keeps it."""
+        digest = hashlib.sha256(str(len(self)).encode())
+        for index in sorted({0, len(self) // 3, 2 * len(self) // 3, len(self) - 1} - {-1}):
+            digest.update(np.asarray(self.tokens(index), dtype=np.int64).tobytes())
+        return digest.hexdigest()[:16]
 
     def use_tokenizer(self, spec: str) -> DocumentSource:
         """Tokenise with ``spec``: 'byte'; 'bpe:<size>', a BPE trained on these documents

@@ -87,9 +87,24 @@ class BatchStream:
             "seed": self.seed,
             "batch_size": self.batch_size,
             "max_len": self.max_len,
+            "documents": self.source.fingerprint(),
         }
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict) -> str | None:
+        """Continue where ``state`` left off, and return None. Where ``state`` came from other
+        documents (other files or tokens, another count) or another seed, its position means
+        nothing here: the documents start from their first batch, and the reason is returned."""
+        documents = self.source.fingerprint()
+        if state.get("documents", documents) != documents:  # checkpoints before 2026-11-29 lack it
+            why = "this run's documents are not the ones the checkpoint trained on (other files, tokens or count)"
+        elif int(state.get("seed", self.seed)) != self.seed:
+            why = f"this run's seed ({self.seed}) is not the checkpoint's ({state['seed']}): another order"
+        else:
+            why = None
+        if why:
+            self.position, self.piece = 0, None
+            return f"{why}; this run's documents train from their first batch (the weights, optimizer and step resume)"
         self.position = int(state["position"])
         piece = state.get("piece")  # absent from checkpoints written before documents were split
         self.piece = (int(piece[0]), int(piece[1])) if piece else None
+        return None

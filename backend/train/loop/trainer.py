@@ -105,7 +105,8 @@ class Trainer:
         self.step_index = 0
         if resume:
             checkpoint.load(self.engine, resume.path)
-            self.data.load_state_dict(resume.data)
+            if restart := self.data.load_state_dict(resume.data):
+                self.sink(event("warning", message=f"resume_from: {restart}"))
             self.step_index = resume.step
         self._apply_plan(first, "auto" if self.auto else "buckets")
         self.sink(graphs_event(self.engine))

@@ -67,3 +67,24 @@ def test_a_split_stream_resumes_mid_document():
     older = BatchStream(source, 2, 8, seed=5)
     older.load_state_dict({k: v for k, v in state.items() if k != "piece"})  # a checkpoint from before
     assert older.piece is None and older.position == state["position"]
+
+
+def test_a_stream_resumes_only_its_own_documents_and_order():
+    source = Counting([5, 40, 9, 23, 3, 17])
+    trained = BatchStream(source, 2, 8, seed=1)
+    trained.next_batch()
+    state = json.loads(json.dumps(trained.state_dict()))
+    same = BatchStream(Counting([5, 40, 9, 23, 3, 17]), 2, 8, seed=1)
+    assert same.load_state_dict(state) is None and same.position == state["position"] == 2
+    older = BatchStream(source, 2, 8, seed=1)
+    assert older.load_state_dict({k: v for k, v in state.items() if k != "documents"}) is None  # no fingerprint
+    assert older.position == 2
+    for other, named in [
+        (BatchStream(Counting([5, 40, 9, 23, 3]), 2, 8, seed=1), "documents"),  # one fewer
+        (BatchStream(Counting([5, 40, 10, 23, 3, 17]), 2, 8, seed=1), "documents"),  # one it samples changed
+        (BatchStream(source, 2, 8, seed=2), "seed (2) is not the checkpoint's (1)"),
+    ]:
+        why = other.load_state_dict(state)
+        assert why is not None and named in why and "from their first batch" in why, why
+        assert (other.position, other.piece) == (0, None)
+        assert other.next_batch() == BatchStream(other.source, 2, 8, seed=other.seed).next_batch()

@@ -60,6 +60,7 @@ def test_resuming_mid_schedule_equals_the_uninterrupted_run(uninterrupted, tmp_p
     spec = loop_spec(resume_from=str(folder / "checkpoints" / "step-4"))
     resumed, resumed_params = spawn_ranks(train_events, 4, spec, str(tmp_path), timeout=1200)[0]
     assert [e["step"] for e in of(resumed, "step")] == [5, 6]
+    assert not of(resumed, "warning")  # the same documents and seed: the stream resumes, saying nothing
     expected = {e["step"]: e for e in of(events, "step")}
     for e in of(resumed, "step"):
         assert e["lr"] == expected[e["step"]]["lr"]
