@@ -46,6 +46,14 @@ def check_model(model) -> str:
     return model
 
 
+def default_tokenizer(model: str) -> str:
+    """The tokenizer of a run that names none: a Hugging Face checkpoint's own (``model`` an
+    ``hf:`` folder holding a ``tokenizer.json``: its weights mean those token ids), else byte-level."""
+    if model.startswith(HF) and (Path(model[len(HF) :]) / "tokenizer.json").is_file():
+        return model
+    return "byte"
+
+
 def check_tokenizer(tokenizer, config: ModelConfig) -> str:
     """``tokenizer`` checked against the model's vocabulary; an ``hf:`` folder made absolute."""
     if not isinstance(tokenizer, str):

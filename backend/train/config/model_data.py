@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.train.config.inputs import check_data, check_model, check_tokenizer, model_config
+from hotswitch.backend.train.config.inputs import (
+    check_data,
+    check_model,
+    check_tokenizer,
+    default_tokenizer,
+    model_config,
+)
 from hotswitch.backend.train.config.setting import bad_setting, choice, setting, whole
 
 LONG_DOCUMENTS = ("cut", "split")
@@ -44,8 +50,10 @@ class DataSettings:
         parse=data_from_words,
     )
     text_field: str = setting("text", "the field or column holding each document's text")
-    tokenizer: str = setting(
-        "byte", "'byte', 'bpe:N' (a byte-level BPE of N tokens trained on the data, cached) or hf:DIR"
+    tokenizer: str | None = setting(
+        None,
+        "'byte', 'bpe:N' (a byte-level BPE of N tokens trained on the data, cached) or hf:DIR; "
+        "default: the model's own where it is hf:DIR with a tokenizer.json, else byte",
     )
     batch_size: int = setting(16, "sequences per global batch")
     max_len: int = setting(256, "tokens per sequence at most")
@@ -56,16 +64,18 @@ class DataSettings:
         choices=LONG_DOCUMENTS,
     )
 
-    def check(self, model: ModelConfig) -> DataSettings:
+    def check(self, model: ModelConfig, model_name: str = "") -> DataSettings:
         """This section checked against ``model`` (its sequence length and vocabulary); files
-        must exist and hold ``text_field``; paths made absolute."""
+        must exist and hold ``text_field``; paths made absolute; no tokenizer means the one of
+        ``model_name`` (the checked ``model`` setting) where it is an ``hf:`` checkpoint with one."""
         whole("batch_size", self.batch_size, 1)
         whole("max_len", self.max_len, 2)
         choice("long_documents", self.long_documents, LONG_DOCUMENTS)
         if self.max_len > model.max_seq_len:
             why = f"{model.name} holds at most {model.max_seq_len} tokens per sequence"
             raise bad_setting("max_len", self.max_len, why)
-        tokenizer = check_tokenizer(self.tokenizer, model)
+        named = self.tokenizer if self.tokenizer is not None else default_tokenizer(model_name)
+        tokenizer = check_tokenizer(named, model)
         if not isinstance(self.text_field, str) or not self.text_field:
             why = "give the name of the field that holds each document's text"
             raise bad_setting("text_field", self.text_field, why)

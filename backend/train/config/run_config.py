@@ -79,7 +79,7 @@ class RunConfig:
         metadata (``CheckpointSettings.resume_point``) and nothing that needs the ranks."""
         model = self.model.check()
         architecture = model.architecture()
-        data = self.data.check(architecture)
+        data = self.data.check(architecture, model.name)
         run = replace(self, model=model, data=data).check_training(data.max_len)
         plan = run.parallelism.hot_switch_plan()
         if not isinstance(plan, str):  # a named plan, not "auto"

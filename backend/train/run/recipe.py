@@ -7,6 +7,7 @@ The helpers below take the configuration whole (a flat dict is converted at the 
 from __future__ import annotations
 
 import os
+from typing import cast
 
 import torch.distributed as dist
 
@@ -69,7 +70,7 @@ def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, 
     says: with ``eval_every`` set, ``eval_fraction`` of the documents never train."""
     run = RunConfig.of(run)
     data = run.data
-    source = documents(data.source, data.text_field).use_tokenizer(data.tokenizer)
+    source = documents(data.source, data.text_field).use_tokenizer(cast("str", data.tokenizer))  # checked: filled in
     if source.tokenizer.vocab_size > model.vocab_size:
         raise ValueError(
             f"the {data.tokenizer} tokenizer has {source.tokenizer.vocab_size} tokens, more than {model.name}'s "

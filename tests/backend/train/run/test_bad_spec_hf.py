@@ -53,3 +53,14 @@ def test_a_field_named_by_text_field_is_accepted(folder, monkeypatch):
     monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
     s = check_spec({"data": ["body.parquet"], "text_field": "body", "model": "hf:small", "max_len": 48})
     assert s["data"] == [str(folder / "body.parquet")] and s["model"] == f"hf:{folder / 'small'}"
+
+
+def test_a_checkpoint_trains_with_its_own_tokenizer_unless_another_is_named(folder, monkeypatch):
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
+    assert check_spec({"model": "hf:small", "max_len": 48})["tokenizer"] == "byte"  # it ships none
+    make_tokenizer(folder / "with-tokenizer", vocab=300)
+    make_checkpoint(folder / "with-tokenizer", vocab_size=320)
+    own = f"hf:{folder / 'with-tokenizer'}"
+    assert check_spec({"model": "hf:with-tokenizer", "max_len": 48})["tokenizer"] == own
+    assert check_spec({"model": "hf:with-tokenizer", "tokenizer": "byte", "max_len": 48})["tokenizer"] == "byte"
+    assert check_spec({"max_len": 48})["tokenizer"] == "byte"
