@@ -9,6 +9,8 @@ generation settings (sampling, lengths), with the ids of the tokenizer it traine
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -44,17 +46,22 @@ def export_hf(trainer: Trainer, run: RunConfig) -> None:
 def write_checkpoint(
     out: Path, config: ModelConfig, params: dict[str, torch.Tensor], tokenizer: Tokenizer, source: Path | None
 ) -> None:
-    """``params`` of a ``config`` model, with ``tokenizer``, into the new folder ``out``;
-    ``source``: the Hugging Face checkpoint the run started from, or None."""
+    """``params`` of a ``config`` model, with ``tokenizer``, into the new folder ``out``, whole or
+    not at all: written beside it first (``.NAME.partial``), then renamed, so a run killed while
+    exporting leaves no folder that looks like a checkpoint; ``source``: the Hugging Face
+    checkpoint the run started from, or None."""
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)  # an earlier export's, killed midway
     with torch.device("meta"):
         model = Transformer(config)
     model.load_state_dict(params, assign=True)
-    save_pretrained(model, out)
-    ids = tokenizer.save_hf(out)
-    _add_token_ids(out / "config.json", ids)
+    save_pretrained(model, staging)
+    ids = tokenizer.save_hf(staging)
+    _add_token_ids(staging / "config.json", ids)
     generation = source / GENERATION if source is not None else None
     settings = json.loads(generation.read_text()) if generation is not None and generation.is_file() else {}
-    (out / GENERATION).write_text(json.dumps({**settings, **ids}, indent=2) + "\n")
+    (staging / GENERATION).write_text(json.dumps({**settings, **ids}, indent=2) + "\n")
+    os.replace(staging, out)
 
 
 def _add_token_ids(path: Path, ids: TokenIds) -> None:
