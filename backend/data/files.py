@@ -111,8 +111,11 @@ def _one_split(folder: Path, files: list[Path]) -> list[Path]:
         return files
     listed = ", ".join(sorted(splits))
     chosen = splits.get("train", next(iter(splits.values())))
+    held = next((splits[name] for name in ("validation", "test") if name in splits and splits[name] != chosen), None)
+    evaluate = f"evaluate on '{held}' with eval_data (--eval-data), and " if held else ""
     raise ValueError(
-        f"{folder} holds the splits {listed}, as Hugging Face names them; give one split's files, e.g. '{chosen}'"
+        f"{folder} holds the splits {listed}, as Hugging Face names them; {evaluate}give one split's files, "
+        f"e.g. '{chosen}'"
     )
 
 

@@ -51,6 +51,12 @@ class DocumentSource:
             digest.update(np.asarray(self.tokens(index), dtype=np.int64).tobytes())
         return digest.hexdigest()[:16]
 
+    def tokenised_as(self, other: DocumentSource) -> DocumentSource:
+        """These documents tokenised as ``other``'s are: its tokenizer (a BPE trained on its
+        documents included), as a validation split must be to mean the same ids."""
+        self.tokenizer = other.tokenizer
+        return self
+
     def use_tokenizer(self, spec: str) -> DocumentSource:
         """Tokenise with ``spec``: 'byte'; 'bpe:<size>', a BPE trained on these documents
         (cached); or 'hf:<folder>', a Hugging Face ``tokenizer.json``."""

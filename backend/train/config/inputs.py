@@ -75,33 +75,40 @@ def check_tokenizer(tokenizer, config: ModelConfig) -> str:
     return tokenizer
 
 
-def check_data(data, text_field: str) -> str | list[str]:
+def data_from_words(words: list[str]) -> str | list[str]:
+    """The ``data`` setting a flag's words give: one named source ('stdlib', 'synthetic:...') or files."""
+    one = len(words) == 1 and (words[0] == "stdlib" or ":" in words[0])
+    return words[0] if one else list(words)
+
+
+def check_data(data, text_field: str, key: str = "data") -> str | list[str]:
     """``data`` checked (its files, folders' and patterns' too, readable and holding
-    ``text_field``); its entries made absolute (each rank reads a folder or pattern again)."""
+    ``text_field``); its entries made absolute (each rank reads a folder or pattern again).
+    ``key``: the setting that names them (``data``, ``eval_data``), as errors say."""
     if data == "stdlib":
         return data
     if isinstance(data, str) and data.startswith("synthetic:"):
         if data.split(":", 1)[1] not in SYNTHETIC:
-            raise bad_setting("data", data, f"choose one of {', '.join('synthetic:' + k for k in SYNTHETIC)}")
+            raise bad_setting(key, data, f"choose one of {', '.join('synthetic:' + k for k in SYNTHETIC)}")
         return data
     entries = [data] if isinstance(data, str | os.PathLike) else data
     listed = isinstance(entries, list | tuple) and entries
     if not listed or not all(isinstance(entry, str | os.PathLike) for entry in entries):
         why = "give 'stdlib', 'synthetic:github', or text/JSONL/Parquet/Arrow files, folders or patterns"
-        raise bad_setting("data", data, why)
+        raise bad_setting(key, data, why)
     resolved = [resolve(entry) for entry in entries]
     for entry in resolved:
         try:
             files = data_files(entry)
         except ValueError as error:
-            raise bad_setting("data", data, str(error)) from None
+            raise bad_setting(key, data, str(error)) from None
         for path in files:
-            if problem := unreadable(path) or _text_problem(path, text_field):
-                raise bad_setting("data", data, problem)
+            if problem := unreadable(path) or _text_problem(path, text_field, key):
+                raise bad_setting(key, data, problem)
     return [str(entry) for entry in resolved]  # folders and patterns stay: a spec of 20K shards fits a ConfigMap
 
 
-def _text_problem(path: Path, field: str) -> str | None:
+def _text_problem(path: Path, field: str, key: str) -> str | None:
     """Why ``path`` holds no documents under ``field``: a JSONL file's first record or a
     dataset file's column lacks it (or, a column, holds no strings); None for text files."""
     if format_suffix(path) in DATASET_SUFFIXES:
@@ -115,6 +122,6 @@ def _text_problem(path: Path, field: str) -> str | None:
     try:
         record = json.loads(first)
     except json.JSONDecodeError as error:
-        raise bad_setting("data", str(path), f"its first line is not JSON ({error})") from None
+        raise bad_setting(key, str(path), f"its first line is not JSON ({error})") from None
     fields = list(record) if isinstance(record, dict) else []
     return None if field in fields else f"{path} has no {field!r} field (it has {fields}); set text_field"

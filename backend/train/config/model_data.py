@@ -9,18 +9,13 @@ from hotswitch.backend.train.config.inputs import (
     check_data,
     check_model,
     check_tokenizer,
+    data_from_words,
     default_tokenizer,
     model_config,
 )
 from hotswitch.backend.train.config.setting import bad_setting, choice, setting, whole
 
 LONG_DOCUMENTS = ("cut", "split")
-
-
-def data_from_words(words: list[str]) -> str | list[str]:
-    """The ``data`` setting a flag's words give: one named source ('stdlib', 'synthetic:...') or files."""
-    one = len(words) == 1 and (words[0] == "stdlib" or ":" in words[0])
-    return words[0] if one else list(words)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@ section (experiment trackers) of a run configuration."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from hotswitch.backend.train.config.inputs import check_data, data_from_words
 from hotswitch.backend.train.config.paths import resolve
 from hotswitch.backend.train.config.setting import at_least_zero, bad_setting, setting, whole, whole_or_none
 from hotswitch.backend.train.tracking.trackers import check_track
@@ -12,19 +13,35 @@ from hotswitch.backend.train.tracking.trackers import check_track
 
 @dataclass(frozen=True)
 class EvaluationSettings:
-    """With ``eval_every`` set, ``eval_fraction`` of the documents never train; their loss over
-    ``eval_batches`` global batches is reported as an ``eval`` event every ``eval_every`` steps."""
+    """With ``eval_every`` set, the loss over ``eval_batches`` global batches of documents that
+    never train is reported as an ``eval`` event every ``eval_every`` steps: the documents of
+    ``eval_data`` (a validation split), else ``eval_fraction`` of the data's, held out."""
 
     eval_every: int | None = setting(None, "held-out loss every N steps (an eval event); default: none")
     eval_batches: int = setting(1, "global batches per evaluation")
-    eval_fraction: float = setting(0.05, "the share of the documents held out of training for evaluation")
+    eval_fraction: float = setting(
+        0.05, "the share of the documents held out of training for evaluation, where eval_data is unset"
+    )
+    eval_data: str | list[str] | None = setting(  # noqa: RUF009  (a field with metadata; its default is None)
+        None,
+        "documents to evaluate on (a validation split: files, folders or patterns, read as data is); "
+        "default: eval_fraction of the data's, held out",
+        many="+",
+        parse=data_from_words,
+    )
 
-    def check(self) -> EvaluationSettings:
+    def check(self, text_field: str = "text") -> EvaluationSettings:
+        """This section checked; ``eval_data``'s files read for ``text_field``, made absolute."""
         whole("eval_batches", self.eval_batches, 1)
         whole_or_none("eval_every", self.eval_every)
         at_least_zero("eval_fraction", self.eval_fraction, below=1)
+        if self.eval_data is not None:
+            if self.eval_every is None:
+                why = "it names documents to evaluate on, but eval_every is unset: set it, e.g. 100"
+                raise bad_setting("eval_data", self.eval_data, why)
+            return replace(self, eval_data=check_data(self.eval_data, text_field, "eval_data"))
         if self.eval_every is not None and not self.eval_fraction > 0:
-            why = "evaluation needs held-out documents: give e.g. 0.05"
+            why = "evaluation needs held-out documents: give e.g. 0.05, or eval_data"
             raise bad_setting("eval_fraction", self.eval_fraction, why)
         return self
 

@@ -142,7 +142,11 @@ class DoneEvent(Event):
     tokens: int
 
 
-class DataEvent(Event):
+class _DataFields(TypedDict, total=False):
+    evaluated_on: str | None  # the validation documents of ``eval_data``, described, or None
+
+
+class DataEvent(Event, _DataFields):
     """What the run trains on, once as it starts."""
 
     documents: int  # the training documents (held-out ones not counted)

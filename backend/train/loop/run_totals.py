@@ -86,8 +86,12 @@ class RunTotals:
 
 def _data_text(e: dict) -> str:
     """A ``data`` event in words: its source and tokenizer, and the documents held out."""
-    held = e.get("held_out")
-    return f"{e.get('source')}, {e.get('tokenizer')} tokens" + (f"; {held:,} held out" if held else "")
+    held, separate = e.get("held_out"), e.get("evaluated_on")
+    return (
+        f"{e.get('source')}, {e.get('tokenizer')} tokens"
+        + (f"; {held:,} held out" if held else "")
+        + (f"; evaluated on {separate}" if separate else "")
+    )
 
 
 class _Window:

@@ -67,7 +67,8 @@ def read_documents(data, text_field: str, tokenizer: str, model: ModelConfig) ->
 
 def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, DocumentSource | None]:
     """(training documents, held-out documents or None) of a checked ``run``, tokenised as it
-    says: with ``eval_every`` set, ``eval_fraction`` of the documents never train."""
+    says: with ``eval_every`` set, the documents of ``eval_data`` (tokenised as the training
+    ones: a BPE is trained on those alone), else ``eval_fraction`` of the data's, which never train."""
     run = RunConfig.of(run)
     data = run.data
     source = documents(data.source, data.text_field).use_tokenizer(cast("str", data.tokenizer))  # checked: filled in
@@ -76,9 +77,12 @@ def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, 
             f"the {data.tokenizer} tokenizer has {source.tokenizer.vocab_size} tokens, more than {model.name}'s "
             f"vocabulary of {model.vocab_size}; choose a smaller one"
         )
-    if run.evaluation.eval_every is None:
+    evaluating = run.evaluation
+    if evaluating.eval_every is None:
         return source, None
-    return holdout(source, run.evaluation.eval_fraction, run.seed)
+    if evaluating.eval_data is not None:  # a validation split of its own: every training document trains
+        return source, documents(evaluating.eval_data, data.text_field).tokenised_as(source)
+    return holdout(source, evaluating.eval_fraction, run.seed)
 
 
 def batches(run: RunConfig | dict, model: ModelConfig) -> BatchStream:
@@ -127,21 +131,26 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
     initial = hf_initializer(name[len(HF) :]) if name.startswith(HF) else None
     held_out = evaluation(run, model, held)
     if dist.get_rank() == 0:
-        sink(data_event(training, held))  # held: None where the run does not evaluate
+        separate = run.evaluation.eval_data is not None  # held: None where the run does not evaluate
+        sink(data_event(training, None if separate else held, held if separate else None))
     trainer = Trainer(
         model, stream, run, sink=sink, control=control, resume=checked.resume, evaluation=held_out, initial=initial
     )
     return trainer, run
 
 
-def data_event(training: DocumentSource, held_out: DocumentSource | None) -> dict:
-    """The ``data`` event: what a run trains on, and how many documents it holds out."""
+def data_event(
+    training: DocumentSource, held_out: DocumentSource | None, evaluated_on: DocumentSource | None = None
+) -> dict:
+    """The ``data`` event: what a run trains on, how many of the documents it holds out, and
+    the documents of its own it evaluates on (``eval_data``), where it does."""
     return event(
         "data",
         documents=len(training),
         source=training.describe(),
         tokenizer=training.tokenizer.name,
         held_out=None if held_out is None else len(held_out),
+        evaluated_on=None if evaluated_on is None else evaluated_on.describe(),
     )
 
 

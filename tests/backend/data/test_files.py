@@ -160,6 +160,8 @@ def test_a_folder_of_several_splits_is_refused_and_the_split_it_names_reads(tmp_
         check_data(str(repo), "text")
     suggested = re.search(r"e\.g\. '(.*)'$", str(refused.value)).group(1)
     assert read_files(suggested, "text") == [str(repo / name) for name in names if "train" in name.lower()]
+    held = re.search(r"evaluate on '(.*)' with eval_data", str(refused.value)).group(1)
+    assert read_files(held, "text") == [str(repo / name) for name in names if re.search("test|validation|dev", name)]
 
 
 def test_the_checked_spec_keeps_folders_and_patterns_and_a_file_named_twice_reads_once(tmp_path, cache):
