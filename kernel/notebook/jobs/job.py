@@ -204,9 +204,9 @@ class Job(JobDisplay, JobControls):
     def stop(self, grace: float = 5.0, ending_s: float | None = None) -> str:
         """Ask rank 0 to stop, then SIGTERM every process, then SIGKILL those left after ``grace`` s.
 
-        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to ``ending_s`` (by default
-        a second, or ``grace`` if less) to end by itself: a trainer ends its step, then says
-        ``done``. Returns the final status ('stopped' unless the job had already ended).
+        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to ``ending_s`` (default: a second,
+        or ``grace`` if less) to end its step and say ``done``. Returns the final status ('stopped'
+        unless the job had already ended).
         """
         if self.done:
             return self._status
@@ -240,9 +240,8 @@ class Job(JobDisplay, JobControls):
             self._done.notify_all()
 
     def _ended_reason(self) -> str | None:
-        if not self.done:
-            return None
-        return f"{self._status}: {self.exit_reason}" if self.exit_reason else self._status
+        reason = f"{self._status}: {self.exit_reason}" if self.exit_reason else self._status
+        return reason if self.done else None
 
     def _on_rank_started(self) -> None:
         if self._status == "starting":
