@@ -26,7 +26,7 @@ def table(result: dict) -> str:
         return "no training step completed"
     lines = [
         *([f"data             {result['data']}"] if result.get("data") else []),
-        f"steps            {result['steps']}",
+        f"steps            {result['steps']}{_numbered(result)}",
         f"tokens           {result['tokens']:,}",
         f"throughput       {result['tokens_per_s']:,.0f} tokens/s",
         f"loss             {result['first_loss']:.4f} -> {result['last_loss']:.4f}",
@@ -48,6 +48,14 @@ def table(result: dict) -> str:
     for name, v in result["strategies"].items():
         lines.append(f"  {name:<{width}} {v['tokens']:>8,}  {v['tokens_per_s']:>10,.0f}")
     return "\n".join(lines)
+
+
+def _numbered(result: dict) -> str:
+    """Which steps ran, where they were not the whole run from its first (a resumed or stopped run)."""
+    first, last, planned = result.get("first_step"), result.get("last_step"), result.get("planned_steps")
+    if first is None or (first == 1 and last == planned):
+        return ""
+    return f"  (steps {first}-{last} of {planned}" + (f"; resumed after step {first - 1})" if first > 1 else ")")
 
 
 def saved(result: dict) -> list[str]:

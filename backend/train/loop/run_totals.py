@@ -22,6 +22,9 @@ class RunTotals:
         self.first_loss: float | None = None
         self.last_loss: float | None = None
         self.plans = 0
+        self.first_step: int | None = None  # step numbers: a resumed run's first is past 1
+        self.last_step: int | None = None
+        self.planned_steps: int | None = None  # the run's total, the checkpoint's steps included
         self.compile_s = 0.0  # over every step: compilation is what the first steps pay
         self.first_eval_loss: float | None = None  # the held-out documents' loss, where the run evaluates
         self.last_eval_loss: float | None = None
@@ -44,6 +47,8 @@ class RunTotals:
         if e.get("type") != "step":
             return
         self.steps += 1
+        self.first_step = e.get("step") if self.first_step is None else self.first_step
+        self.last_step, self.planned_steps = e.get("step"), e.get("steps")
         loss = e.get("loss")
         self.first_loss = loss if self.first_loss is None else self.first_loss
         self.last_loss = loss
@@ -60,16 +65,21 @@ class RunTotals:
         self.last_checkpoint = e.get("path")
 
     def summary(self) -> dict:
-        """``steps`` (all), ``first_loss``, ``last_loss``, ``first_eval_loss`` and ``last_eval_loss`` (None
-        where the run did not evaluate), ``plans``, ``compile_s`` (all), ``data`` (what it trains
-        on, in words, or None), ``checkpoints`` (resumable ones written) and ``last_checkpoint``
-        (its folder, or None), ``exported`` (the Hugging Face export's folder, or None); and over the measured
-        steps: ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time), ``tokens_per_s``,
-        ``split`` (seconds per phase), ``switches``, ``strategies`` ({name: {tokens,
-        tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
+        """``steps`` (all; ``first_step``, ``last_step`` their numbers and ``planned_steps`` the
+        run's total, all None where no step ran), ``first_loss``, ``last_loss``,
+        ``first_eval_loss`` and ``last_eval_loss`` (None where the run did not evaluate),
+        ``plans``, ``compile_s`` (all), ``data`` (what it trains on, in words, or None),
+        ``checkpoints`` (resumable ones written) and ``last_checkpoint`` (its folder, or None),
+        ``exported`` (the Hugging Face export's folder, or None); and over the measured steps:
+        ``measured_steps``, ``tokens``, ``padding`` (tokens), ``seconds`` (step time),
+        ``tokens_per_s``, ``split`` (seconds per phase), ``switches``, ``strategies`` ({name:
+        {tokens, tokens_per_s}}), ``measured_step_s`` and ``predicted_step_s`` (mean, or None)."""
         window = self._measured if self._measured.steps else self._all
         return {
             "steps": self.steps,
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "planned_steps": self.planned_steps,
             "first_loss": self.first_loss,
             "last_loss": self.last_loss,
             "first_eval_loss": self.first_eval_loss,

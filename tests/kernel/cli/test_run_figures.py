@@ -80,3 +80,15 @@ def test_the_table_says_where_checkpoints_and_the_export_went(recorded):
     assert "checkpoints      2, the last ckpts/step-4" in lines
     assert "exported         out (Hugging Face: model and tokenizer)" in lines
     assert "checkpoint       ckpts/step-2" in progress.table(summarize([*recorded, saved[0]])).splitlines()
+
+
+def test_the_table_numbers_the_steps_of_a_resumed_or_stopped_run(recorded):
+    steps = [e for e in recorded if e["type"] == "step"]
+    assert [e["step"] for e in steps] == [1, 2, 3, 4] and steps[-1]["steps"] == 4
+
+    def first_line(events):
+        return next(line for line in progress.table(summarize(events)).splitlines() if line.startswith("steps"))
+
+    assert first_line(recorded) == "steps            4"
+    assert first_line(steps[2:]) == "steps            2  (steps 3-4 of 4; resumed after step 2)"
+    assert first_line(steps[:3]) == "steps            3  (steps 1-3 of 4)"
