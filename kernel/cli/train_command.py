@@ -85,6 +85,8 @@ def train(
         for e in events:  # in order: a notice after the step it follows
             if e.get("type") in NOTICES:  # a line of its own, above the bar
                 progress.write(progress.above_bar(notice(e)))
+            elif e.get("type") == "eval":
+                progress.write(progress.above_bar(f"step {e['step']}: held-out loss {e['loss']:.4f}"))
             elif e.get("type") == "step":
                 progress.write(progress.bar(e))
 
