@@ -49,14 +49,21 @@ class BPETokenizer:
         return self._tokenizer.to_str()
 
     def encode(self, text: str | bytes) -> list[int]:
-        text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
-        return [*self._tokenizer.encode(text).ids, self.eos]
+        return [*self._tokenizer.encode(_text(text)).ids, self.eos]
+
+    def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
+        first, then = (self._tokenizer.encode(_text(t)).ids for t in (prompt, completion))
+        return [*first, *then, self.eos], len(first)
 
     def decode(self, tokens: list[int]) -> str:
         return self._tokenizer.decode(list(tokens), skip_special_tokens=True)
 
     def save_hf(self, directory: Path) -> TokenIds:
         return write_tokenizer(directory, self.to_str(), eos=SPECIALS[1], pad=SPECIALS[0])
+
+
+def _text(text: str | bytes) -> str:
+    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
 
 
 def bpe_for(texts: list[bytes], vocab_size: int) -> BPETokenizer:

@@ -50,27 +50,35 @@ class HFTokenizer:
         return copy_tokenizer(self.directory, directory, self.tokenizer, self.eos)
 
     def encode(self, text: str | bytes) -> list[int]:
-        text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
-        ids = self.tokenizer.encode(text).ids
+        ids = self.tokenizer.encode(_text(text)).ids
         return ids if self.eos is None else [*ids, self.eos]
+
+    def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
+        first = self.tokenizer.encode(_text(prompt)).ids  # its template's beginning (BOS), if any
+        then = self.tokenizer.encode(_text(completion), add_special_tokens=False).ids
+        return [*first, *then, *([] if self.eos is None else [self.eos])], len(first)
 
     def decode(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)
 
 
-def text_column_problem(path: Path, column: str) -> str | None:
+def _text(text: str | bytes) -> str:
+    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+
+
+def text_column_problem(path: Path, column: str, setting: str = "text_field") -> str | None:
     """What keeps ``column`` of a Parquet or Arrow file from holding its documents' text (it is
     missing, or holds no strings), with the fix; None where it can. Read from the schema only."""
     import pyarrow.types
 
     schema = _schema(path)
     if column not in schema.names:
-        return f"{path} has no {column!r} field (it has {list(schema.names)}); set text_field"
+        return f"{path} has no {column!r} field (it has {list(schema.names)}); set {setting}"
     kind = schema.field(column).type
     strings = (pyarrow.types.is_string, pyarrow.types.is_large_string, getattr(pyarrow.types, "is_string_view", None))
     if any(check is not None and check(kind) for check in strings):
         return None
-    return f"{path}'s {column!r} column holds {kind}, not text; set text_field to a string one"
+    return f"{path}'s {column!r} column holds {kind}, not text; set {setting} to a string one"
 
 
 def _schema(path: Path):

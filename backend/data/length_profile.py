@@ -23,35 +23,39 @@ def length_profile(
 ) -> dict:
     """``sample`` documents of ``source`` drawn without replacement (all where it holds fewer),
     tokenised: their lengths' quantiles, and for each of ``max_lens`` what it does to them.
-    A document of n tokens trains n - 1 targets; a sequence holds at most ``max_len``."""
+    A document of n tokens has n - 1 targets, of which a prompt of p tokens leaves out p - 1
+    (``PromptedDocuments``); a sequence holds at most ``max_len``."""
     if sample < 1:
         raise ValueError(f"a sample of {sample} documents shows nothing; give at least 1")
     count = min(sample, len(source))
     picked = np.sort(np.random.default_rng(seed).choice(len(source), count, replace=False))
     targets = np.zeros(count, dtype=np.int64)
+    masked = np.zeros(count, dtype=np.int64)  # the leading targets a prompt's tokens are
     for done, index in enumerate(picked, 1):
-        targets[done - 1] = max(len(source.tokens(int(index))) - 1, 0)
+        tokens, prompt = source.document(int(index))
+        targets[done - 1], masked[done - 1] = max(len(tokens) - 1, 0), max(prompt - 1, 0)
         if progress:
             progress(done, count)
-    total = int(targets.sum())
+    total = int((targets - masked).sum())
     return {
         "documents": len(source),
         "sampled": count,
         "seed": seed,
-        "targets": total,  # tokens a model learns to predict: every token but each document's first
+        "targets": total,  # tokens a model learns to predict: every token but each document's first (and prompts)
         "quantiles": {f"p{round(q * 100)}": int(np.quantile(targets, q)) for q in QUANTILES},
         "longest": int(targets.max()),
-        "max_len": [_at(targets, total, max_len) for max_len in max_lens],
+        "max_len": [_at(targets, masked, total, max_len) for max_len in max_lens],
     }
 
 
-def _at(targets: np.ndarray, total: int, max_len: int) -> dict:
+def _at(targets: np.ndarray, masked: np.ndarray, total: int, max_len: int) -> dict:
     if max_len < 1:
         raise ValueError(f"max_len {max_len} holds no token; give at least 1")
     longer = targets > max_len
+    kept = np.maximum(np.minimum(targets, max_len) - masked, 0)  # the trained targets among the first max_len
     return {
         "max_len": max_len,
         "longer": float(longer.mean()),  # the fraction of documents longer than max_len
-        "cut_trains": float(np.minimum(targets, max_len).sum() / total) if total else 1.0,
+        "cut_trains": float(kept.sum() / total) if total else 1.0,
         "split_sequences": float(np.maximum(np.ceil(targets / max_len), 1).mean()),  # per document
     }

@@ -39,6 +39,11 @@ class DocumentSource:
     def tokens(self, index: int) -> list[int]:
         return self.tokenizer.encode(self.text(index))
 
+    def document(self, index: int) -> tuple[list[int], int]:
+        """Document ``index``'s tokens, and how many of them lead it as a prompt that does not
+        train (``PromptedDocuments``; none here)."""
+        return self.tokens(index), 0
+
     def describe(self) -> str:
         raise NotImplementedError
 

@@ -25,6 +25,9 @@ class Subset(DocumentSource):
     def tokens(self, index: int) -> list[int]:
         return self.source.tokens(int(self.indices[index]))
 
+    def document(self, index: int) -> tuple[list[int], int]:
+        return self.source.document(int(self.indices[index]))
+
     def describe(self) -> str:
         return f"{self.name}: {len(self)} of {self.source.describe()}"
 

@@ -11,14 +11,21 @@ from hotswitch.backend.data.sources import DocumentSource
 
 @dataclass(frozen=True)
 class Sequence:
-    """One training sequence: ``tokens[:-1]`` are the inputs, ``tokens[1:]`` the targets."""
+    """One training sequence: ``tokens[:-1]`` are the inputs, ``tokens[1:]`` the targets, of
+    which the first ``masked`` train nothing (a prompt's: supervised fine-tuning)."""
 
     doc: int
     tokens: tuple[int, ...]
+    masked: int = 0
 
     @property
     def length(self) -> int:
         return len(self.tokens) - 1
+
+    @property
+    def trained(self) -> int:
+        """The targets that train: what a step's mean loss is over."""
+        return self.length - self.masked
 
 
 class BatchStream:
@@ -47,7 +54,7 @@ class BatchStream:
         self.position = 0  # documents begun so far, over all epochs
         self.piece: tuple[int, int] | None = None  # (document, first token) of a split document's next piece
         self._orders: dict[int, np.ndarray] = {}
-        self._tokens: tuple[int, list[int]] | None = None  # the document being split, tokenised once
+        self._tokens: tuple[int, list[int], int] | None = None  # the document being split, tokenised once
 
     def _order(self, epoch: int) -> np.ndarray:
         """The epoch's order of documents: a permutation as an array (8 bytes a document; a
@@ -61,13 +68,18 @@ class BatchStream:
         batch: list[Sequence] = []
         while len(batch) < self.batch_size:
             doc, start = self.piece or self._next_document()
-            tokens = self._document(doc)
+            tokens, prompt = self._document(doc)
             end = start + self.max_len + 1
             self.piece = (doc, start + self.max_len) if self.split and end < len(tokens) else None
-            if len(tokens[start:end]) - 1 >= self.min_len:
-                batch.append(Sequence(doc, tuple(tokens[start:end])))
+            piece = tuple(tokens[start:end])
+            masked = min(max(prompt - 1 - start, 0), len(piece) - 1)  # the targets within the prompt
+            if len(piece) - 1 >= self.min_len and masked < len(piece) - 1:
+                batch.append(Sequence(doc, piece, masked))
             elif self.position > 2 * len(self.source) and not batch:
-                raise ValueError(f"no document has at least {self.min_len + 1} tokens")
+                raise ValueError(
+                    f"no document has at least {self.min_len + 1} tokens and a trained one among its first "
+                    f"{self.max_len + 1} (a prompt longer than max_len trains nothing)"
+                )
         return batch
 
     def _next_document(self) -> tuple[int, int]:
@@ -75,10 +87,11 @@ class BatchStream:
         self.position += 1
         return int(self._order(epoch)[index]), 0
 
-    def _document(self, doc: int) -> list[int]:
+    def _document(self, doc: int) -> tuple[list[int], int]:
+        """Document ``doc``'s tokens and how many of them are its prompt's (tokenised once)."""
         if self._tokens is None or self._tokens[0] != doc:
-            self._tokens = (doc, self.source.tokens(doc))
-        return self._tokens[1]
+            self._tokens = (doc, *self.source.document(doc))
+        return self._tokens[1], self._tokens[2]
 
     def state_dict(self) -> dict:
         return {

@@ -19,6 +19,12 @@ class Tokenizer(Protocol):
 
     def encode(self, text: str | bytes) -> list[int]: ...
 
+    def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
+        """A prompt and its completion as one document's ids (the prompt's first, begun as
+        ``encode`` begins a document; the completion's after it, with nothing between; the
+        end-of-document id last), and how many of them are the prompt's."""
+        ...
+
     def decode(self, tokens: list[int]) -> str: ...
 
     def save_hf(self, directory: Path) -> TokenIds:
@@ -33,8 +39,11 @@ class ByteTokenizer:
     eos = 256
 
     def encode(self, text: str | bytes) -> list[int]:
-        data = text.encode("utf-8") if isinstance(text, str) else text
-        return [*data, self.eos]
+        return [*_utf8(text), self.eos]
+
+    def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
+        first = _utf8(prompt)
+        return [*first, *_utf8(completion), self.eos], len(first)
 
     def decode(self, tokens: list[int]) -> str:
         return bytes(t for t in tokens if t < 256).decode("utf-8", errors="replace")
@@ -42,6 +51,10 @@ class ByteTokenizer:
     def save_hf(self, directory: Path) -> TokenIds:
         # no pad token: padding's id 0 is also the byte 0, and padded targets never train
         return write_tokenizer(directory, byte_level_json("<eos>"), eos="<eos>", pad=None)
+
+
+def _utf8(text: str | bytes) -> bytes:
+    return text.encode("utf-8") if isinstance(text, str) else text
 
 
 BYTES = ByteTokenizer()

@@ -76,6 +76,7 @@ def add_data_arguments(p) -> None:
         "them; the batch is the first global batch training would draw",
     )
     p.add_argument("--text-field", default="text", help="with --data: the field or column holding the text")
+    p.add_argument("--prompt-field", default=None, help="with --data: the field holding each record's prompt")
     p.add_argument("--tokenizer", default="byte", help="with --data: byte (default), bpe:N or hf:DIR")
 
 
@@ -122,7 +123,8 @@ def _lengths(args) -> tuple[list[int], str]:
     from hotswitch.backend.sim.setup import sim_model
     from hotswitch.backend.train.run.recipe import read_documents
 
-    source = read_documents(args.data, args.text_field, args.tokenizer, sim_model(args.model, args.context))
+    model = sim_model(args.model, args.context)
+    source = read_documents(args.data, args.text_field, args.tokenizer, model, args.prompt_field)
     batch = BatchStream(source, args.batch, args.context).next_batch()
     return [s.length for s in batch], f"{source.describe()}, {source.tokenizer.name} tokens"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from hotswitch.backend.data.files import (
     DATASET_SUFFIXES,
     JSONL_SUFFIXES,
+    RECORD_SUFFIXES,
     data_files,
     format_suffix,
     open_plain,
@@ -81,10 +82,11 @@ def data_from_words(words: list[str]) -> str | list[str]:
     return words[0] if one else list(words)
 
 
-def check_data(data, text_field: str, key: str = "data") -> str | list[str]:
+def check_data(data, text_field: str, key: str = "data", field_key: str = "text_field") -> str | list[str]:
     """``data`` checked (its files, folders' and patterns' too, readable and holding
     ``text_field``); its entries made absolute (each rank reads a folder or pattern again).
-    ``key``: the setting that names them (``data``, ``eval_data``), as errors say."""
+    ``key``: the setting that names them (``data``, ``eval_data``), ``field_key`` the one that
+    names ``text_field`` (``text_field``, ``prompt_field``), as errors say."""
     if data == "stdlib":
         return data
     if isinstance(data, str) and data.startswith("synthetic:"):
@@ -103,18 +105,18 @@ def check_data(data, text_field: str, key: str = "data") -> str | list[str]:
         except ValueError as error:
             raise bad_setting(key, data, str(error)) from None
         for path in files:
-            if problem := unreadable(path) or _text_problem(path, text_field, key):
+            if problem := unreadable(path) or _text_problem(path, text_field, key, field_key):
                 raise bad_setting(key, data, problem)
     return [str(entry) for entry in resolved]  # folders and patterns stay: a spec of 20K shards fits a ConfigMap
 
 
-def _text_problem(path: Path, field: str, key: str) -> str | None:
+def _text_problem(path: Path, field: str, key: str, field_key: str) -> str | None:
     """Why ``path`` holds no documents under ``field``: a JSONL file's first record or a
     dataset file's column lacks it (or, a column, holds no strings); None for text files."""
     if format_suffix(path) in DATASET_SUFFIXES:
         from hotswitch.backend.data.hf_data import text_column_problem
 
-        return text_column_problem(path, field)
+        return text_column_problem(path, field, field_key)
     if format_suffix(path) not in JSONL_SUFFIXES:
         return None
     with open_plain(path) as f:
@@ -124,4 +126,22 @@ def _text_problem(path: Path, field: str, key: str) -> str | None:
     except json.JSONDecodeError as error:
         raise bad_setting(key, str(path), f"its first line is not JSON ({error})") from None
     fields = list(record) if isinstance(record, dict) else []
-    return None if field in fields else f"{path} has no {field!r} field (it has {fields}); set text_field"
+    return None if field in fields else f"{path} has no {field!r} field (it has {fields}); set {field_key}"
+
+
+def check_prompt_field(prompt_field, data: str | list[str], text_field: str, key: str = "data") -> None:
+    """``prompt_field`` checked against the checked ``data`` (``key``: the setting naming it):
+    none, or a field beside ``text_field`` in records (JSONL, Parquet, Arrow) that hold it."""
+    if prompt_field is None:
+        return
+    if not isinstance(prompt_field, str) or not prompt_field or prompt_field == text_field:
+        why = f"give the field that holds each record's prompt, another than text_field ({text_field!r})"
+        raise bad_setting("prompt_field", prompt_field, why)
+    if isinstance(data, str):  # stdlib, synthetic
+        why = f"{key} {data!r} holds no prompts; give JSONL, Parquet or Arrow files of prompt and completion records"
+        raise bad_setting("prompt_field", prompt_field, why)
+    for path in (path for entry in data for path in data_files(entry)):
+        if format_suffix(path) not in RECORD_SUFFIXES:
+            why = f"{path} is a text file, one document with no fields; give JSONL, Parquet or Arrow records"
+            raise bad_setting("prompt_field", prompt_field, why)
+    check_data(data, prompt_field, key, "prompt_field")

@@ -8,6 +8,7 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.train.config.inputs import (
     check_data,
     check_model,
+    check_prompt_field,
     check_tokenizer,
     data_from_words,
     default_tokenizer,
@@ -45,6 +46,11 @@ class DataSettings:
         parse=data_from_words,
     )
     text_field: str = setting("text", "the field or column holding each document's text")
+    prompt_field: str | None = setting(
+        None,
+        "the field or column holding each record's prompt, which conditions its text_field (the completion) "
+        "but does not train: supervised fine-tuning; default: none, every token trains",
+    )
     tokenizer: str | None = setting(
         None,
         "'byte', 'bpe:N' (a byte-level BPE of N tokens trained on the data, cached) or hf:DIR; "
@@ -61,7 +67,7 @@ class DataSettings:
 
     def check(self, model: ModelConfig, model_name: str = "") -> DataSettings:
         """This section checked against ``model`` (its sequence length and vocabulary); files
-        must exist and hold ``text_field``; paths made absolute; no tokenizer means the one of
+        must exist and hold ``text_field`` (and ``prompt_field``); paths made absolute; no tokenizer means the one of
         ``model_name`` (the checked ``model`` setting) where it is an ``hf:`` checkpoint with one."""
         whole("batch_size", self.batch_size, 1)
         whole("max_len", self.max_len, 2)
@@ -74,7 +80,9 @@ class DataSettings:
         if not isinstance(self.text_field, str) or not self.text_field:
             why = "give the name of the field that holds each document's text"
             raise bad_setting("text_field", self.text_field, why)
-        return replace(self, source=check_data(self.source, self.text_field), tokenizer=tokenizer)
+        source = check_data(self.source, self.text_field)
+        check_prompt_field(self.prompt_field, source, self.text_field)
+        return replace(self, source=source, tokenizer=tokenizer)
 
     @property
     def splits(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hotswitch.backend.train.config.inputs import check_data, data_from_words
+from hotswitch.backend.train.config.inputs import check_data, check_prompt_field, data_from_words
 from hotswitch.backend.train.config.paths import resolve
 from hotswitch.backend.train.config.setting import at_least_zero, bad_setting, setting, whole, whole_or_none
 from hotswitch.backend.train.tracking.trackers import check_track
@@ -30,8 +30,9 @@ class EvaluationSettings:
         parse=data_from_words,
     )
 
-    def check(self, text_field: str = "text") -> EvaluationSettings:
-        """This section checked; ``eval_data``'s files read for ``text_field``, made absolute."""
+    def check(self, text_field: str = "text", prompt_field: str | None = None) -> EvaluationSettings:
+        """This section checked; ``eval_data``'s files read for ``text_field`` (and ``prompt_field``),
+        made absolute."""
         whole("eval_batches", self.eval_batches, 1)
         whole_or_none("eval_every", self.eval_every)
         at_least_zero("eval_fraction", self.eval_fraction, below=1)
@@ -39,7 +40,9 @@ class EvaluationSettings:
             if self.eval_every is None:
                 why = "it names documents to evaluate on, but eval_every is unset: set it, e.g. 100"
                 raise bad_setting("eval_data", self.eval_data, why)
-            return replace(self, eval_data=check_data(self.eval_data, text_field, "eval_data"))
+            eval_data = check_data(self.eval_data, text_field, "eval_data")
+            check_prompt_field(prompt_field, eval_data, text_field, "eval_data")
+            return replace(self, eval_data=eval_data)
         if self.eval_every is not None and not self.eval_fraction > 0:
             why = "evaluation needs held-out documents: give e.g. 0.05, or eval_data"
             raise bad_setting("eval_fraction", self.eval_fraction, why)

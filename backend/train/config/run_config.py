@@ -84,7 +84,9 @@ class RunConfig:
         plan = run.parallelism.hot_switch_plan()
         if not isinstance(plan, str):  # a named plan, not "auto"
             run.precision.check_budget(architecture, plan, data.max_len)
-        return replace(run, evaluation=self.evaluation.check(data.text_field), tracking=self.tracking.check())
+        return replace(
+            run, evaluation=self.evaluation.check(data.text_field, data.prompt_field), tracking=self.tracking.check()
+        )
 
     def check_training(self, max_len: int) -> RunConfig:
         """The sections a trainer reads (steps and seed, optimizer, parallelism, precision,

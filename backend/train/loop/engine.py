@@ -226,9 +226,9 @@ class Engine:
         gradient norm, the time split. ``before_update(master)`` runs on every rank once the
         batch's gradients are accumulated on the master layout and before they are clipped (an
         oracle may gather them there)."""
-        total = sum(s.length for seqs in groups.values() for s in seqs)
+        total = sum(s.trained for seqs in groups.values() for s in seqs)  # the loss is their mean
         if total == 0:
-            raise ValueError("the global batch holds no tokens")
+            raise ValueError("the global batch holds no tokens that train")
         times, compiling = StepTimes(), compile_seconds()
         walk = StageWalk(self, times, 1.0 / total)
         for stage in as_stages(order):
@@ -246,7 +246,7 @@ class Engine:
 
     @torch.no_grad()
     def evaluate(self, seqs: list[Seq]) -> tuple[float, int]:
-        """The token loss summed over ``seqs`` and their token count, forward only under the
+        """The token loss summed over ``seqs`` and their trained token count, forward only under the
         instantiation strategy (collective; nothing is accumulated or updated)."""
         graph = self.states[self.instantiation].graph
         assert graph is not None  # the instantiation strategy spans every rank
@@ -255,7 +255,7 @@ class Engine:
         local = graph.evaluate(inputs) if inputs else torch.zeros((), device=self.device)
         total = (local if tp == 0 else torch.zeros_like(local)).to(torch.float64)
         dist.all_reduce(total)
-        return total.item(), sum(s.length for s in seqs)
+        return total.item(), sum(s.trained for s in seqs)
 
     def run_group(self, strategy: Strategy, share: list[list[Seq]], scale: float, fresh: bool = False) -> torch.Tensor:
         """This rank's replica's ``share`` of ``strategy``'s sequences through its graph; the loss

@@ -47,7 +47,7 @@ class ReferenceTrainer:
     def step(self, batch: list[Sequence], before_update: Callable[[nn.Module], None] | None = None) -> float:
         """Train one batch; its mean token loss. ``before_update(model)`` sees the accumulated
         gradients before they are clipped; ``grad_norm`` is then their norm."""
-        total = sum(s.length for s in batch)
+        total = sum(s.trained for s in batch)
         self.optimizer.zero_grad(set_to_none=False)
         for buffer in self.accumulated.values():
             buffer.zero_()
@@ -62,9 +62,9 @@ class ReferenceTrainer:
 
     @torch.no_grad()
     def evaluate(self, batch: list[Sequence]) -> tuple[float, int]:
-        """The token loss summed over ``batch`` and its token count, forward only."""
+        """The token loss summed over ``batch`` and its trained token count, forward only."""
         loss = sum(self.compute(m.tokens, m.targets).item() for m in map(collate, pack(batch, self.token_budget)))
-        return loss, sum(s.length for s in batch)
+        return loss, sum(s.trained for s in batch)
 
     def _update(self, before_update: Callable[[nn.Module], None] | None) -> None:
         with torch.no_grad():

@@ -44,7 +44,7 @@ S = TypeVar("S", bound=Measured)  # the sequences cut: what goes in comes back o
 @dataclass(frozen=True)
 class MicroBatch:
     tokens: torch.Tensor  # [rows, length]
-    targets: torch.Tensor  # [rows, length], IGNORE on padding
+    targets: torch.Tensor  # [rows, length], IGNORE on padding and prompts
     positions: torch.Tensor  # [rows, length], each token's position in its document (on the host)
 
     @property
@@ -54,7 +54,7 @@ class MicroBatch:
 
     @property
     def padding(self) -> int:
-        """Tokens that are padding, not a sequence's (a sequence's targets are never IGNORE)."""
+        """Targets that train nothing: padding, and a prompted sequence's prompt."""
         return int((self.targets == IGNORE).sum())
 
 
@@ -90,6 +90,7 @@ def collate_rows(rows: list[list[Sequence]]) -> MicroBatch:
             data = long_tensor(s.tokens)
             tokens[r, at : at + s.length] = data[:-1]
             targets[r, at : at + s.length] = data[1:]
+            targets[r, at : at + s.masked] = IGNORE  # a prompt's targets train nothing
             at += s.length
         positions[r] = row_positions([s.length for s in row], length)
     return MicroBatch(tokens, targets, positions)

@@ -21,12 +21,19 @@ from hotswitch.backend.data import (
 )
 from hotswitch.backend.data.files import DATASET_SUFFIXES, data_files, format_suffix
 from hotswitch.backend.data.hf_data import DatasetDocuments
+from hotswitch.backend.data.prompted import PromptedDocuments
 from hotswitch.backend.data.split import holdout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.hf import hf_initializer
 from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
-from hotswitch.backend.train.config.inputs import HF, check_data, check_tokenizer, model_config  # noqa: F401  (the recipe's API)
+from hotswitch.backend.train.config.inputs import (  # noqa: F401  (the recipe's API)
+    HF,
+    check_data,
+    check_prompt_field,
+    check_tokenizer,
+    model_config,
+)
 from hotswitch.backend.train.config.paths import ENV_NOTEBOOK_DIR, notebook_dir, resolve  # noqa: F401
 from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.evaluation import Evaluation
@@ -39,10 +46,13 @@ from hotswitch.backend.train.tracking.fanout import TrackedSink
 from hotswitch.backend.train.tracking.trackers import open_tracker
 
 
-def documents(data, text_field: str = "text") -> DocumentSource:
+def documents(data, text_field: str = "text", prompt_field: str | None = None) -> DocumentSource:
     """The documents ``data`` names (files, folders, patterns: ``backend.data.files``): Parquet
     and Arrow files through ``datasets`` (one source per kind), text and JSONL files directly;
-    several kinds joined one after another."""
+    several kinds joined one after another. With ``prompt_field``, each record's prompt and its
+    completion (``text_field``) are one document whose prompt does not train."""
+    if prompt_field is not None:
+        return PromptedDocuments(documents(data, prompt_field), documents(data, text_field))
     if data == "stdlib":
         return stdlib_documents()
     if isinstance(data, str) and data.startswith("synthetic:"):
@@ -59,10 +69,15 @@ def documents(data, text_field: str = "text") -> DocumentSource:
     return parts[0] if len(parts) == 1 else JoinedDocuments(parts)
 
 
-def read_documents(data, text_field: str, tokenizer: str, model: ModelConfig) -> DocumentSource:
+def read_documents(
+    data, text_field: str, tokenizer: str, model: ModelConfig, prompt_field: str | None = None
+) -> DocumentSource:
     """The documents ``data`` names, checked as a run's are before launch (its tokenizer against
-    ``model``'s vocabulary) and tokenised: what ``hotswitch data`` and ``simulate --data`` read."""
-    return documents(check_data(data, text_field), text_field).use_tokenizer(check_tokenizer(tokenizer, model))
+    ``model``'s vocabulary, its records' ``prompt_field``) and tokenised: what ``hotswitch data``
+    and ``simulate --data`` read."""
+    checked = check_data(data, text_field)
+    check_prompt_field(prompt_field, checked, text_field)
+    return documents(checked, text_field, prompt_field).use_tokenizer(check_tokenizer(tokenizer, model))
 
 
 def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, DocumentSource | None]:
@@ -71,7 +86,8 @@ def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, 
     ones: a BPE is trained on those alone), else ``eval_fraction`` of the data's, which never train."""
     run = RunConfig.of(run)
     data = run.data
-    source = documents(data.source, data.text_field).use_tokenizer(cast("str", data.tokenizer))  # checked: filled in
+    fields = (data.text_field, data.prompt_field)
+    source = documents(data.source, *fields).use_tokenizer(cast("str", data.tokenizer))  # checked: filled in
     if source.tokenizer.vocab_size > model.vocab_size:
         raise ValueError(
             f"the {data.tokenizer} tokenizer has {source.tokenizer.vocab_size} tokens, more than {model.name}'s "
@@ -81,7 +97,7 @@ def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, 
     if evaluating.eval_every is None:
         return source, None
     if evaluating.eval_data is not None:  # a validation split of its own: every training document trains
-        return source, documents(evaluating.eval_data, data.text_field).tokenised_as(source)
+        return source, documents(evaluating.eval_data, *fields).tokenised_as(source)
     return holdout(source, evaluating.eval_fraction, run.seed)
 
 

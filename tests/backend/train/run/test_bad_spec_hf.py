@@ -21,6 +21,7 @@ def folder(tmp_path_factory):
     make_parquet(root / "body.parquet", field="body")
     (root / "content.jsonl").write_text(json.dumps({"content": "def f(): pass"}) + "\n")
     (root / "broken.jsonl").write_text("{not json\n")
+    (root / "notes.txt").write_text("a document with no fields\n")
     return root
 
 
@@ -37,6 +38,17 @@ CASES = [
     ({"data": ["broken.jsonl"]}, ["its first line is not JSON"]),
     ({"text_field": ""}, ["give the name of the field"]),
     ({"export_hf": "small"}, ["already exists; choose a new folder to export into"]),
+    ({"prompt_field": "prompt"}, ["'prompt_field' = 'prompt'", "data 'stdlib' holds no prompts"]),
+    ({"data": ["notes.txt"], "prompt_field": "prompt"}, ["notes.txt is a text file, one document with no fields"]),
+    (
+        {"data": ["content.jsonl"], "text_field": "content", "prompt_field": "prompt"},
+        ["no 'prompt' field", "set prompt_field"],
+    ),
+    (
+        {"data": ["body.parquet"], "text_field": "body", "prompt_field": "id"},
+        ["'id' column holds int64", "set prompt_field"],
+    ),
+    ({"data": ["body.parquet"], "text_field": "body", "prompt_field": "body"}, ["another than text_field ('body')"]),
 ]
 
 
