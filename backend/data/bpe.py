@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.data.hf_tokenizer_files import TokenIds, write_tokenizer
+from hotswitch.backend.data.tokenizer import as_text
 
 SPECIALS = ["<pad>", "<eos>"]  # ids 0 and 1: PAD, then end of document
 
@@ -49,10 +50,10 @@ class BPETokenizer:
         return self._tokenizer.to_str()
 
     def encode(self, text: str | bytes) -> list[int]:
-        return [*self._tokenizer.encode(_text(text)).ids, self.eos]
+        return [*self._tokenizer.encode(as_text(text)).ids, self.eos]
 
     def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
-        first, then = (self._tokenizer.encode(_text(t)).ids for t in (prompt, completion))
+        first, then = (self._tokenizer.encode(as_text(t)).ids for t in (prompt, completion))
         return [*first, *then, self.eos], len(first)
 
     def decode(self, tokens: list[int]) -> str:
@@ -60,10 +61,6 @@ class BPETokenizer:
 
     def save_hf(self, directory: Path) -> TokenIds:
         return write_tokenizer(directory, self.to_str(), eos=SPECIALS[1], pad=SPECIALS[0])
-
-
-def _text(text: str | bytes) -> str:
-    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
 
 
 def bpe_for(texts: list[bytes], vocab_size: int) -> BPETokenizer:

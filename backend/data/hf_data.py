@@ -17,6 +17,7 @@ from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.data.files import DATASET_SUFFIXES
 from hotswitch.backend.data.hf_tokenizer_files import TokenIds, copy_tokenizer, named_tokens
 from hotswitch.backend.data.sources import DocumentSource
+from hotswitch.backend.data.tokenizer import as_text
 
 USUAL_EOS = ("</s>", "<|end_of_text|>", "<|endoftext|>")  # LLaMA 1-2 and Mistral, LLaMA 3, GPT-2's BPE
 
@@ -50,20 +51,16 @@ class HFTokenizer:
         return copy_tokenizer(self.directory, directory, self.tokenizer, self.eos)
 
     def encode(self, text: str | bytes) -> list[int]:
-        ids = self.tokenizer.encode(_text(text)).ids
+        ids = self.tokenizer.encode(as_text(text)).ids
         return ids if self.eos is None else [*ids, self.eos]
 
     def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
-        first = self.tokenizer.encode(_text(prompt)).ids  # its template's beginning (BOS), if any
-        then = self.tokenizer.encode(_text(completion), add_special_tokens=False).ids
+        first = self.tokenizer.encode(as_text(prompt)).ids  # its template's beginning (BOS), if any
+        then = self.tokenizer.encode(as_text(completion), add_special_tokens=False).ids
         return [*first, *then, *([] if self.eos is None else [self.eos])], len(first)
 
     def decode(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)
-
-
-def _text(text: str | bytes) -> str:
-    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
 
 
 def text_column_problem(path: Path, column: str, setting: str = "text_field") -> str | None:

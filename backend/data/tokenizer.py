@@ -39,11 +39,11 @@ class ByteTokenizer:
     eos = 256
 
     def encode(self, text: str | bytes) -> list[int]:
-        return [*_utf8(text), self.eos]
+        return [*as_bytes(text), self.eos]
 
     def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
-        first = _utf8(prompt)
-        return [*first, *_utf8(completion), self.eos], len(first)
+        first = as_bytes(prompt)
+        return [*first, *as_bytes(completion), self.eos], len(first)
 
     def decode(self, tokens: list[int]) -> str:
         return bytes(t for t in tokens if t < 256).decode("utf-8", errors="replace")
@@ -53,8 +53,14 @@ class ByteTokenizer:
         return write_tokenizer(directory, byte_level_json("<eos>"), eos="<eos>", pad=None)
 
 
-def _utf8(text: str | bytes) -> bytes:
+def as_bytes(text: str | bytes) -> bytes:
+    """``text`` as UTF-8 bytes."""
     return text.encode("utf-8") if isinstance(text, str) else text
+
+
+def as_text(text: str | bytes) -> str:
+    """``text`` as a string, bytes that are not UTF-8 replaced (U+FFFD)."""
+    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
 
 
 BYTES = ByteTokenizer()
