@@ -57,5 +57,6 @@ def _at(targets: np.ndarray, masked: np.ndarray, total: int, max_len: int) -> di
         "max_len": max_len,
         "longer": float(longer.mean()),  # the fraction of documents longer than max_len
         "cut_trains": float(kept.sum() / total) if total else 1.0,
-        "split_sequences": float(np.maximum(np.ceil(targets / max_len), 1).mean()),  # per document
+        # per document: its pieces, less those all prompt (left out: they train nothing)
+        "split_sequences": float(np.maximum(np.ceil(targets / max_len) - masked // max_len, 1).mean()),
     }

@@ -83,3 +83,5 @@ def test_the_length_profile_counts_what_trains_the_completions_targets():
     profile = length_profile(source, [4], sample=10)
     assert profile["targets"] == 3 + 5 and profile["longest"] == 6
     assert profile["max_len"][0]["cut_trains"] == (1 + 4) / 8  # max_len 4 keeps "x" of the first, "ello" of the second
+    split = length_profile(source, [2], sample=10)["max_len"][0]["split_sequences"]
+    assert split == (2 + 3) / 2  # the first's 3 pieces of 2 targets, less one all prompt; the second's 3
