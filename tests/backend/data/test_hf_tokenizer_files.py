@@ -4,13 +4,9 @@ id training appends), and names that end-of-document token as its eos."""
 
 import json
 
-import pytest
-
 from hotswitch.backend.data.bpe import BPETokenizer
 from hotswitch.backend.data.hf_data import HFTokenizer
 from hotswitch.backend.data.tokenizer import BYTES
-
-pytest.importorskip("transformers")
 
 TEXTS = ["héllo wörld 🎉", "def f(x):\n\treturn  x  # two spaces", "\x00 and \x7f, \r\n", " leading space", ""]
 
