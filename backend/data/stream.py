@@ -55,6 +55,7 @@ class BatchStream:
         self.piece: tuple[int, int] | None = None  # (document, first token) of a split document's next piece
         self._orders: dict[int, np.ndarray] = {}
         self._tokens: tuple[int, list[int], int] | None = None  # the document being split, tokenised once
+        self._documents: str | None = None  # ``source.fingerprint()``, once asked for
 
     def _order(self, epoch: int) -> np.ndarray:
         """The epoch's order of documents: a permutation as an array (8 bytes a document; a
@@ -93,6 +94,12 @@ class BatchStream:
             self._tokens = (doc, *self.source.document(doc))
         return self._tokens[1], self._tokens[2]
 
+    def _fingerprint(self) -> str:
+        """The documents' digest, read once (every checkpoint saves it; the documents never change)."""
+        if self._documents is None:
+            self._documents = self.source.fingerprint()
+        return self._documents
+
     def state_dict(self) -> dict:
         return {
             "position": self.position,
@@ -100,14 +107,14 @@ class BatchStream:
             "seed": self.seed,
             "batch_size": self.batch_size,
             "max_len": self.max_len,
-            "documents": self.source.fingerprint(),
+            "documents": self._fingerprint(),
         }
 
     def load_state_dict(self, state: dict) -> str | None:
         """Continue where ``state`` left off, and return None. Where ``state`` came from other
         documents (other files or tokens, another count) or another seed, its position means
         nothing here: the documents start from their first batch, and the reason is returned."""
-        documents = self.source.fingerprint()
+        documents = self._fingerprint()
         if state.get("documents", documents) != documents:  # checkpoints before 2026-11-29 lack it
             why = "this run's documents are not the ones the checkpoint trained on (other files, tokens or count)"
         elif int(state.get("seed", self.seed)) != self.seed:

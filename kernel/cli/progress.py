@@ -42,7 +42,7 @@ def table(result: dict) -> str:
         lines.append(
             f"step time        measured {result['measured_step_s']:.3f} s, predicted {result['predicted_step_s']:.3f} s"
         )
-    lines += saved(result)
+    lines += _saved(result)
     width = max([14, *(len(name) for name in result["strategies"])])
     lines.append(f"{'strategy':<{width + 2}} {'tokens':>8}  {'tokens/s':>10}")
     for name, v in result["strategies"].items():
@@ -58,7 +58,7 @@ def _numbered(result: dict) -> str:
     return f"  (steps {first}-{last} of {planned}" + (f"; resumed after step {first - 1})" if first > 1 else ")")
 
 
-def saved(result: dict) -> list[str]:
+def _saved(result: dict) -> list[str]:
     """Where the run's checkpoints and its export went, where it wrote any."""
     lines = []
     if result.get("checkpoints"):

@@ -82,11 +82,12 @@ def data_from_words(words: list[str]) -> str | list[str]:
     return words[0] if one else list(words)
 
 
-def check_data(data, text_field: str, key: str = "data", field_key: str = "text_field") -> str | list[str]:
+def check_data(data, text_field: str, key: str = "data", prompt_field: str | None = None) -> str | list[str]:
     """``data`` checked (its files, folders' and patterns' too, readable and holding
-    ``text_field``); its entries made absolute (each rank reads a folder or pattern again).
-    ``key``: the setting that names them (``data``, ``eval_data``), ``field_key`` the one that
-    names ``text_field`` (``text_field``, ``prompt_field``), as errors say."""
+    ``text_field``, and ``prompt_field`` where given: then records only); its entries made
+    absolute (each rank reads a folder or pattern again). ``key``: the setting that names them
+    (``data``, ``eval_data``), as errors say."""
+    _check_prompt_field(prompt_field, data, text_field, key)
     if data == "stdlib":
         return data
     if isinstance(data, str) and data.startswith("synthetic:"):
@@ -105,9 +106,31 @@ def check_data(data, text_field: str, key: str = "data", field_key: str = "text_
         except ValueError as error:
             raise bad_setting(key, data, str(error)) from None
         for path in files:
-            if problem := unreadable(path) or _text_problem(path, text_field, key, field_key):
+            problem = unreadable(path) or _text_problem(path, text_field, key, "text_field")
+            if problem := problem or _prompt_problem(path, prompt_field, key):
                 raise bad_setting(key, data, problem)
     return [str(entry) for entry in resolved]  # folders and patterns stay: a spec of 20K shards fits a ConfigMap
+
+
+def _check_prompt_field(prompt_field, data, text_field: str, key: str) -> None:
+    """``prompt_field`` none, or a field's name beside ``text_field``, of files that may hold records."""
+    if prompt_field is None:
+        return
+    if not isinstance(prompt_field, str) or not prompt_field or prompt_field == text_field:
+        why = f"give the field that holds each record's prompt, another than text_field ({text_field!r})"
+        raise bad_setting("prompt_field", prompt_field, why)
+    if data == "stdlib" or (isinstance(data, str) and data.startswith("synthetic:")):
+        why = f"{key} {data!r} holds no prompts; give JSONL, Parquet or Arrow files of prompt and completion records"
+        raise bad_setting("prompt_field", prompt_field, why)
+
+
+def _prompt_problem(path: Path, prompt_field: str | None, key: str) -> str | None:
+    """Why ``path`` holds no prompts under ``prompt_field`` (None where it is not asked for)."""
+    if prompt_field is None:
+        return None
+    if format_suffix(path) not in RECORD_SUFFIXES:
+        return f"{path} is a text file, one document with no fields; give JSONL, Parquet or Arrow records"
+    return _text_problem(path, prompt_field, key, "prompt_field")
 
 
 def _text_problem(path: Path, field: str, key: str, field_key: str) -> str | None:
@@ -127,21 +150,3 @@ def _text_problem(path: Path, field: str, key: str, field_key: str) -> str | Non
         raise bad_setting(key, str(path), f"its first line is not JSON ({error})") from None
     fields = list(record) if isinstance(record, dict) else []
     return None if field in fields else f"{path} has no {field!r} field (it has {fields}); set {field_key}"
-
-
-def check_prompt_field(prompt_field, data: str | list[str], text_field: str, key: str = "data") -> None:
-    """``prompt_field`` checked against the checked ``data`` (``key``: the setting naming it):
-    none, or a field beside ``text_field`` in records (JSONL, Parquet, Arrow) that hold it."""
-    if prompt_field is None:
-        return
-    if not isinstance(prompt_field, str) or not prompt_field or prompt_field == text_field:
-        why = f"give the field that holds each record's prompt, another than text_field ({text_field!r})"
-        raise bad_setting("prompt_field", prompt_field, why)
-    if isinstance(data, str):  # stdlib, synthetic
-        why = f"{key} {data!r} holds no prompts; give JSONL, Parquet or Arrow files of prompt and completion records"
-        raise bad_setting("prompt_field", prompt_field, why)
-    for path in (path for entry in data for path in data_files(entry)):
-        if format_suffix(path) not in RECORD_SUFFIXES:
-            why = f"{path} is a text file, one document with no fields; give JSONL, Parquet or Arrow records"
-            raise bad_setting("prompt_field", prompt_field, why)
-    check_data(data, prompt_field, key, "prompt_field")

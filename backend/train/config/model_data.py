@@ -8,7 +8,6 @@ from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.train.config.inputs import (
     check_data,
     check_model,
-    check_prompt_field,
     check_tokenizer,
     data_from_words,
     default_tokenizer,
@@ -80,8 +79,7 @@ class DataSettings:
         if not isinstance(self.text_field, str) or not self.text_field:
             why = "give the name of the field that holds each document's text"
             raise bad_setting("text_field", self.text_field, why)
-        source = check_data(self.source, self.text_field)
-        check_prompt_field(self.prompt_field, source, self.text_field)
+        source = check_data(self.source, self.text_field, prompt_field=self.prompt_field)
         return replace(self, source=source, tokenizer=tokenizer)
 
     @property

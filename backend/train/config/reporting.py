@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hotswitch.backend.train.config.inputs import check_data, check_prompt_field, data_from_words
+from hotswitch.backend.train.config.inputs import check_data, data_from_words
 from hotswitch.backend.train.config.paths import resolve
 from hotswitch.backend.train.config.setting import at_least_zero, bad_setting, setting, whole, whole_or_none
 from hotswitch.backend.train.tracking.trackers import check_track
@@ -40,9 +40,7 @@ class EvaluationSettings:
             if self.eval_every is None:
                 why = "it names documents to evaluate on, but eval_every is unset: set it, e.g. 100"
                 raise bad_setting("eval_data", self.eval_data, why)
-            eval_data = check_data(self.eval_data, text_field, "eval_data")
-            check_prompt_field(prompt_field, eval_data, text_field, "eval_data")
-            return replace(self, eval_data=eval_data)
+            return replace(self, eval_data=check_data(self.eval_data, text_field, "eval_data", prompt_field))
         if self.eval_every is not None and not self.eval_fraction > 0:
             why = "evaluation needs held-out documents: give e.g. 0.05, or eval_data"
             raise bad_setting("eval_fraction", self.eval_fraction, why)

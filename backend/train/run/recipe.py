@@ -30,7 +30,6 @@ from hotswitch.backend.runtime.process_groups import init_from_env
 from hotswitch.backend.train.config.inputs import (  # noqa: F401  (the recipe's API)
     HF,
     check_data,
-    check_prompt_field,
     check_tokenizer,
     model_config,
 )
@@ -75,8 +74,7 @@ def read_documents(
     """The documents ``data`` names, checked as a run's are before launch (its tokenizer against
     ``model``'s vocabulary, its records' ``prompt_field``) and tokenised: what ``hotswitch data``
     and ``simulate --data`` read."""
-    checked = check_data(data, text_field)
-    check_prompt_field(prompt_field, checked, text_field)
+    checked = check_data(data, text_field, prompt_field=prompt_field)
     return documents(checked, text_field, prompt_field).use_tokenizer(check_tokenizer(tokenizer, model))
 
 
