@@ -19,7 +19,6 @@ import io
 import multiprocessing as mp
 import os
 import queue
-import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -30,10 +29,13 @@ class RankError(RuntimeError):
     """A rank raised; the message carries ``[rank N]`` and its traceback."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def meeting_store():
+    """The store the ranks meet in, served from this process on whatever loopback port is free as
+    it binds: a port probed free and handed to rank 0 to bind could be taken in between, on a
+    machine where other processes open connections all the while."""
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
 
 def _dumps(value: Any) -> bytes:
@@ -78,7 +80,8 @@ def _worker(fn, rank, world_size, port, backend, args, results, environ, cwd) ->
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size))
     try:
-        dist.init_process_group(backend, rank=rank, world_size=world_size)
+        store = dist.TCPStore("127.0.0.1", port, is_master=False)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
         results.put((rank, True, _dumps(fn(rank, world_size, *args))))
     except BaseException:
         results.put((rank, False, traceback.format_exc()))
@@ -93,7 +96,8 @@ def spawn_ranks(
     """``fn(rank, world_size, *args)`` on every rank; returns the results in rank order."""
     ctx = _context()
     results = ctx.Queue()
-    port = free_port()
+    store = meeting_store()  # kept until every rank has ended
+    port = store.port
     caller = (dict(os.environ), os.getcwd())
     procs = [
         ctx.Process(target=_worker, args=(fn, rank, world_size, port, backend, args, results, *caller), daemon=True)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -55,12 +56,26 @@ def warm_body(steps: int = 3, pause: float = 0.0) -> str:
 SHUTDOWN_WAIT_S = 120.0  # generous: it ends as soon as the kernel has exited
 
 
+class SocketFileKernelManager(KernelManager):
+    """A kernel manager whose kernel talks over Unix sockets in a folder of its own.
+
+    Over TCP, jupyter_client picks five free ports and the kernel binds them a moment later; on a
+    machine where other tests' ranks open connections all the while, one of those ports can be
+    taken in between, and the kernel dies with "Address already in use". A socket file cannot be.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(transport="ipc", **kwargs)
+        self.sockets = tempfile.TemporaryDirectory(prefix="hotswitch-kernel-")  # removed with the manager
+        self.ip = str(Path(self.sockets.name) / "k")
+
+
 class KernelSession:
     """Start ``kernel_name`` (from ``kernels_dir`` if given); run cells; collect output per cell."""
 
     def __init__(self, kernel_name: str = "python3", kernels_dir: Path | None = None):
         specs = KernelSpecManager(kernel_dirs=[str(kernels_dir)]) if kernels_dir else KernelSpecManager()
-        self.manager = KernelManager(kernel_name=kernel_name, kernel_spec_manager=specs)
+        self.manager = SocketFileKernelManager(kernel_name=kernel_name, kernel_spec_manager=specs)
         # A kernel asked to shut down stops its jobs and removes their folders on its way out;
         # jupyter_client kills it after 5 s by default, which a busy machine can outlast.
         self.manager.shutdown_wait_time = SHUTDOWN_WAIT_S

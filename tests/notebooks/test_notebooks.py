@@ -15,6 +15,7 @@ from nbclient import NotebookClient
 
 from hotswitch.kernel.notebook.kernelspec import KERNEL_NAME, install_kernelspec
 from hotswitch.widgets.dashboard import PHASE_COLORS
+from tests.kernel.kernel_session import SocketFileKernelManager
 from tests.notebooks.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +85,10 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path, request):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
-        notebook, kernel_name=KERNEL_NAME, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(tmp_path)}}
+        notebook,
+        km=SocketFileKernelManager(kernel_name=KERNEL_NAME),
+        timeout=CELL_TIMEOUT_S,
+        resources={"metadata": {"path": str(tmp_path)}},
     )
     client.execute()  # a failing cell (a hidden check among them) raises CellExecutionError with its traceback
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]

@@ -8,9 +8,9 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -30,10 +30,11 @@ STOP_GRACE_S = 20
 
 @dataclass
 class LabServer:
-    url: str  # http://127.0.0.1:PORT
     token: str
     process: subprocess.Popen
     log: Path
+    runtime: Path  # Jupyter's runtime folder: the server writes there where it listens
+    url: str = ""  # http://127.0.0.1:PORT, once it listens
 
     def page(self, path: str) -> str:
         """The address of ``path`` (under the server's root) in JupyterLab, token included."""
@@ -75,12 +76,6 @@ class LabServer:
         return self.log.read_text(errors="replace")[-chars:]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _install_kernel(prefix: Path) -> None:
     cli = [sys.executable, "-m", "hotswitch.kernel.cli", "kernel", "install", "--prefix", str(prefix)]
     subprocess.run(cli, check=True, capture_output=True)
@@ -111,14 +106,17 @@ def _settings(folder: Path) -> None:
 
 
 def _wait_ready(server: LabServer) -> None:
+    """Wait until the server answers; learn its port from the file it writes in the runtime folder
+    (it binds whatever port is free: a port probed free beforehand can be taken, on a busy
+    machine, in the seconds the server takes to start)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        try:
+        with suppress(OSError, ValueError, KeyError):
+            listening = json.loads((server.runtime / f"jpserver-{server.process.pid}.json").read_text())
+            server.url = f"http://127.0.0.1:{listening['port']}"
             with urllib.request.urlopen(f"{server.url}/api/status?token={server.token}", timeout=2) as reply:
                 if reply.status == 200:
                     return
-        except OSError:
-            pass
         if server.process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"JupyterLab did not start within {START_TIMEOUT_S} s:\n{server.log_tail()}")
         time.sleep(0.5)
@@ -148,29 +146,32 @@ def lab_server(root: Path, home: Path, env: dict[str, str]) -> Iterator[LabServe
     _install_kernel(home / "prefix")
     _settings(home / "settings")
     _page_config(home / "config")
-    port, token = _free_port(), secrets.token_hex(16)
-    server_env = {
-        **os.environ,
-        **env,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "JUPYTER_CONFIG_DIR": str(home / "config"),
-        "JUPYTER_DATA_DIR": str(home / "data"),
-        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-        "JUPYTER_PATH": str(home / "prefix" / "share" / "jupyter"),
-        "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
-    }
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.port={port}",
-               "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-               f"--LabApp.workspaces_dir={home / 'workspaces'}", "--ServerApp.port_retries=0", "--allow-root",
-               "--LabApp.expose_app_in_browser=True",  # the test runs chosen cells through the app's commands
-               "--LabApp.extension_manager=readonly",  # loopback only: no extension index look-ups
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]  # fmt: skip
-    log = home / "lab.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, cwd=root, env=server_env, stdout=out, stderr=subprocess.STDOUT)
-        server = LabServer(f"http://127.0.0.1:{port}", token, process, log)
-        try:
-            _wait_ready(server)
-            yield server
-        finally:
-            _stop(server)
+    token = secrets.token_hex(16)
+    # kernels talk over socket files named after their connection files, in a folder whose name is
+    # short enough for a Unix socket's (a TCP port could be taken before the kernel binds it)
+    with tempfile.TemporaryDirectory(prefix="hotswitch-lab-") as runtime:
+        server_env = {
+            **os.environ,
+            **env,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "JUPYTER_CONFIG_DIR": str(home / "config"),
+            "JUPYTER_DATA_DIR": str(home / "data"),
+            "JUPYTER_RUNTIME_DIR": runtime,
+            "JUPYTER_PATH": str(home / "prefix" / "share" / "jupyter"),
+            "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+        }
+        command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.port=0",
+                   "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+                   f"--LabApp.workspaces_dir={home / 'workspaces'}", "--KernelManager.transport=ipc", "--allow-root",
+                   "--LabApp.expose_app_in_browser=True",  # the test runs chosen cells through the app's commands
+                   "--LabApp.extension_manager=readonly",  # loopback only: no extension index look-ups
+                   "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]  # fmt: skip
+        log = home / "lab.log"
+        with open(log, "w") as out:
+            process = subprocess.Popen(command, cwd=root, env=server_env, stdout=out, stderr=subprocess.STDOUT)
+            server = LabServer(token, process, log, Path(runtime))
+            try:
+                _wait_ready(server)
+                yield server
+            finally:
+                _stop(server)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,11 +24,10 @@ LOOPBACK_AGENT = "hotswitch.kernel.launch.local.loopback_agent"
 ORPHAN_GRACE_S = 10.0
 
 
-def free_loopback_port() -> int:
-    """A port free on 127.0.0.1 right now (for a one-node job's rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+# A one-node job's rendezvous store takes whatever port is free as it binds (node 0 hosts it, and
+# no other node needs to find it). A port probed free beforehand could be taken, on a busy machine,
+# in the seconds before the agent had imported torch and bound it.
+ANY_LOOPBACK_PORT = "127.0.0.1:0"
 
 
 def torchrun_log_dir(spec: LaunchSpec) -> Path:
@@ -43,7 +41,7 @@ def torchrun_argv(spec: LaunchSpec) -> list[str]:
     other interfaces); one node meets on a fresh 127.0.0.1 port, several at the c10d endpoint."""
     argv = [sys.executable, "-m", LOOPBACK_AGENT, *TORCHRUN, f"--nproc-per-node={spec.nproc}", "--max-restarts=0"]
     argv += [f"--log-dir={torchrun_log_dir(spec)}"]
-    endpoint = spec.rdzv_endpoint or f"127.0.0.1:{free_loopback_port()}"
+    endpoint = spec.rdzv_endpoint or ANY_LOOPBACK_PORT
     argv += [
         f"--nnodes={spec.nodes}",
         "--rdzv-backend=c10d",
