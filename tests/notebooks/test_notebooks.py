@@ -86,7 +86,8 @@ def test_notebook_runs_top_to_bottom(path, jupyter_path, tmp_path, request):
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
-        km=SocketFileKernelManager(kernel_name=KERNEL_NAME),
+        kernel_name=KERNEL_NAME,
+        kernel_manager_class=SocketFileKernelManager,  # nbclient's own, shut down as it returns
         timeout=CELL_TIMEOUT_S,
         resources={"metadata": {"path": str(tmp_path)}},
     )
