@@ -1,13 +1,8 @@
 """Training data: documents, tokenisers (byte-level or a locally trained BPE) and resumable
 global batches."""
 
-from hotswitch.backend.data.sources import (
-    DocumentSource,
-    FileDocuments,
-    JoinedDocuments,
-    SyntheticDocuments,
-    stdlib_documents,
-)
+from hotswitch.backend.data.file_documents import FileDocuments
+from hotswitch.backend.data.sources import DocumentSource, JoinedDocuments, SyntheticDocuments, stdlib_documents
 from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.data.tokenizer import BYTES, PAD, Tokenizer
 

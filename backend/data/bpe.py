@@ -18,6 +18,8 @@ SPECIALS = ["<pad>", "<eos>"]  # ids 0 and 1: PAD, then end of document
 
 
 class BPETokenizer:
+    chat_template = None  # learnt from plain text: it knows no conversations
+
     def __init__(self, tokenizer, vocab_size: int):
         self._tokenizer = tokenizer
         self.vocab_size = tokenizer.get_vocab_size()

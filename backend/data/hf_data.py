@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hotswitch.backend.cache import cache_dir
+from hotswitch.backend.data.chat_template import ChatTemplate, check_messages, template_source
 from hotswitch.backend.data.files import DATASET_SUFFIXES
 from hotswitch.backend.data.hf_tokenizer_files import TokenIds, copy_tokenizer, named_tokens
 from hotswitch.backend.data.sources import DocumentSource
@@ -46,6 +47,8 @@ class HFTokenizer:
         candidates = (named, *USUAL_EOS) if named else USUAL_EOS
         self.eos = next((self.tokenizer.token_to_id(t) for t in candidates
                          if self.tokenizer.token_to_id(t) is not None), None)  # fmt: skip
+        template = template_source(self.directory)
+        self.chat_template = None if template is None else ChatTemplate(template, named_tokens(self.directory))
 
     def save_hf(self, directory: Path) -> TokenIds:
         return copy_tokenizer(self.directory, directory, self.tokenizer, self.eos)
@@ -59,19 +62,28 @@ class HFTokenizer:
         then = self.tokenizer.encode(as_text(completion), add_special_tokens=False).ids
         return [*first, *then, *([] if self.eos is None else [self.eos])], len(first)
 
+    def encode_plain(self, text: str) -> list[int]:
+        """``text``'s ids alone: no template's beginning, no end of document (a piece of a
+        conversation its chat template rendered, which holds its own)."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
     def decode(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)
 
 
-def text_column_problem(path: Path, column: str, setting: str = "text_field") -> str | None:
-    """What keeps ``column`` of a Parquet or Arrow file from holding its documents' text (it is
-    missing, or holds no strings), with the fix; None where it can. Read from the schema only."""
+def column_problem(path: Path, column: str, setting: str = "text_field") -> str | None:
+    """What keeps ``column`` of a Parquet or Arrow file from holding what ``setting`` takes (its
+    documents' text; a ``chat_field``'s, lists of messages): it is missing or holds other
+    values, with the fix; None where it can. Read from the schema only."""
     import pyarrow.types
 
     schema = _schema(path)
     if column not in schema.names:
         return f"{path} has no {column!r} field (it has {list(schema.names)}); set {setting}"
     kind = schema.field(column).type
+    if setting == "chat_field":
+        lists = pyarrow.types.is_list(kind) or pyarrow.types.is_large_list(kind)
+        return None if lists else f"{path}'s {column!r} column holds {kind}, not lists of messages; set {setting}"
     strings = (pyarrow.types.is_string, pyarrow.types.is_large_string, getattr(pyarrow.types, "is_string_view", None))
     if any(check is not None and check(kind) for check in strings):
         return None
@@ -95,16 +107,17 @@ def _schema(path: Path):
 
 
 class DatasetDocuments(DocumentSource):
-    """One document per row of Parquet or Arrow files, its text in ``text_field``."""
+    """One document per row of Parquet or Arrow files, its text in ``text_field`` (or its
+    messages, read as a ``conversation``, where ``chat`` says so)."""
 
-    def __init__(self, paths: Sequence[str | Path], text_field: str = "text"):
+    def __init__(self, paths: Sequence[str | Path], text_field: str = "text", chat: bool = False):
         datasets = _require("datasets")
         files = sorted(Path(p) for p in paths)
         kinds = {DATASET_SUFFIXES.get(p.suffix) for p in files}
         if len(kinds) != 1 or None in kinds:
             raise ValueError(f"give Parquet or Arrow files of one kind, got {[p.name for p in files]}")
         for path in files:
-            if problem := text_column_problem(path, text_field):
+            if problem := column_problem(path, text_field, "chat_field" if chat else "text_field"):
                 raise ValueError(problem)
         self.text_field, self.files = text_field, files
         self.dataset = datasets.load_dataset(
@@ -117,6 +130,11 @@ class DatasetDocuments(DocumentSource):
     def text(self, index: int) -> bytes:
         text = self.dataset[index][self.text_field]
         return b"" if text is None else text.encode("utf-8")  # a null row: an empty document, too short to train
+
+    def conversation(self, index: int) -> list[dict]:
+        messages = check_messages(self.dataset[index][self.text_field], f"row {index} of {self.describe()}")
+        # a table's messages share one type: a key some lack (tool_calls, say) is null in the others
+        return [{key: value for key, value in message.items() if value is not None} for message in messages]
 
     def describe(self) -> str:
         return f"{len(self)} rows from {len(self.files)} file(s)"

@@ -6,14 +6,14 @@ end of the document) are targets of the loss, and a step's mean loss is over the
 
 from __future__ import annotations
 
-from hotswitch.backend.data.sources import DocumentSource
+from hotswitch.backend.data.sources import Context, DocumentSource
 
 
 class PromptedDocuments(DocumentSource):
     """``completions[i]`` prompted by ``prompts[i]``: two readings of the same records (one per
     field), so the same count in the same order. ``text`` is both, prompt first (what a BPE
     learns from and ``hotswitch data`` measures); ``document`` tokenises them as one
-    (``Tokenizer.encode_prompted``) and says how many tokens the prompt's are."""
+    (``Tokenizer.encode_prompted``), the prompt's tokens its context."""
 
     def __init__(self, prompts: DocumentSource, completions: DocumentSource):
         if len(prompts) != len(completions):
@@ -29,8 +29,9 @@ class PromptedDocuments(DocumentSource):
     def tokens(self, index: int) -> list[int]:
         return self.document(index)[0]
 
-    def document(self, index: int) -> tuple[list[int], int]:
-        return self.tokenizer.encode_prompted(self.prompts.text(index), self.completions.text(index))
+    def document(self, index: int) -> tuple[list[int], Context]:
+        tokens, prompt = self.tokenizer.encode_prompted(self.prompts.text(index), self.completions.text(index))
+        return tokens, ((0, prompt),) if prompt else ()
 
     def describe(self) -> str:
         return f"{self.completions.describe()}, each a prompt and its completion"

@@ -7,7 +7,6 @@ import bisect
 import functools
 import hashlib
 import itertools
-import json
 import os
 import random
 import re
@@ -17,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hotswitch.backend.data.files import JSONL_SUFFIXES, format_suffix
 from hotswitch.backend.data.lengths import SYNTHETIC
 from hotswitch.backend.data.tokenizer import BYTES, Tokenizer, parse_tokenizer
 
 BPE_TRAINING_BYTES = 128 << 20  # a BPE learns from the first documents up to this much text
+# a document's context: the [start, end) ranges of its tokens that condition what follows but are
+# not learnt (a prompt's, a conversation's turns but the assistant's), in order, apart
+Context = tuple[tuple[int, int], ...]
 
 
 class DocumentSource:
@@ -39,10 +40,14 @@ class DocumentSource:
     def tokens(self, index: int) -> list[int]:
         return self.tokenizer.encode(self.text(index))
 
-    def document(self, index: int) -> tuple[list[int], int]:
-        """Document ``index``'s tokens, and how many of them lead it as a prompt that does not
-        train (``PromptedDocuments``; none here)."""
-        return self.tokens(index), 0
+    def document(self, index: int) -> tuple[list[int], Context]:
+        """Document ``index``'s tokens, and which of them are context that does not train
+        (``PromptedDocuments``, ``ChatDocuments``; none here)."""
+        return self.tokens(index), ()
+
+    def conversation(self, index: int) -> list[dict]:
+        """Record ``index``'s messages (``ChatDocuments``), where these documents are records."""
+        raise ValueError(f"{self.describe()} hold no conversations; give JSONL, Parquet or Arrow records")
 
     def describe(self) -> str:
         raise NotImplementedError
@@ -86,100 +91,35 @@ class DocumentSource:
         return self
 
 
-class FileDocuments(DocumentSource):
-    """Text files (one document each) and JSONL files (one document per line, its
-    ``text`` field), either compressed (``backend.data.files``). A JSONL line is read by its
-    byte offset (``line_index``), so a corpus larger than memory costs 8 bytes a document."""
-
-    def __init__(self, paths: Sequence[str | Path], text_key: str = "text"):
-        from hotswitch.backend.data.decompressed import plain_copy
-        from hotswitch.backend.data.line_index import line_offsets
-
-        self.text_key = text_key
-        self._files: list[tuple[Path, Path, np.ndarray | None]] = []  # (given, read, JSONL offsets)
-        for path in sorted(Path(p) for p in paths):
-            if not path.is_file():
-                raise ValueError(f"{path} is not a file; give text or JSONL files")
-            plain = plain_copy(path)
-            offsets = line_offsets(plain) if format_suffix(path) in JSONL_SUFFIXES else None
-            self._files.append((path, plain, offsets))
-        self._starts = _starts(1 if offsets is None else len(offsets) for _, _, offsets in self._files)
-        if not self._starts[-1]:
-            raise ValueError(f"no documents in {[str(p) for p in paths]}; the dataset is empty")
-
-    def __len__(self) -> int:
-        return self._starts[-1]
-
-    def text(self, index: int) -> bytes:
-        part, within = _locate(self._starts, index)
-        path, plain, offsets = self._files[part]
-        if offsets is None:
-            return plain.read_bytes()
-        offset = int(offsets[within])
-        with plain.open("rb") as f:
-            f.seek(offset)
-            line = f.readline()
-        try:
-            record = json.loads(line)
-        except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
-            why = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
-            raise ValueError(f"{_where(path, plain, offset)} is not JSON ({why}); fix or remove that line") from None
-        text = record.get(self.text_key) if isinstance(record, dict) else None
-        if not isinstance(text, str):
-            raise ValueError(_record_problem(record, self.text_key, _where(path, plain, offset)))
-        return text.encode("utf-8")
-
-    def describe(self) -> str:
-        return f"{len(self)} documents from {len(self._files)} file(s)"
-
-
-def _where(given: Path, plain: Path, offset: int) -> str:
-    """The line of ``plain`` that starts at byte ``offset``, as a reader counts (from 1), named
-    by the file the user gave (``plain`` may be its decompressed copy)."""
-    with plain.open("rb") as f:
-        line = f.read(offset).count(b"\n") + 1
-    return f"{given} line {line}"
-
-
-def _record_problem(record, key: str, where: str) -> str:
-    """Why a JSONL record holds no text under ``key``, naming its line (``where``)."""
-    if not isinstance(record, dict):
-        return f"{where} is a JSON {_json_kind(record)}, not an object with a {key!r} field"
-    if key not in record:
-        return f"{where} has no {key!r} field (it has {sorted(record)}); set text_field"
-    return f"{where}: its {key!r} is a JSON {_json_kind(record[key])}, not a string"
-
-
-def _json_kind(value) -> str:
-    kinds = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return kinds.get(type(value), "null")
-
-
 class JoinedDocuments(DocumentSource):
     """Several sources as one, their documents one after another (a user's JSONL files beside
     Parquet ones, say); tokenised as ``use_tokenizer`` says, as any source is."""
 
     def __init__(self, parts: Sequence[DocumentSource]):
         self.parts = list(parts)
-        self.starts = _starts(len(part) for part in self.parts)
+        self.starts = part_starts(len(part) for part in self.parts)
 
     def __len__(self) -> int:
         return self.starts[-1]
 
     def text(self, index: int) -> bytes:
-        part, within = _locate(self.starts, index)
+        part, within = locate(self.starts, index)
         return self.parts[part].text(within)
+
+    def conversation(self, index: int) -> list[dict]:
+        part, within = locate(self.starts, index)
+        return self.parts[part].conversation(within)
 
     def describe(self) -> str:
         return "; ".join(part.describe() for part in self.parts)
 
 
-def _starts(counts: Iterable[int]) -> list[int]:
+def part_starts(counts: Iterable[int]) -> list[int]:
     """Where each of several parts' documents start, counted over all of them; the total last."""
     return [0, *itertools.accumulate(counts)]
 
 
-def _locate(starts: list[int], index: int) -> tuple[int, int]:
+def locate(starts: list[int], index: int) -> tuple[int, int]:
     """(the part, the index within it) of document ``index`` of parts that start at ``starts``."""
     if not 0 <= index < starts[-1]:
         raise IndexError(f"document {index} of {starts[-1]}")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hotswitch.backend.data.sources import DocumentSource
+from hotswitch.backend.data.sources import Context, DocumentSource
 
 
 class Subset(DocumentSource):
@@ -25,7 +25,7 @@ class Subset(DocumentSource):
     def tokens(self, index: int) -> list[int]:
         return self.source.tokens(int(self.indices[index]))
 
-    def document(self, index: int) -> tuple[list[int], int]:
+    def document(self, index: int) -> tuple[list[int], Context]:
         return self.source.document(int(self.indices[index]))
 
     def describe(self) -> str:

@@ -6,17 +6,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hotswitch.backend.data.sources import DocumentSource
+from hotswitch.backend.data.sources import Context, DocumentSource
 
 
 @dataclass(frozen=True)
 class Sequence:
     """One training sequence: ``tokens[:-1]`` are the inputs, ``tokens[1:]`` the targets, of
-    which the first ``masked`` train nothing (a prompt's: supervised fine-tuning)."""
+    which those in the ``untrained`` ranges [start, end) train nothing (a prompt's, a
+    conversation's turns but the assistant's: supervised fine-tuning)."""
 
     doc: int
     tokens: tuple[int, ...]
-    masked: int = 0
+    untrained: tuple[tuple[int, int], ...] = ()
 
     @property
     def length(self) -> int:
@@ -25,7 +26,15 @@ class Sequence:
     @property
     def trained(self) -> int:
         """The targets that train: what a step's mean loss is over."""
-        return self.length - self.masked
+        return self.length - sum(end - start for start, end in self.untrained)
+
+
+def untrained_targets(context: Context, start: int, length: int) -> tuple[tuple[int, int], ...]:
+    """The ranges of a sequence's ``length`` targets that are ``context``'s tokens, for the
+    sequence whose first input is its document's token ``start`` (its target i is token
+    start + i + 1)."""
+    ranges = ((max(a - 1 - start, 0), min(b - 1 - start, length)) for a, b in context)
+    return tuple((a, b) for a, b in ranges if a < b)
 
 
 class BatchStream:
@@ -54,7 +63,7 @@ class BatchStream:
         self.position = 0  # documents begun so far, over all epochs
         self.piece: tuple[int, int] | None = None  # (document, first token) of a split document's next piece
         self._orders: dict[int, np.ndarray] = {}
-        self._tokens: tuple[int, list[int], int] | None = None  # the document being split, tokenised once
+        self._tokens: tuple[int, list[int], Context] | None = None  # the document being split, tokenised once
         self._documents: str | None = None  # ``source.fingerprint()``, once asked for
 
     def _order(self, epoch: int) -> np.ndarray:
@@ -69,13 +78,13 @@ class BatchStream:
         batch: list[Sequence] = []
         while len(batch) < self.batch_size:
             doc, start = self.piece or self._next_document()
-            tokens, prompt = self._document(doc)
+            tokens, context = self._document(doc)
             end = start + self.max_len + 1
             self.piece = (doc, start + self.max_len) if self.split and end < len(tokens) else None
             piece = tuple(tokens[start:end])
-            masked = min(max(prompt - 1 - start, 0), len(piece) - 1)  # the targets within the prompt
-            if len(piece) - 1 >= self.min_len and masked < len(piece) - 1:
-                batch.append(Sequence(doc, piece, masked))
+            sequence = Sequence(doc, piece, untrained_targets(context, start, len(piece) - 1))
+            if sequence.length >= self.min_len and sequence.trained:
+                batch.append(sequence)
             elif self.position > 2 * len(self.source) and not batch:
                 raise ValueError(
                     f"no document has at least {self.min_len + 1} tokens and a trained one among its first "
@@ -88,8 +97,8 @@ class BatchStream:
         self.position += 1
         return int(self._order(epoch)[index]), 0
 
-    def _document(self, doc: int) -> tuple[list[int], int]:
-        """Document ``doc``'s tokens and how many of them are its prompt's (tokenised once)."""
+    def _document(self, doc: int) -> tuple[list[int], Context]:
+        """Document ``doc``'s tokens and its context's ranges of them (tokenised once)."""
         if self._tokens is None or self._tokens[0] != doc:
             self._tokens = (doc, *self.source.document(doc))
         return self._tokens[1], self._tokens[2]

@@ -5,9 +5,12 @@ the training documents themselves (``"bpe:<vocabulary size>"``). Every one pads 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hotswitch.backend.data.hf_tokenizer_files import TokenIds, byte_level_json, write_tokenizer
+
+if TYPE_CHECKING:
+    from hotswitch.backend.data.chat_template import ChatTemplate
 
 PAD = 0
 IGNORE = -100  # a target the loss skips (padding): PyTorch's cross-entropy default ignore_index
@@ -16,6 +19,11 @@ IGNORE = -100  # a target the loss skips (padding): PyTorch's cross-entropy defa
 class Tokenizer(Protocol):
     name: str
     vocab_size: int
+
+    @property
+    def chat_template(self) -> ChatTemplate | None:
+        """How a conversation is written out as text (a Hugging Face tokenizer's); None: it knows none."""
+        ...
 
     def encode(self, text: str | bytes) -> list[int]: ...
 
@@ -37,6 +45,7 @@ class ByteTokenizer:
     name = "byte"
     vocab_size = 257
     eos = 256
+    chat_template = None
 
     def encode(self, text: str | bytes) -> list[int]:
         return [*as_bytes(text), self.eos]

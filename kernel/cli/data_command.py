@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
     p.add_argument("data", nargs="+", help="text/JSONL/Parquet/Arrow files, folders or patterns (gzip too)")
     p.add_argument("--text-field", default="text", help="the field or column holding the text (default text)")
     p.add_argument("--prompt-field", default=None, help="the field holding each record's prompt (fine-tuning)")
+    p.add_argument("--chat-field", default=None, help="the field holding each record's conversation (fine-tuning)")
     p.add_argument("--tokenizer", default="byte", help="byte (default), bpe:N or hf:DIR, as training would")
     p.add_argument("--max-len", type=int, nargs="+", default=[256, 1024, 4096, 16384], help="max_len values to weigh")
     p.add_argument("--sample", type=int, default=2000, help="documents to read, drawn at random (default 2000)")
@@ -43,7 +44,7 @@ def run(args) -> int:
     if min(args.max_len) < 1:
         raise ValueError(f"--max-len {min(args.max_len)} holds no token; give at least 1")
     unbounded = get_config("tiny").with_(vocab_size=1 << 31)  # no model here for the vocabulary to fit
-    source = read_documents(args.data, args.text_field, args.tokenizer, unbounded, args.prompt_field)
+    source = read_documents(args.data, args.text_field, args.tokenizer, unbounded, args.prompt_field, args.chat_field)
     profile = length_profile(source, args.max_len, args.sample, args.seed, None if args.json else _progress)
     out = {"data": source.describe(), "tokenizer": source.tokenizer.name, **profile}
     if args.json:

@@ -77,6 +77,7 @@ def add_data_arguments(p) -> None:
     )
     p.add_argument("--text-field", default="text", help="with --data: the field or column holding the text")
     p.add_argument("--prompt-field", default=None, help="with --data: the field holding each record's prompt")
+    p.add_argument("--chat-field", default=None, help="with --data: the field holding each record's conversation")
     p.add_argument("--tokenizer", default="byte", help="with --data: byte (default), bpe:N or hf:DIR")
 
 
@@ -124,7 +125,7 @@ def _lengths(args) -> tuple[list[int], str]:
     from hotswitch.backend.train.run.recipe import read_documents
 
     model = sim_model(args.model, args.context)
-    source = read_documents(args.data, args.text_field, args.tokenizer, model, args.prompt_field)
+    source = read_documents(args.data, args.text_field, args.tokenizer, model, args.prompt_field, args.chat_field)
     batch = BatchStream(source, args.batch, args.context).next_batch()
     return [s.length for s in batch], f"{source.describe()}, {source.tokenizer.name} tokens"
 

@@ -82,12 +82,18 @@ def data_from_words(words: list[str]) -> str | list[str]:
     return words[0] if one else list(words)
 
 
-def check_data(data, text_field: str, key: str = "data", prompt_field: str | None = None) -> str | list[str]:
+def check_data(
+    data, text_field: str, key: str = "data", prompt_field: str | None = None, chat_field: str | None = None
+) -> str | list[str]:
     """``data`` checked (its files, folders' and patterns' too, readable and holding
-    ``text_field``, and ``prompt_field`` where given: then records only); its entries made
-    absolute (each rank reads a folder or pattern again). ``key``: the setting that names them
-    (``data``, ``eval_data``), as errors say."""
-    _check_prompt_field(prompt_field, data, text_field, key)
+    ``text_field``, and ``prompt_field`` where given; or conversations under ``chat_field``: then
+    records only); its entries made absolute (each rank reads a folder or pattern again).
+    ``key``: the setting that names them (``data``, ``eval_data``), as errors say."""
+    _check_record_field("prompt_field", prompt_field, data, text_field, key)
+    _check_record_field("chat_field", chat_field, data, text_field, key)
+    if prompt_field is not None and chat_field is not None:
+        why = "a conversation's prompts are its turns but the assistant's: give prompt_field or chat_field, not both"
+        raise bad_setting("chat_field", chat_field, why)
     if data == "stdlib":
         return data
     if isinstance(data, str) and data.startswith("synthetic:"):
@@ -106,40 +112,46 @@ def check_data(data, text_field: str, key: str = "data", prompt_field: str | Non
         except ValueError as error:
             raise bad_setting(key, data, str(error)) from None
         for path in files:
-            problem = unreadable(path) or _text_problem(path, text_field, key, "text_field")
-            if problem := problem or _prompt_problem(path, prompt_field, key):
+            if chat_field is not None:
+                problem = unreadable(path) or _records_only(path) or _field_problem(path, chat_field, key, "chat_field")
+            else:
+                problem = unreadable(path) or _field_problem(path, text_field, key, "text_field")
+                problem = problem or (prompt_field and _records_only(path))
+                problem = problem or (prompt_field and _field_problem(path, prompt_field, key, "prompt_field"))
+            if problem:
                 raise bad_setting(key, data, problem)
     return [str(entry) for entry in resolved]  # folders and patterns stay: a spec of 20K shards fits a ConfigMap
 
 
-def _check_prompt_field(prompt_field, data, text_field: str, key: str) -> None:
-    """``prompt_field`` none, or a field's name beside ``text_field``, of files that may hold records."""
-    if prompt_field is None:
+def _check_record_field(name: str, field, data, text_field: str, key: str) -> None:
+    """``field`` (the ``name`` setting: ``prompt_field``, ``chat_field``) none, or a field's name
+    other than ``text_field``, of files that may hold records."""
+    if field is None:
         return
-    if not isinstance(prompt_field, str) or not prompt_field or prompt_field == text_field:
-        why = f"give the field that holds each record's prompt, another than text_field ({text_field!r})"
-        raise bad_setting("prompt_field", prompt_field, why)
+    if not isinstance(field, str) or not field or field == text_field:
+        what = "prompt" if name == "prompt_field" else "conversation (its messages)"
+        why = f"give the field that holds each record's {what}, another than text_field ({text_field!r})"
+        raise bad_setting(name, field, why)
     if data == "stdlib" or (isinstance(data, str) and data.startswith("synthetic:")):
-        why = f"{key} {data!r} holds no prompts; give JSONL, Parquet or Arrow files of prompt and completion records"
-        raise bad_setting("prompt_field", prompt_field, why)
+        held = "prompts" if name == "prompt_field" else "conversations"
+        why = f"{key} {data!r} holds no {held}; give JSONL, Parquet or Arrow files of records"
+        raise bad_setting(name, field, why)
 
 
-def _prompt_problem(path: Path, prompt_field: str | None, key: str) -> str | None:
-    """Why ``path`` holds no prompts under ``prompt_field`` (None where it is not asked for)."""
-    if prompt_field is None:
-        return None
+def _records_only(path: Path) -> str | None:
     if format_suffix(path) not in RECORD_SUFFIXES:
         return f"{path} is a text file, one document with no fields; give JSONL, Parquet or Arrow records"
-    return _text_problem(path, prompt_field, key, "prompt_field")
+    return None
 
 
-def _text_problem(path: Path, field: str, key: str, field_key: str) -> str | None:
-    """Why ``path`` holds no documents under ``field``: a JSONL file's first record or a
-    dataset file's column lacks it (or, a column, holds no strings); None for text files."""
+def _field_problem(path: Path, field: str, key: str, field_key: str) -> str | None:
+    """Why ``path`` holds no documents under ``field``: a JSONL file's first record or a dataset
+    file's column lacks it or holds other than ``field_key`` takes (text, or a chat_field's
+    messages); None for text files."""
     if format_suffix(path) in DATASET_SUFFIXES:
-        from hotswitch.backend.data.hf_data import text_column_problem
+        from hotswitch.backend.data.hf_data import column_problem
 
-        return text_column_problem(path, field, field_key)
+        return column_problem(path, field, field_key)
     if format_suffix(path) not in JSONL_SUFFIXES:
         return None
     with open_plain(path) as f:
@@ -149,4 +161,22 @@ def _text_problem(path: Path, field: str, key: str, field_key: str) -> str | Non
     except json.JSONDecodeError as error:
         raise bad_setting(key, str(path), f"its first line is not JSON ({error})") from None
     fields = list(record) if isinstance(record, dict) else []
-    return None if field in fields else f"{path} has no {field!r} field (it has {fields}); set {field_key}"
+    if field not in fields:
+        return f"{path} has no {field!r} field (it has {fields}); set {field_key}"
+    conversation = isinstance(record[field], list)
+    if field_key == "chat_field" and not conversation:
+        return f"{path}'s first record's {field!r} is not a list of messages; set chat_field to the field that is"
+    if field_key != "chat_field" and conversation:
+        return f"{path}'s first record's {field!r} is a list, not text: a conversation's messages? set chat_field"
+    return None
+
+
+def check_chat_template(chat_field: str | None, tokenizer: str) -> None:
+    """A ``chat_field`` needs ``tokenizer`` (a checked ``tokenizer`` setting) to have a chat template."""
+    if chat_field is None:
+        return
+    from hotswitch.backend.data.chat import chat_template_missing
+    from hotswitch.backend.data.chat_template import template_source
+
+    if not tokenizer.startswith(HF) or template_source(Path(tokenizer[len(HF) :])) is None:
+        raise bad_setting("chat_field", chat_field, chat_template_missing(tokenizer))

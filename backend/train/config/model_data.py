@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.train.config.inputs import (
+    check_chat_template,
     check_data,
     check_model,
     check_tokenizer,
@@ -50,6 +51,12 @@ class DataSettings:
         "the field or column holding each record's prompt, which conditions its text_field (the completion) "
         "but does not train: supervised fine-tuning; default: none, every token trains",
     )
+    chat_field: str | None = setting(
+        None,
+        "the field or column holding each record's conversation (a list of {role, content} messages), written "
+        "out by the tokenizer's chat template; only the assistant's turns train (supervised fine-tuning); "
+        "in place of text_field",
+    )
     tokenizer: str | None = setting(
         None,
         "'byte', 'bpe:N' (a byte-level BPE of N tokens trained on the data, cached) or hf:DIR; "
@@ -66,8 +73,9 @@ class DataSettings:
 
     def check(self, model: ModelConfig, model_name: str = "") -> DataSettings:
         """This section checked against ``model`` (its sequence length and vocabulary); files
-        must exist and hold ``text_field`` (and ``prompt_field``); paths made absolute; no tokenizer means the one of
-        ``model_name`` (the checked ``model`` setting) where it is an ``hf:`` checkpoint with one."""
+        must exist and hold ``text_field`` (and ``prompt_field``), or ``chat_field`` (and the tokenizer a chat
+        template); paths made absolute; no tokenizer means the one of ``model_name`` (the checked ``model``
+        setting) where it is an ``hf:`` checkpoint with one."""
         whole("batch_size", self.batch_size, 1)
         whole("max_len", self.max_len, 2)
         choice("long_documents", self.long_documents, LONG_DOCUMENTS)
@@ -79,7 +87,8 @@ class DataSettings:
         if not isinstance(self.text_field, str) or not self.text_field:
             why = "give the name of the field that holds each document's text"
             raise bad_setting("text_field", self.text_field, why)
-        source = check_data(self.source, self.text_field, prompt_field=self.prompt_field)
+        source = check_data(self.source, self.text_field, prompt_field=self.prompt_field, chat_field=self.chat_field)
+        check_chat_template(self.chat_field, tokenizer)
         return replace(self, source=source, tokenizer=tokenizer)
 
     @property

@@ -30,9 +30,11 @@ class EvaluationSettings:
         parse=data_from_words,
     )
 
-    def check(self, text_field: str = "text", prompt_field: str | None = None) -> EvaluationSettings:
-        """This section checked; ``eval_data``'s files read for ``text_field`` (and ``prompt_field``),
-        made absolute."""
+    def check(
+        self, text_field: str = "text", prompt_field: str | None = None, chat_field: str | None = None
+    ) -> EvaluationSettings:
+        """This section checked; ``eval_data``'s files read for ``text_field`` (and ``prompt_field``)
+        or ``chat_field``, made absolute."""
         whole("eval_batches", self.eval_batches, 1)
         whole_or_none("eval_every", self.eval_every)
         at_least_zero("eval_fraction", self.eval_fraction, below=1)
@@ -40,7 +42,8 @@ class EvaluationSettings:
             if self.eval_every is None:
                 why = "it names documents to evaluate on, but eval_every is unset: set it, e.g. 100"
                 raise bad_setting("eval_data", self.eval_data, why)
-            return replace(self, eval_data=check_data(self.eval_data, text_field, "eval_data", prompt_field))
+            checked = check_data(self.eval_data, text_field, "eval_data", prompt_field, chat_field)
+            return replace(self, eval_data=checked)
         if self.eval_every is not None and not self.eval_fraction > 0:
             why = "evaluation needs held-out documents: give e.g. 0.05, or eval_data"
             raise bad_setting("eval_fraction", self.eval_fraction, why)

@@ -85,7 +85,9 @@ class RunConfig:
         if not isinstance(plan, str):  # a named plan, not "auto"
             run.precision.check_budget(architecture, plan, data.max_len)
         return replace(
-            run, evaluation=self.evaluation.check(data.text_field, data.prompt_field), tracking=self.tracking.check()
+            run,
+            evaluation=self.evaluation.check(data.text_field, data.prompt_field, data.chat_field),
+            tracking=self.tracking.check(),
         )
 
     def check_training(self, max_len: int) -> RunConfig:

@@ -19,6 +19,7 @@ from hotswitch.backend.data import (
     SyntheticDocuments,
     stdlib_documents,
 )
+from hotswitch.backend.data.chat import ChatDocuments
 from hotswitch.backend.data.files import DATASET_SUFFIXES, data_files, format_suffix
 from hotswitch.backend.data.hf_data import DatasetDocuments
 from hotswitch.backend.data.prompted import PromptedDocuments
@@ -29,6 +30,7 @@ from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.runtime.process_groups import init_from_env
 from hotswitch.backend.train.config.inputs import (  # noqa: F401  (the recipe's API)
     HF,
+    check_chat_template,
     check_data,
     check_tokenizer,
     model_config,
@@ -45,37 +47,54 @@ from hotswitch.backend.train.tracking.fanout import TrackedSink
 from hotswitch.backend.train.tracking.trackers import open_tracker
 
 
-def documents(data, text_field: str = "text", prompt_field: str | None = None) -> DocumentSource:
+def documents(
+    data, text_field: str = "text", prompt_field: str | None = None, chat_field: str | None = None
+) -> DocumentSource:
     """The documents ``data`` names (files, folders, patterns: ``backend.data.files``): Parquet
     and Arrow files through ``datasets`` (one source per kind), text and JSONL files directly;
     several kinds joined one after another. With ``prompt_field``, each record's prompt and its
-    completion (``text_field``) are one document whose prompt does not train."""
+    completion (``text_field``) are one document whose prompt does not train; with
+    ``chat_field``, each record's conversation is one, whose assistant's turns alone train."""
     if prompt_field is not None:
         return PromptedDocuments(documents(data, prompt_field), documents(data, text_field))
+    if chat_field is not None:
+        return ChatDocuments(_files(data, chat_field, chat=True))
     if data == "stdlib":
         return stdlib_documents()
     if isinstance(data, str) and data.startswith("synthetic:"):
         return SyntheticDocuments(data.split(":", 1)[1])
+    return _files(data, text_field)
+
+
+def _files(data, field: str, chat: bool = False) -> DocumentSource:
+    """The documents of the files ``data`` names, each kind read by its reader."""
     entries = [data] if isinstance(data, str) else data
     paths = list(dict.fromkeys(path for entry in entries for path in data_files(entry)))  # each file once
     kinds: dict[str | None, list] = {}
     for path in paths:
         kinds.setdefault(DATASET_SUFFIXES.get(format_suffix(path)), []).append(path)
     parts = [
-        FileDocuments(files, text_field) if kind is None else DatasetDocuments(files, text_field)
+        FileDocuments(files, field) if kind is None else DatasetDocuments(files, field, chat)
         for kind, files in sorted(kinds.items(), key=lambda item: item[0] or "")
     ]
     return parts[0] if len(parts) == 1 else JoinedDocuments(parts)
 
 
 def read_documents(
-    data, text_field: str, tokenizer: str, model: ModelConfig, prompt_field: str | None = None
+    data,
+    text_field: str,
+    tokenizer: str,
+    model: ModelConfig,
+    prompt_field: str | None = None,
+    chat_field: str | None = None,
 ) -> DocumentSource:
     """The documents ``data`` names, checked as a run's are before launch (its tokenizer against
-    ``model``'s vocabulary, its records' ``prompt_field``) and tokenised: what ``hotswitch data``
-    and ``simulate --data`` read."""
-    checked = check_data(data, text_field, prompt_field=prompt_field)
-    return documents(checked, text_field, prompt_field).use_tokenizer(check_tokenizer(tokenizer, model))
+    ``model``'s vocabulary, its records' ``prompt_field`` or ``chat_field``) and tokenised: what
+    ``hotswitch data`` and ``simulate --data`` read."""
+    checked = check_data(data, text_field, prompt_field=prompt_field, chat_field=chat_field)
+    tokenizer = check_tokenizer(tokenizer, model)
+    check_chat_template(chat_field, tokenizer)
+    return documents(checked, text_field, prompt_field, chat_field).use_tokenizer(tokenizer)
 
 
 def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, DocumentSource | None]:
@@ -84,7 +103,7 @@ def sources(run: RunConfig | dict, model: ModelConfig) -> tuple[DocumentSource, 
     ones: a BPE is trained on those alone), else ``eval_fraction`` of the data's, which never train."""
     run = RunConfig.of(run)
     data = run.data
-    fields = (data.text_field, data.prompt_field)
+    fields = (data.text_field, data.prompt_field, data.chat_field)
     source = documents(data.source, *fields).use_tokenizer(cast("str", data.tokenizer))  # checked: filled in
     if source.tokenizer.vocab_size > model.vocab_size:
         raise ValueError(

@@ -39,9 +39,9 @@ def test_only_the_completion_and_the_end_of_the_document_are_targets():
         assert s.tokens == (*prompt, *completion, BYTES.eos)
         trained = micro.targets[row][micro.targets[row] != IGNORE].tolist()
         if prompt:  # its last token predicts the completion's first
-            assert s.masked == len(prompt) - 1 and trained == [*completion, BYTES.eos]
+            assert s.untrained == ((0, len(prompt) - 1),) and trained == [*completion, BYTES.eos]
         else:  # nothing before the completion's first token: it is an input only, as in any document
-            assert s.masked == 0 and trained == [*completion[1:], BYTES.eos]
+            assert s.untrained == () and trained == [*completion[1:], BYTES.eos]
         assert s.trained == len(trained)
     assert sum(s.trained for s in batch) == int((micro.targets != IGNORE).sum())  # what a step's mean is over
 
@@ -52,7 +52,7 @@ def test_a_prompt_that_fills_the_sequence_trains_nothing_and_a_split_one_trains_
         BatchStream(source, 1, 30, seed=0).next_batch()  # cut to 30 targets, all of them the prompt's
     split = BatchStream(source, 1, 30, seed=0, split=True)
     pieces = [split.next_batch()[0] for _ in range(2)]  # the first piece, all prompt, is left out
-    assert [(s.length, s.masked) for s in pieces] == [(30, 49 - 30), (9, 0)]
+    assert [(s.length, s.untrained) for s in pieces] == [(30, ((0, 49 - 30),)), (9, ())]
     trained = [t for s in pieces for t in collate([s]).targets[0].tolist() if t != IGNORE]
     assert trained == [*COMPLETIONS[3].encode(), BYTES.eos]
 

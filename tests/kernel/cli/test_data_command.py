@@ -56,3 +56,22 @@ def test_bad_inputs_are_refused_naming_the_fix(corpus, capsys, args, refusal):
     assert refusal in capsys.readouterr().err
     assert main(["data", str(corpus / "missing")]) == 2
     assert "missing is not a file or a folder" in capsys.readouterr().err
+
+
+def test_conversations_count_the_assistant_turns_targets_as_transformers_marks_them(tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    from tests.backend.data.test_chat import CHATML, CONVERSATIONS, chat_folder, write_chats
+
+    folder = chat_folder(tmp_path / "tokenizer", CHATML)
+    chats = write_chats(tmp_path / "chats.jsonl", CONVERSATIONS)
+    argv = ["data", str(chats), "--chat-field", "messages", "--tokenizer", f"hf:{folder}", "--max-len", "4096"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    theirs = AutoTokenizer.from_pretrained(folder)
+    marks = [theirs.apply_chat_template(c, return_dict=True, return_assistant_tokens_mask=True) for c in CONVERSATIONS]
+    assert out["data"] == "3 documents from 1 file(s), each a conversation"
+    assert out["targets"] == sum(sum(m["assistant_masks"][1:]) for m in marks)
+    assert out["longest"] == max(len(m["input_ids"]) - 1 for m in marks)
+    assert main(["data", str(chats), "--chat-field", "messages"]) == 2
+    assert "the 'byte' tokenizer has none" in capsys.readouterr().err

@@ -22,6 +22,10 @@ def folder(tmp_path_factory):
     (root / "content.jsonl").write_text(json.dumps({"content": "def f(): pass"}) + "\n")
     (root / "broken.jsonl").write_text("{not json\n")
     (root / "notes.txt").write_text("a document with no fields\n")
+    chat = [{"role": "user", "content": "def f():"}, {"role": "assistant", "content": "pass"}]
+    (root / "chats.jsonl").write_text(json.dumps({"messages": chat}) + "\n")
+    make_tokenizer(root / "chat-tokenizer", vocab=300)
+    (root / "chat-tokenizer" / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     return root
 
 
@@ -49,6 +53,19 @@ CASES = [
         ["'id' column holds int64", "set prompt_field"],
     ),
     ({"data": ["body.parquet"], "text_field": "body", "prompt_field": "body"}, ["another than text_field ('body')"]),
+    ({"chat_field": "messages"}, ["'chat_field' = 'messages'", "data 'stdlib' holds no conversations"]),
+    ({"data": ["chats.jsonl"], "text_field": "messages"}, ["'messages' is a list, not text", "set chat_field"]),
+    ({"data": ["content.jsonl"], "chat_field": "content"}, ["'content' is not a list of messages; set chat_field"]),
+    ({"data": ["body.parquet"], "chat_field": "body"}, ["'body' column holds string, not lists of messages"]),
+    ({"data": ["chats.jsonl"], "chat_field": "messages"}, ["the 'byte' tokenizer has none; give tokenizer 'hf:DIR'"]),
+    (
+        {"data": ["chats.jsonl"], "chat_field": "messages", "tokenizer": "hf:big-tokenizer", "model": "1b"},
+        ["big-tokenizer has no chat template (chat_template.jinja"],
+    ),
+    (
+        {"data": ["chats.jsonl"], "chat_field": "messages", "prompt_field": "prompt"},
+        ["give prompt_field or chat_field, not both"],
+    ),
 ]
 
 
@@ -65,6 +82,12 @@ def test_a_field_named_by_text_field_is_accepted(folder, monkeypatch):
     monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
     s = check_spec({"data": ["body.parquet"], "text_field": "body", "model": "hf:small", "max_len": 48})
     assert s["data"] == [str(folder / "body.parquet")] and s["model"] == f"hf:{folder / 'small'}"
+
+
+def test_conversations_read_with_a_tokenizer_that_has_a_chat_template_are_accepted(folder, monkeypatch):
+    monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(folder))
+    spec = {"data": ["chats.jsonl"], "chat_field": "messages", "tokenizer": "hf:chat-tokenizer", "max_len": 48}
+    assert check_spec(spec)["tokenizer"] == f"hf:{folder / 'chat-tokenizer'}"
 
 
 def test_a_checkpoint_trains_with_its_own_tokenizer_unless_another_is_named(folder, monkeypatch):

@@ -1,0 +1,149 @@
+"""Conversations for supervised fine-tuning: a record's messages written out by its tokenizer's
+chat template to the very ids transformers' ``apply_chat_template`` gives, of which the
+assistant's turns alone train: the targets that train are the tokens transformers' own
+assistant mask marks (read from the template's ``{% generation %}`` markers, which ours does not
+use), however many turns, and wherever a long conversation is split."""
+
+import json
+
+import pytest
+
+from hotswitch.backend.data import BatchStream
+from hotswitch.backend.data.chat import ChatDocuments
+from hotswitch.backend.data.chat_template import ChatTemplateError
+from hotswitch.backend.data.file_documents import FileDocuments
+from hotswitch.backend.data.hf_data import HFTokenizer
+from hotswitch.backend.data.tokenizer import IGNORE
+from hotswitch.backend.train.planning.batching import collate
+from tests.backend.data.test_hf_tokenizer_files import hf_folder
+
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] + '<|im_end|>\\n' }}"
+    "{% endgeneration %}{% else %}{{ message['content'] + '<|im_end|>\\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+# LLaMA 3's shape: the beginning token written by the template, a role check, contents trimmed
+HEADERS = (
+    "{{ bos_token }}{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('unknown role ' + m.role) }}{% endif %}{{ '<|im_start|>' + m.role + '\\n\\n' }}"
+    "{% if m.role == 'assistant' %}{% generation %}{{ m.content | trim }}{{ '</s>' }}{% endgeneration %}"
+    "{% else %}{{ m.content | trim }}{{ '</s>' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n\\n' }}{% endif %}"
+)
+CONVERSATIONS = [
+    [{"role": "user", "content": "def f(x):"}, {"role": "assistant", "content": "return x"}],
+    [
+        {"role": "system", "content": "You write code."},
+        {"role": "user", "content": "héllo wörld"},
+        {"role": "assistant", "content": "def f(x):\n\treturn  x"},
+        {"role": "user", "content": " leading space"},
+        {"role": "assistant", "content": "two  spaces # 🎉"},
+    ],
+    [{"role": "user", "content": "only a question"}],
+]
+
+
+def chat_folder(path, template: str):
+    folder = hf_folder(
+        path,
+        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "<|im_end|>"},
+        specials=("<s>", "</s>", "<|im_start|>", "<|im_end|>"),
+    )
+    (folder / "chat_template.jinja").write_text(template)
+    return folder
+
+
+def write_chats(path, conversations, field="messages"):
+    path.write_text("".join(json.dumps({field: c, "id": i}) + "\n" for i, c in enumerate(conversations)))
+    return path
+
+
+def chats(tmp_path, template: str) -> ChatDocuments:
+    folder = chat_folder(tmp_path / "tokenizer", template)
+    source = ChatDocuments(FileDocuments([write_chats(tmp_path / "chats.jsonl", CONVERSATIONS)], "messages"))
+    return source.use_tokenizer(f"hf:{folder}")
+
+
+@pytest.mark.parametrize("template", [CHATML, HEADERS], ids=["chatml", "headers"])
+def test_the_ids_are_transformers_and_the_assistant_turns_alone_train(tmp_path, template):
+    from transformers import AutoTokenizer
+
+    source = chats(tmp_path, template)
+    theirs = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
+    for index, conversation in enumerate(CONVERSATIONS):
+        expected = theirs.apply_chat_template(
+            conversation, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
+        tokens, _ = source.document(index)
+        assert tokens == expected["input_ids"]
+        assert source.text(index).decode() == theirs.apply_chat_template(conversation, tokenize=False)
+        stream = BatchStream(_only(source, index), 1, 4096)
+        if not any(expected["assistant_masks"]):  # no assistant turn: it trains nothing, and is left out
+            with pytest.raises(ValueError, match="no document has at least 3 tokens and a trained one"):
+                stream.next_batch()
+            continue
+        (sequence,) = stream.next_batch()
+        targets = collate([sequence]).targets[0].tolist()
+        trained = [t != IGNORE for t in targets]
+        assert trained == [bool(m) for m in expected["assistant_masks"][1:]]
+        assert sequence.trained == sum(expected["assistant_masks"][1:]) == sum(trained)
+    assert len(source.document(1)[1]) == 2  # the system and first user turns, the second user turn
+
+
+def _only(source, index):
+    """``source`` as a one-document source (its document ``index``)."""
+    from hotswitch.backend.data.split import Subset
+
+    return Subset(source, [index], "one")
+
+
+def test_a_split_conversation_trains_each_assistant_token_once(tmp_path):
+    source = chats(tmp_path, CHATML)
+    tokens, context = source.document(1)
+    stream = BatchStream(_only(source, 1), 1, 7, split=True)
+    pieces = [stream.next_batch()[0]]
+    while stream.piece is not None:  # its pieces of 7 targets, those all context left out
+        pieces.append(stream.next_batch()[0])
+    learnt = [t for p in pieces for t in collate([p]).targets[0].tolist() if t != IGNORE]
+    in_context = {i for a, b in context for i in range(a, b)}
+    assert learnt == [t for i, t in enumerate(tokens) if i and i not in in_context]
+    assert all(p.trained for p in pieces) and len(pieces) < -(-(len(tokens) - 1) // 7)  # some were all context
+
+
+def test_a_template_that_rewrites_earlier_turns_is_refused_by_name(tmp_path):
+    rewrites = "{% for m in messages %}{{ m.content if loop.last else m.content[:1] }}{% endfor %}"
+    with pytest.raises(ChatTemplateError, match="renders the conversation's turns before message 2 differently"):
+        chats(tmp_path, rewrites).document(1)
+
+
+def test_records_that_are_not_conversations_are_refused_naming_their_line(tmp_path):
+    folder = chat_folder(tmp_path / "tokenizer", CHATML)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"messages": CONVERSATIONS[0]}) + "\n" + json.dumps({"messages": [{"content": "x"}]}))
+    source = ChatDocuments(FileDocuments([path], "messages")).use_tokenizer(f"hf:{folder}")
+    assert source.document(0)[0]
+    with pytest.raises(ValueError, match=r"bad.jsonl line 2: the conversation message 0 is not an object with a"):
+        source.document(1)
+    with pytest.raises(ValueError, match="its 'messages' is a JSON array, not a string; a conversation's"):
+        FileDocuments([path], "messages").text(0)
+
+
+def test_a_tokenizer_without_a_chat_template_is_named():
+    from hotswitch.backend.data.chat import chat_template_missing
+
+    assert "the 'byte' tokenizer has none; give tokenizer 'hf:DIR'" in chat_template_missing("byte")
+    assert "has no chat template" in chat_template_missing("hf:/models/base")
+
+
+def test_named_templates_take_the_default_and_the_jinja_file_comes_first(tmp_path):
+    from hotswitch.backend.data.chat_template import template_source
+
+    folder = chat_folder(tmp_path / "tokenizer", CHATML)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    named = [{"name": "tool_use", "template": "x"}, {"name": "default", "template": HEADERS}]
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": named}))
+    assert template_source(folder) == CHATML
+    (folder / "chat_template.jinja").unlink()
+    assert template_source(folder) == HEADERS
+    assert HFTokenizer(folder).chat_template.render(CONVERSATIONS[0]).startswith("<s><|im_start|>user\n\ndef f(x):")
