@@ -147,3 +147,21 @@ def test_named_templates_take_the_default_and_the_jinja_file_comes_first(tmp_pat
     (folder / "chat_template.jinja").unlink()
     assert template_source(folder) == HEADERS
     assert HFTokenizer(folder).chat_template.render(CONVERSATIONS[0]).startswith("<s><|im_start|>user\n\ndef f(x):")
+
+
+def test_a_parquet_column_of_conversations_reads_as_the_jsonl_records_do(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hotswitch.backend.data.hf_data import DatasetDocuments
+
+    monkeypatch.setenv("HOTSWITCH_CACHE", str(tmp_path / "cache"))
+    with_name = [[*c[:-1], {**c[-1], "name": "bot"}] if i == 0 else c for i, c in enumerate(CONVERSATIONS)]
+    path = tmp_path / "chats.parquet"
+    pq.write_table(pa.table({"messages": with_name}), path)  # a key one message has is null in the others
+    folder = chat_folder(tmp_path / "tokenizer", CHATML)
+    table = ChatDocuments(DatasetDocuments([path], "messages", chat=True)).use_tokenizer(f"hf:{folder}")
+    lines = ChatDocuments(FileDocuments([write_chats(tmp_path / "c.jsonl", with_name)], "messages"))
+    lines.use_tokenizer(f"hf:{folder}")
+    assert [table.document(i) for i in range(3)] == [lines.document(i) for i in range(3)]
+    assert table.records.conversation(1) == CONVERSATIONS[1]  # no 'name': None added to its messages
