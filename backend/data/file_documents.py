@@ -21,14 +21,19 @@ class FileDocuments(DocumentSource):
 
     def __init__(self, paths: Sequence[str | Path], text_key: str = "text"):
         from hotswitch.backend.data.decompressed import plain_copy
+        from hotswitch.backend.data.json_array import holds_array, records_copy
         from hotswitch.backend.data.line_index import line_offsets
 
         self.text_key = text_key
         self._files: list[tuple[Path, Path, np.ndarray | None]] = []  # (given, read, JSONL offsets)
+        self._arrays: set[int] = set()  # the files that hold a JSON array, read from their JSONL copies
         for path in sorted(Path(p) for p in paths):
             if not path.is_file():
                 raise ValueError(f"{path} is not a file; give text or JSONL files")
-            plain = plain_copy(path)
+            array = holds_array(path)
+            if array:
+                self._arrays.add(len(self._files))
+            plain = records_copy(path) if array else plain_copy(path)
             offsets = line_offsets(plain) if format_suffix(path) in JSONL_SUFFIXES else None
             self._files.append((path, plain, offsets))
         self._starts = part_starts(1 if offsets is None else len(offsets) for _, _, offsets in self._files)
@@ -68,7 +73,7 @@ class FileDocuments(DocumentSource):
             f.seek(offset)
             line = f.readline()
         try:
-            return json.loads(line), lambda: _where(path, plain, offset)
+            return json.loads(line), lambda: _where(path, plain, offset, "record" if part in self._arrays else "line")
         except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
             why = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
             raise ValueError(f"{_where(path, plain, offset)} is not JSON ({why}); fix or remove that line") from None
@@ -77,12 +82,13 @@ class FileDocuments(DocumentSource):
         return f"{len(self)} documents from {len(self._files)} file(s)"
 
 
-def _where(given: Path, plain: Path, offset: int) -> str:
+def _where(given: Path, plain: Path, offset: int, unit: str = "line") -> str:
     """The line of ``plain`` that starts at byte ``offset``, as a reader counts (from 1), named
-    by the file the user gave (``plain`` may be its decompressed copy)."""
+    by the file the user gave (``plain`` may be its decompressed copy, or the JSONL copy of its
+    array: then the line is the array's ``unit`` "record")."""
     with plain.open("rb") as f:
         line = f.read(offset).count(b"\n") + 1
-    return f"{given} line {line}"
+    return f"{given} {unit} {line}"
 
 
 def _record_problem(record, key: str, where: str) -> str:

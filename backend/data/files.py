@@ -6,10 +6,11 @@ README.md and its metadata JSON, which Hugging Face ``datasets`` writes beside t
 else its text files; hidden files and those whose name starts with '_' are left out.
 
 A file's format comes from its suffix beneath any compression (``shard-0001.jsonl.gz`` is
-JSONL): text (one document), JSONL (``.jsonl``, or ``.json`` holding one object per line, as
-Hugging Face ``datasets`` reads it), Parquet or Arrow. gzip, bzip2 and xz files are read through
-the standard library; a file no reader here understands (zstd, an archive, a binary file taken
-for text) is refused before launch, never trained as bytes."""
+JSONL): text (one document), JSONL (``.jsonl``, or ``.json`` holding one object per line or one
+array of them, as Hugging Face ``datasets`` reads them: ``backend.data.json_array``), Parquet or
+Arrow. gzip, bzip2 and xz files are read through the standard library; a file no reader here
+understands (zstd, an archive, a binary file taken for text) is refused before launch, never
+trained as bytes."""
 
 from __future__ import annotations
 
@@ -137,11 +138,6 @@ def unreadable(path: Path) -> str | None:
             head = f.read(SNIFF_BYTES)
     except (OSError, EOFError, lzma.LZMAError) as error:
         return f"{path} cannot be decompressed ({error}); it is damaged or not what its suffix says"
-    if format_suffix(path) in JSONL_SUFFIXES and head.lstrip().startswith(b"["):
-        return (
-            f'{path} holds one JSON array; write one object per line (JSONL), e.g. python -c "import json, sys; '
-            f'[print(json.dumps(r)) for r in json.load(open(sys.argv[1]))]" {path} > {path.with_suffix(".jsonl")}'
-        )
     if b"\0" in head:
         return f"{path} is binary (it holds NUL bytes), not text; give text, JSONL, Parquet or Arrow files"
     return None

@@ -154,8 +154,7 @@ def _field_problem(path: Path, field: str, key: str, field_key: str) -> str | No
         return column_problem(path, field, field_key)
     if format_suffix(path) not in JSONL_SUFFIXES:
         return None
-    with open_plain(path) as f:
-        first = next((line for line in f if line.strip()), b"{}")
+    first = _first_record(path)
     try:
         record = json.loads(first)
     except json.JSONDecodeError as error:
@@ -169,6 +168,14 @@ def _field_problem(path: Path, field: str, key: str, field_key: str) -> str | No
     if field_key != "chat_field" and conversation:
         return f"{path}'s first record's {field!r} is a list, not text: a conversation's messages? set chat_field"
     return None
+
+
+def _first_record(path: Path) -> bytes:
+    """The first record of a JSONL file, or of a JSON array (from its JSONL copy, made now)."""
+    from hotswitch.backend.data.json_array import holds_array, records_copy
+
+    with records_copy(path).open("rb") if holds_array(path) else open_plain(path) as f:
+        return next((line for line in f if line.strip()), b"{}")
 
 
 def check_chat_template(chat_field: str | None, tokenizer: str) -> None:

@@ -110,15 +110,49 @@ def test_a_folder_of_text_and_a_pattern(tmp_path, cache):
         check_data([str(tmp_path / "*.parquet")], "text")
 
 
+def test_a_json_array_of_records_reads_as_its_jsonl_twin_converted_once(tmp_path, cache, capfd):
+    from hotswitch.backend.data.prompted import PromptedDocuments
+
+    alpaca = [{"instruction": f"say {i} in words ✓", "output": f"number {i}", "input": ""} for i in range(3)]
+    (tmp_path / "alpaca.json").write_text(json.dumps(alpaca, indent=1, ensure_ascii=False))
+    (tmp_path / "twin.jsonl").write_text("".join(json.dumps(r) + "\n" for r in alpaca))
+    with gzip.open(tmp_path / "squeezed.json.gz", "wt") as f:
+        f.write("  [ " + ", ".join(json.dumps(r) for r in alpaca) + " ]\n")
+    check_data([str(tmp_path / "alpaca.json")], "output", prompt_field="instruction")
+    assert "JSON array once as JSONL" in capfd.readouterr().err  # the check made the copy: said once
+    for name in ("alpaca.json", "squeezed.json.gz"):
+        read = PromptedDocuments(*(FileDocuments([tmp_path / name], key) for key in ("instruction", "output")))
+        twin = PromptedDocuments(*(FileDocuments([tmp_path / "twin.jsonl"], key) for key in ("instruction", "output")))
+        assert [read.document(i) for i in range(3)] == [twin.document(i) for i in range(3)]
+    said = capfd.readouterr().err  # alpaca.json's copy found again, squeezed's made once for two reads
+    assert "alpaca.json's JSON array" not in said and said.count("squeezed.json.gz's JSON array") == 1
+    with pytest.raises(ValueError, match=r"alpaca.json record 2 has no 'text' field"):
+        FileDocuments([tmp_path / "alpaca.json"]).text(1)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('[{"text": "a"} {"text": "b"}]', "expected ',' or ']' after a record at line 1 column 16"),
+        ('[{"text": "a"},\n {"text": }]', "Expecting value at line 2 column 11"),
+        ('[{"text": "a"}] {"text": "b"}', "more after the array's end"),
+        ('[{"text": "a"}', "expected ',' or ']' after a record"),
+    ],
+)
+def test_a_broken_json_array_is_refused_naming_where(tmp_path, cache, text, why):
+    (tmp_path / "broken.json").write_text(text)
+    with pytest.raises(ValueError, match=re.escape(f"broken.json is not one whole JSON array ({why}")):
+        check_data([str(tmp_path / "broken.json")], "text")
+    assert not list((cache.parent / "records").glob("*.jsonl"))
+
+
 def test_files_no_reader_understands_are_refused_before_launch(tmp_path, cache):
     (tmp_path / "docs.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd" + bytes(20))
-    (tmp_path / "alpaca.json").write_text(json.dumps(RECORDS, indent=1))
     (tmp_path / "weights.txt").write_bytes(bytes(range(256)))
     (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(JSONL.encode())[:40])
     (tmp_path / "fake.txt.gz").write_text("not gzip at all")
     for name, refusal in [
         ("docs.jsonl.zst", "compressed as zst, which is not read here; zstd -d"),
-        ("alpaca.json", "holds one JSON array; write one object per line (JSONL)"),
         ("weights.txt", "is binary (it holds NUL bytes), not text"),
         ("cut.jsonl.gz", "cannot be decompressed"),
         ("fake.txt.gz", "cannot be decompressed"),
