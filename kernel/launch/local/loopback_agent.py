@@ -1,11 +1,12 @@
-"""torchrun with its stores kept on loopback:
+"""torchrun with its stores kept on loopback, its rendezvous on a socket it may inherit:
 ``python -m hotswitch.kernel.launch.local.loopback_agent -m torch.distributed.run ARGS``.
 
 torchrun's TCPStore servers (the c10d rendezvous store and the store its workers meet in) bind
 every interface, whatever host the endpoint names, so a local job would be reachable from the
 network. Here every store server whose host is a loopback name listens on a socket bound to
-127.0.0.1 (handed to TCPStore as ``master_listen_fd``); then torchrun's own ``main`` runs, its
-ranks forked from this process (``forked_ranks``) rather than started afresh.
+127.0.0.1 (handed to TCPStore as ``master_listen_fd``), and the rendezvous store of a node that
+was handed a listening socket (``reserved_port``) listens on that one; then torchrun's own
+``main`` runs, its ranks forked from this process (``forked_ranks``) rather than started afresh.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from hotswitch.kernel.launch.local import forked_ranks
 
 LOOPBACK = ("127.0.0.1", "localhost")
 ENV_AGENT_EXIT = "HOTSWITCH_AGENT_EXIT"  # where the agent writes its exit status
+# "FD:PORT": a socket listening at PORT that this agent inherits for its rendezvous store
+# (``reserved_port``: the port was held from the moment it was chosen)
+RDZV_SOCKET = "HOTSWITCH_RDZV_SOCKET"
 
 
 def loopback_listener(port: int) -> socket.socket:
@@ -36,9 +40,13 @@ def keep_stores_on_loopback() -> None:
     from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend, dynamic_rendezvous
 
     listeners: list[socket.socket] = []  # kept open for the agent's lifetime
+    handed = _handed_socket()
 
     def tcp_store(host_name, port, *args, is_master=False, **kwargs):
-        if is_master and host_name in LOOPBACK and "master_listen_fd" not in kwargs:
+        if is_master and handed and port == handed[1] and "master_listen_fd" not in kwargs:
+            kwargs["master_listen_fd"] = handed.pop(0)  # once: the rendezvous store's
+            handed.clear()
+        elif is_master and host_name in LOOPBACK and "master_listen_fd" not in kwargs:
             listener = loopback_listener(port)
             listeners.append(listener)
             port = listener.getsockname()[1]
@@ -53,6 +61,12 @@ def keep_stores_on_loopback() -> None:
 
     # torch's rendezvous has no hook for its store server: the method is replaced, on purpose
     dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = create_server  # type: ignore[method-assign]
+
+
+def _handed_socket() -> list[int]:
+    """[descriptor, port] of the listening socket this agent inherited (``RDZV_SOCKET``), or []."""
+    fd, _, port = os.environ.pop(RDZV_SOCKET, "").partition(":")  # the ranks it starts inherit none
+    return [int(fd), int(port)] if port else []
 
 
 TORCHRUN = ["-m", "torch.distributed.run"]

@@ -17,6 +17,7 @@ import psutil
 from hotswitch.backend.train.config.paths import ENV_NOTEBOOK_DIR
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec, rank_log
 from hotswitch.kernel.launch.local.loopback_agent import ENV_AGENT_EXIT, LOOPBACK, TORCHRUN
+from hotswitch.kernel.launch.local.reserved_port import handed_fds
 
 LOOPBACK_AGENT = "hotswitch.kernel.launch.local.loopback_agent"
 # Once the agent is gone, its ranks end themselves within a second (their watchdog sees their
@@ -213,6 +214,7 @@ class TorchrunLauncher(Launcher):
                 env=env,
                 cwd=spec.job_dir,
                 start_new_session=True,  # no terminal signal reaches it; we stop it ourselves
+                pass_fds=handed_fds(spec.env),  # a rendezvous port held for it (``reserved_port``)
             )
         handle = self.handle_of(spec)
         self._launches[handle] = TorchrunLaunch(spec, process, output_path)

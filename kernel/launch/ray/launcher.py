@@ -149,7 +149,7 @@ class RayLauncher(Launcher):
         """Torchrun on every agent's node, meeting on the first."""
         endpoint = spec.rdzv_endpoint
         if endpoint is None:
-            host, port = self.ray.get([agents[0].address.remote(), agents[0].free_port.remote()])
+            host, port = self.ray.get([agents[0].address.remote(), agents[0].reserve_port.remote()])
             endpoint = f"{host}:{port}"
         record = replace(spec, rdzv_endpoint=endpoint, rdzv_id=job_id, log_dir=None).record()
         files = job_files(spec.job_dir)

@@ -41,6 +41,7 @@ class NodeAgent:
         self.launcher = TorchrunLauncher()
         self.handle: str | None = None
         self.folder: Path | None = None
+        self.reserved: socket.socket | None = None  # the first node's rendezvous port, held for torchrun
 
     def address(self) -> str:
         """This node's IP address, as Ray knows it (where node 0 hosts the rendezvous)."""
@@ -48,16 +49,20 @@ class NodeAgent:
 
         return ray.util.get_node_ip_address()
 
-    def free_port(self) -> int:
-        with socket.socket() as probe:
-            probe.bind((self.address(), 0))
-            return probe.getsockname()[1]
+    def reserve_port(self) -> int:
+        """A port for the job's rendezvous on this node, held until this node's torchrun listens
+        on it (``reserved_port``): the others are told it before that torchrun has started."""
+        from hotswitch.kernel.launch.local.reserved_port import reserve
+
+        self.reserved = reserve(self.address())
+        return self.reserved.getsockname()[1]
 
     def submit(self, files: dict[str, bytes], record: dict, env: dict) -> str:
         """Torchrun for node ``record["node_rank"]`` of the job ``record`` describes."""
         import ray
 
         from hotswitch.kernel.channel.secrets import SECRET_FILE
+        from hotswitch.kernel.launch.local.reserved_port import handed_over
         from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
         self.folder = owned_folder("hotswitch-ray-")  # swept, if this actor is killed first
@@ -69,9 +74,15 @@ class NodeAgent:
             ENV_LOG_DIR: str(logs),
             ENV_KERNEL_PID: str(os.getpid()),
             ENV_NODE: ray.get_runtime_context().get_node_id()[:12],
+            **(handed_over(self.reserved) if self.reserved else {}),
         }
         spec = LaunchSpec.from_record(record, job_dir=self.folder, env=env, log_dir=logs)
-        self.handle = self.launcher.submit(spec)
+        try:
+            self.handle = self.launcher.submit(spec)
+        finally:
+            if self.reserved:
+                self.reserved.close()  # torchrun holds its own copy now
+                self.reserved = None
         if spec.detach:
             linger = float(env.get(ENV_LINGER, LINGER_S))
             job = (record["rdzv_id"], spec.nodes, spec.node_rank)

@@ -68,9 +68,6 @@ def exit_status(fields: dict[str, str]) -> int | None:
     return ENDED_BY.get(state, 0 if state == "COMPLETED" else 1)
 
 
-FREE_PORT = "import socket; s = socket.socket(); s.bind(('', 0)); print(s.getsockname()[1])"
-
-
 def batch_script(folder: Path, spec: LaunchSpec, options: dict) -> str:
     """The sbatch script: one torchrun per node, from the job's shared folder."""
     lines = [
@@ -83,10 +80,8 @@ def batch_script(folder: Path, spec: LaunchSpec, options: dict) -> str:
         *(f"#SBATCH --{key}={value}" for key, value in options.items() if value),
         "set -euo pipefail",
         'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        # the batch script runs on the head node: a port free there now, for its rendezvous store
-        # (a port drawn at submission could be taken by the time the job starts)
-        f"port=$({shlex.quote(sys.executable)} -c {shlex.quote(FREE_PORT)})",
-        'export HOTSWITCH_RDZV_ENDPOINT="$head:$port"',
+        # the head node's task holds a port there for the rendezvous (``slurm.node``)
+        'export HOTSWITCH_RDZV_HOST="$head"',
         f"srun --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m hotswitch.kernel.launch.slurm.node "
         f"{shlex.quote(str(folder))}",
     ]

@@ -140,3 +140,33 @@ def test_a_forked_rank_is_what_a_rank_started_afresh_would_be(tmp_path):
         assert facts["own_session"] and facts["sigterm"] and facts["sigint"]
         assert (facts["rank"], facts["local_rank"], facts["world"]) == (str(rank), str(rank), "2")
         assert facts["argv"] == [str(tmp_path / "body.py")] and facts["threads"] == 1
+
+
+def test_a_rendezvous_port_held_from_its_choice_is_the_one_the_job_meets_on(tmp_path):
+    """The first node of a Ray or Slurm job holds its rendezvous port from the moment it tells the
+    others, and its torchrun listens on that very socket: held here all along (so that no other
+    process could have bound it), the job meets on it."""
+    import socket
+
+    from hotswitch.kernel.launch.local.reserved_port import handed_over, reserve
+
+    held = reserve("127.0.0.1")
+    port = held.getsockname()[1]
+    with pytest.raises(OSError), socket.socket() as other:
+        other.bind(("127.0.0.1", port))  # what a busy machine's other processes cannot do now
+    (tmp_path / "body.py").write_text(MEETS)
+    spec = LaunchSpec(tmp_path, tmp_path / "body.py", nproc=2, rdzv_endpoint=f"127.0.0.1:{port}", env=handed_over(held))
+    job = Job("held", spec, TorchrunLauncher(), ConsoleOutput(all_to_stderr=True))
+    try:
+        assert job.wait(CAP_S) == "succeeded", job.launcher.logs(job.handle)
+    finally:
+        held.close()
+    assert "rank 1 met rank 0" in job.launcher.logs(job.handle, 1)
+
+
+MEETS = """
+torch.distributed.init_process_group("gloo")
+seen = torch.tensor([job.rank])
+torch.distributed.broadcast(seen, 0)
+print(f"rank {job.rank} met rank {seen.item()}")
+"""
