@@ -90,7 +90,7 @@ def collate_rows(rows: list[list[Sequence]]) -> MicroBatch:
             data = long_tensor(s.tokens)
             tokens[r, at : at + s.length] = data[:-1]
             targets[r, at : at + s.length] = data[1:]
-            for start, end in s.untrained:  # a prompt's targets train nothing
+            for start, end in s.untrained:  # a prompt's or a conversation's context: trains nothing
                 targets[r, at + start : at + end] = IGNORE
             at += s.length
         positions[r] = row_positions([s.length for s in row], length)

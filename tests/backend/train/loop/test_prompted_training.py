@@ -75,18 +75,25 @@ def test_prompted_training_equals_one_device(records, packing, long_documents):
         packing=packing,
         long_documents=long_documents,
     )
-    events, _ = spawn_ranks(train_events, 4, spec, str(records), timeout=1200)[0]
+    steps, said = trains_as_one_device(spec, records)
+    trained_under = {name for e in steps for name, share in e["strategies"].items() if share["tokens"]}
+    assert len(trained_under) >= 2, trained_under  # hot switched between them
+    assert said == "96 documents from 1 file(s), each a prompt and its completion"
+
+
+def trains_as_one_device(spec: dict, folder) -> tuple[list[dict], str]:
+    """``spec`` on 4 ranks: each step's loss and the held-out loss at step 2 equal one device's;
+    its step events and the source it said it read."""
+    events, _ = spawn_ranks(train_events, 4, spec, str(folder), timeout=1200)[0]
     losses, _, evals = one_device(spec)
     steps = [e for e in events if e["type"] == "step"]
-    trained_under = {name for e in steps for name, share in e["strategies"].items() if share["tokens"]}
-    assert len(steps) == 3 and len(trained_under) >= 2, trained_under  # hot switched between them
+    assert len(steps) == 3
     for e, loss in zip(steps, losses, strict=True):
         assert abs(e["loss"] - loss) / loss <= TOLERANCE, (e["step"], e["loss"], loss)
     reported = {e["step"]: e["loss"] for e in events if e["type"] == "eval"}
     assert sorted(reported) == sorted(evals) == [2]
     assert abs(reported[2] - evals[2]) / evals[2] <= TOLERANCE
-    said = next(e for e in events if e["type"] == "data")
-    assert said["source"] == "96 documents from 1 file(s), each a prompt and its completion"
+    return steps, next(e for e in events if e["type"] == "data")["source"]
 
 
 def test_chat_training_equals_one_device(records):
@@ -100,14 +107,5 @@ def test_chat_training_equals_one_device(records):
         packing=True,
         long_documents="split",
     )
-    events, _ = spawn_ranks(train_events, 4, spec, str(records), timeout=1200)[0]
-    losses, _, evals = one_device(spec)
-    steps = [e for e in events if e["type"] == "step"]
-    assert len(steps) == 3
-    for e, loss in zip(steps, losses, strict=True):
-        assert abs(e["loss"] - loss) / loss <= TOLERANCE, (e["step"], e["loss"], loss)
-    reported = {e["step"]: e["loss"] for e in events if e["type"] == "eval"}
-    assert sorted(reported) == sorted(evals) == [2]
-    assert abs(reported[2] - evals[2]) / evals[2] <= TOLERANCE
-    said = next(e for e in events if e["type"] == "data")
-    assert said["source"] == "64 documents from 1 file(s), each a conversation"
+    _, said = trains_as_one_device(spec, records)
+    assert said == "64 documents from 1 file(s), each a conversation"
