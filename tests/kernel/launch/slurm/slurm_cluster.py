@@ -64,6 +64,10 @@ def _run(*argv: str, env: dict) -> None:
         raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr or done.stdout}")
 
 
+STARTS = 3  # tries, each on fresh ports: a port probed free can be taken before a daemon binds it
+TAKEN = "Address already in use"
+
+
 @contextlib.contextmanager
 def slurm_on_loopback(folder: Path, cpus: int = 2) -> Iterator[Path]:
     """Start munge, slurmctld and slurmd; yield the slurm.conf path once the node is idle."""
@@ -72,22 +76,45 @@ def slurm_on_loopback(folder: Path, cpus: int = 2) -> Iterator[Path]:
     for sub in ("state", "spool"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     conf = folder / "slurm.conf"
-    conf.write_text(CONF.format(folder=folder, ctld_port=free_port(), slurmd_port=free_port(), cpus=cpus))
     env = {**os.environ, "SLURM_CONF": str(conf)}
     munge = ["--socket", f"{folder}/munge.sock"]
     _run("mungekey", "--create", f"--keyfile={folder}/munge.key", env=env)
     _run("munged", "--force", *munge, f"--key-file={folder}/munge.key", f"--log-file={folder}/munged.log",
          f"--pid-file={folder}/munged.pid", f"--seed-file={folder}/munged.seed", env=env)  # fmt: skip
     try:
-        _run("slurmctld", "-i", env=env)
-        _run("slurmd", "-N", "localhost", env=env)
-        _wait_idle(env, folder)
+        _start_daemons(conf, folder, cpus, env)
         yield conf
     finally:
         subprocess.run(["scancel", "--full", "--signal=KILL", "--user=root"], env=env, capture_output=True)
-        subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True, timeout=60)
-        for name in ("slurmd", "slurmctld", "munged"):
-            _stop_pidfile(folder / f"{name}.pid")
+        _stop_daemons(folder, env)
+        _stop_pidfile(folder / "munged.pid")
+
+
+def _start_daemons(conf: Path, folder: Path, cpus: int, env: dict) -> None:
+    """slurmctld and slurmd on fresh ports, started again on others where one was taken first."""
+    for attempt in range(STARTS):
+        conf.write_text(CONF.format(folder=folder, ctld_port=free_port(), slurmd_port=free_port(), cpus=cpus))
+        try:
+            _run("slurmctld", "-i", env=env)
+            _run("slurmd", "-N", "localhost", env=env)
+            _wait_idle(env, folder)
+            return
+        except PortTaken:
+            if attempt == STARTS - 1:
+                raise
+            _stop_daemons(folder, env)
+            for log in ("slurmctld.log", "slurmd.log"):
+                (folder / log).unlink(missing_ok=True)
+
+
+class PortTaken(RuntimeError):
+    """A daemon could not bind its port: another process took it after it was probed free."""
+
+
+def _stop_daemons(folder: Path, env: dict) -> None:
+    subprocess.run(["scontrol", "shutdown"], env=env, capture_output=True, timeout=60)
+    for name in ("slurmd", "slurmctld"):
+        _stop_pidfile(folder / f"{name}.pid")
 
 
 def _wait_idle(env: dict, folder: Path, limit_s: float = 120.0) -> None:
@@ -96,6 +123,9 @@ def _wait_idle(env: dict, folder: Path, limit_s: float = 120.0) -> None:
         out = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True).stdout
         if out.strip() == "idle":
             return
+        for log in ("slurmctld.log", "slurmd.log"):
+            if (folder / log).is_file() and TAKEN in (folder / log).read_text(errors="replace"):
+                raise PortTaken(f"{log}: {TAKEN}")
         time.sleep(0.5)
     raise RuntimeError(f"the Slurm node never became idle; see {folder}/slurmctld.log and slurmd.log")
 
