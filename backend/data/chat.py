@@ -16,16 +16,25 @@ from hotswitch.backend.data.sources import Context, DocumentSource
 
 class ChatDocuments(DocumentSource):
     """The conversations of ``records`` (a source of JSONL, Parquet or Arrow records whose
-    field holds messages), tokenised by a tokenizer with a chat template."""
+    field holds messages), tokenised by a tokenizer with a chat template. With ``prompts`` (the
+    same records' other field, TRL's conversational prompt-completion), each conversation is
+    its prompt's messages then its own, and only its own assistant turns train."""
 
-    def __init__(self, records: DocumentSource):
-        self.records = records
+    def __init__(self, records: DocumentSource, prompts: DocumentSource | None = None):
+        if prompts is not None and len(prompts) != len(records):
+            raise ValueError(f"{len(prompts)} prompts but {len(records)} completions; give the records of one file")
+        self.records, self.prompts = records, prompts
 
     def __len__(self) -> int:
         return len(self.records)
 
+    def messages(self, index: int) -> tuple[list[dict], int]:
+        """Record ``index``'s messages, and how many lead them as its prompt."""
+        prompt = self.prompts.conversation(index) if self.prompts is not None else []
+        return [*prompt, *self.records.conversation(index)], len(prompt)
+
     def text(self, index: int) -> bytes:
-        return self.template().render(self.records.conversation(index)).encode("utf-8")
+        return self.template().render(self.messages(index)[0]).encode("utf-8")
 
     def tokens(self, index: int) -> list[int]:
         return self.document(index)[0]
@@ -34,7 +43,7 @@ class ChatDocuments(DocumentSource):
         tokens: list[int] = []
         context: list[tuple[int, int]] = []
         try:
-            pieces = self.template().pieces(self.records.conversation(index))
+            pieces = self.template().pieces(*self.messages(index))
         except ChatTemplateError as error:
             raise ChatTemplateError(f"conversation {index} of {self.records.describe()}: {error}") from None
         for text, trains in pieces:
@@ -50,7 +59,7 @@ class ChatDocuments(DocumentSource):
         return self.tokenizer.chat_template
 
     def describe(self) -> str:
-        return f"{self.records.describe()}, each a conversation"
+        return f"{self.records.describe()}, each a conversation" + (" after its prompt" if self.prompts else "")
 
 
 def chat_template_missing(tokenizer: str) -> str:

@@ -90,13 +90,14 @@ class ChatTemplate:
             said = f"the chat template failed on {len(messages)} message(s) of the conversation: {error}"
             raise ChatTemplateError(said) from None
 
-    def pieces(self, messages: list[dict]) -> list[tuple[str, bool]]:
-        """The conversation rendered, cut into (text, trains) pieces in order: each assistant
-        turn's text trains, the rest (system, user and tool turns, the template's headers) does not."""
+    def pieces(self, messages: list[dict], first: int = 0) -> list[tuple[str, bool]]:
+        """The conversation rendered, cut into (text, trains) pieces in order: the text of each
+        assistant turn from message ``first`` on trains, the rest (system, user and tool turns,
+        the template's headers, a prompt's turns before ``first``) does not."""
         whole = self.render(messages)
         pieces, at = [], 0
         for turn, message in enumerate(messages):
-            if message["role"] != ASSISTANT:
+            if message["role"] != ASSISTANT or turn < first:
                 continue
             before = self.render(messages[:turn], add_generation_prompt=True)
             through = self.render(messages[: turn + 1])

@@ -71,17 +71,17 @@ class HFTokenizer:
         return self.tokenizer.decode(tokens)
 
 
-def column_problem(path: Path, column: str, setting: str = "text_field") -> str | None:
-    """What keeps ``column`` of a Parquet or Arrow file from holding what ``setting`` takes (its
-    documents' text; a ``chat_field``'s, lists of messages): it is missing or holds other
-    values, with the fix; None where it can. Read from the schema only."""
+def column_problem(path: Path, column: str, setting: str = "text_field", messages: bool = False) -> str | None:
+    """What keeps ``column`` (the ``setting`` setting's) of a Parquet or Arrow file from holding
+    its documents' text (or lists of messages, where ``messages`` says so): it is missing or
+    holds other values, with the fix; None where it can. Read from the schema only."""
     import pyarrow.types
 
     schema = _schema(path)
     if column not in schema.names:
         return f"{path} has no {column!r} field (it has {list(schema.names)}); set {setting}"
     kind = schema.field(column).type
-    if setting == "chat_field":
+    if messages:
         lists = pyarrow.types.is_list(kind) or pyarrow.types.is_large_list(kind)
         return None if lists else f"{path}'s {column!r} column holds {kind}, not lists of messages; set {setting}"
     strings = (pyarrow.types.is_string, pyarrow.types.is_large_string, getattr(pyarrow.types, "is_string_view", None))
@@ -117,7 +117,7 @@ class DatasetDocuments(DocumentSource):
         if len(kinds) != 1 or None in kinds:
             raise ValueError(f"give Parquet or Arrow files of one kind, got {[p.name for p in files]}")
         for path in files:
-            if problem := column_problem(path, text_field, "chat_field" if chat else "text_field"):
+            if problem := column_problem(path, text_field, "chat_field" if chat else "text_field", chat):
                 raise ValueError(problem)
         self.text_field, self.files = text_field, files
         self.dataset = datasets.load_dataset(

@@ -86,14 +86,15 @@ def check_data(
     data, text_field: str, key: str = "data", prompt_field: str | None = None, chat_field: str | None = None
 ) -> str | list[str]:
     """``data`` checked (its files, folders' and patterns' too, readable and holding
-    ``text_field``, and ``prompt_field`` where given; or conversations under ``chat_field``: then
-    records only); its entries made absolute (each rank reads a folder or pattern again).
+    ``text_field``, and ``prompt_field`` where given; or conversations under ``chat_field``, and
+    their prompts' under ``prompt_field``: then records only); its entries made absolute (each
+    rank reads a folder or pattern again).
     ``key``: the setting that names them (``data``, ``eval_data``), as errors say."""
     _check_record_field("prompt_field", prompt_field, data, text_field, key)
     _check_record_field("chat_field", chat_field, data, text_field, key)
-    if prompt_field is not None and chat_field is not None:
-        why = "a conversation's prompts are its turns but the assistant's: give prompt_field or chat_field, not both"
-        raise bad_setting("chat_field", chat_field, why)
+    if prompt_field is not None and prompt_field == chat_field:
+        why = "give the field of each record's prompt, another than chat_field"
+        raise bad_setting("prompt_field", prompt_field, why)
     if data == "stdlib":
         return data
     if isinstance(data, str) and data.startswith("synthetic:"):
@@ -112,8 +113,10 @@ def check_data(
         except ValueError as error:
             raise bad_setting(key, data, str(error)) from None
         for path in files:
-            if chat_field is not None:
-                problem = unreadable(path) or _records_only(path) or _field_problem(path, chat_field, key, "chat_field")
+            if chat_field is not None:  # a conversation, after its prompt's messages where prompt_field names them
+                problem = unreadable(path) or _records_only(path)
+                problem = problem or _field_problem(path, chat_field, key, "chat_field", messages=True)
+                problem = problem or (prompt_field and _field_problem(path, prompt_field, key, "prompt_field", True))
             else:
                 problem = unreadable(path) or _field_problem(path, text_field, key, "text_field")
                 problem = problem or (prompt_field and _records_only(path))
@@ -144,14 +147,14 @@ def _records_only(path: Path) -> str | None:
     return None
 
 
-def _field_problem(path: Path, field: str, key: str, field_key: str) -> str | None:
-    """Why ``path`` holds no documents under ``field``: a JSONL file's first record or a dataset
-    file's column lacks it or holds other than ``field_key`` takes (text, or a chat_field's
-    messages); None for text files."""
+def _field_problem(path: Path, field: str, key: str, field_key: str, messages: bool = False) -> str | None:
+    """Why ``path`` holds no documents under ``field`` (the ``field_key`` setting's): a JSONL
+    file's first record or a dataset file's column lacks it or holds other than text (or lists
+    of messages, where ``messages`` says so); None for text files."""
     if format_suffix(path) in DATASET_SUFFIXES:
         from hotswitch.backend.data.hf_data import column_problem
 
-        return column_problem(path, field, field_key)
+        return column_problem(path, field, field_key, messages)
     if format_suffix(path) not in JSONL_SUFFIXES:
         return None
     first = _first_record(path)
@@ -163,9 +166,9 @@ def _field_problem(path: Path, field: str, key: str, field_key: str) -> str | No
     if field not in fields:
         return f"{path} has no {field!r} field (it has {fields}); set {field_key}"
     conversation = isinstance(record[field], list)
-    if field_key == "chat_field" and not conversation:
-        return f"{path}'s first record's {field!r} is not a list of messages; set chat_field to the field that is"
-    if field_key != "chat_field" and conversation:
+    if messages and not conversation:
+        return f"{path}'s first record's {field!r} is not a list of messages; set {field_key} to the field that is"
+    if not messages and conversation:
         return f"{path}'s first record's {field!r} is a list, not text: a conversation's messages? set chat_field"
     return None
 

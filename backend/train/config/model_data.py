@@ -49,7 +49,8 @@ class DataSettings:
     prompt_field: str | None = setting(
         None,
         "the field or column holding each record's prompt, which conditions its text_field (the completion) "
-        "but does not train: supervised fine-tuning; default: none, every token trains",
+        "but does not train: supervised fine-tuning (with chat_field: the messages each conversation begins "
+        "with); default: none, every token trains",
     )
     chat_field: str | None = setting(
         None,

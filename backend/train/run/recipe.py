@@ -54,11 +54,13 @@ def documents(
     and Arrow files through ``datasets`` (one source per kind), text and JSONL files directly;
     several kinds joined one after another. With ``prompt_field``, each record's prompt and its
     completion (``text_field``) are one document whose prompt does not train; with
-    ``chat_field``, each record's conversation is one, whose assistant's turns alone train."""
+    ``chat_field``, each record's conversation is one, whose assistant's turns alone train (after
+    its ``prompt_field`` messages, where given, which do not)."""
+    if chat_field is not None:
+        prompts = _files(data, prompt_field, chat=True) if prompt_field is not None else None
+        return ChatDocuments(_files(data, chat_field, chat=True), prompts)
     if prompt_field is not None:
         return PromptedDocuments(documents(data, prompt_field), documents(data, text_field))
-    if chat_field is not None:
-        return ChatDocuments(_files(data, chat_field, chat=True))
     if data == "stdlib":
         return stdlib_documents()
     if isinstance(data, str) and data.startswith("synthetic:"):

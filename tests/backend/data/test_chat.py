@@ -165,3 +165,24 @@ def test_a_parquet_column_of_conversations_reads_as_the_jsonl_records_do(tmp_pat
     lines.use_tokenizer(f"hf:{folder}")
     assert [table.document(i) for i in range(3)] == [lines.document(i) for i in range(3)]
     assert table.records.conversation(1) == CONVERSATIONS[1]  # no 'name': None added to its messages
+
+
+def test_a_conversations_prompt_conditions_it_and_trains_none_of_its_turns(tmp_path):
+    """TRL's conversational prompt-completion: a prompt's messages (an example exchange among
+    them) then the completion's; only the completion's assistant turns train."""
+    from transformers import AutoTokenizer
+
+    folder = chat_folder(tmp_path / "tokenizer", CHATML)
+    prompt, completion = CONVERSATIONS[1][:4], CONVERSATIONS[1][4:]  # the prompt holds an assistant turn
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"prompt": prompt, "completion": completion}) + "\n")
+    source = ChatDocuments(FileDocuments([path], "completion"), FileDocuments([path], "prompt"))
+    source.use_tokenizer(f"hf:{folder}")
+    theirs = AutoTokenizer.from_pretrained(folder)
+    whole = theirs.apply_chat_template(prompt + completion, return_dict=True, return_assistant_tokens_mask=True)
+    asked = theirs.apply_chat_template(prompt, add_generation_prompt=True, return_dict=True)["input_ids"]
+    (sequence,) = BatchStream(source, 1, 4096).next_batch()
+    assert list(sequence.tokens) == whole["input_ids"] and source.describe().endswith("a conversation after its prompt")
+    trained = [t != IGNORE for t in collate([sequence]).targets[0].tolist()]
+    expected = [bool(m) and i >= len(asked) for i, m in enumerate(whole["assistant_masks"])]
+    assert trained == expected[1:] and sum(trained) < sum(whole["assistant_masks"])  # the prompt's turn did not

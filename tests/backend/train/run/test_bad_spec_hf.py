@@ -23,7 +23,7 @@ def folder(tmp_path_factory):
     (root / "broken.jsonl").write_text("{not json\n")
     (root / "notes.txt").write_text("a document with no fields\n")
     chat = [{"role": "user", "content": "def f():"}, {"role": "assistant", "content": "pass"}]
-    (root / "chats.jsonl").write_text(json.dumps({"messages": chat}) + "\n")
+    (root / "chats.jsonl").write_text(json.dumps({"messages": chat, "system": "be brief"}) + "\n")
     make_tokenizer(root / "chat-tokenizer", vocab=300)
     (root / "chat-tokenizer" / "chat_template.jinja").write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
     return root
@@ -64,7 +64,15 @@ CASES = [
     ),
     (
         {"data": ["chats.jsonl"], "chat_field": "messages", "prompt_field": "prompt"},
-        ["give prompt_field or chat_field, not both"],
+        ["chats.jsonl has no 'prompt' field (it has ['messages', 'system']); set prompt_field"],
+    ),
+    (
+        {"data": ["chats.jsonl"], "chat_field": "messages", "prompt_field": "system"},
+        ["first record's 'system' is not a list of messages; set prompt_field"],
+    ),
+    (
+        {"data": ["chats.jsonl"], "chat_field": "messages", "prompt_field": "messages"},
+        ["'prompt_field' = 'messages'", "another than chat_field"],
     ),
 ]
 
