@@ -3,9 +3,11 @@
 written out by the tokenizer's chat template (``chat_template``), of which only the assistant's
 turns train: everything else is context (``DocumentSource.document``).
 
-Each piece the template renders is tokenised alone (``HFTokenizer.encode_plain``), with no
-beginning or end of document added: the template writes its own (its ``bos_token``, its
-end-of-turn marker), as transformers' ``apply_chat_template`` tokenises.
+The conversation is tokenised whole, as transformers' ``apply_chat_template`` tokenises it: no
+beginning or end of document added (the template writes its own, its ``bos_token`` and
+end-of-turn marker), and its pieces never apart (a SentencePiece tokenizer would begin each with
+a word boundary of its own). Which tokens train follows from their character offsets
+(``HFTokenizer.encode_offsets``), as transformers' assistant mask does.
 """
 
 from __future__ import annotations
@@ -40,18 +42,17 @@ class ChatDocuments(DocumentSource):
         return self.document(index)[0]
 
     def document(self, index: int) -> tuple[list[int], Context]:
-        tokens: list[int] = []
-        context: list[tuple[int, int]] = []
         try:
             pieces = self.template().pieces(*self.messages(index))
         except ChatTemplateError as error:
             raise ChatTemplateError(f"conversation {index} of {self.records.describe()}: {error}") from None
+        trained, at = [], 0  # the [start, end) characters of the assistant's turns
         for text, trains in pieces:
-            ids = self.tokenizer.encode_plain(text)  # type: ignore[attr-defined]  # a chat template's: HFTokenizer
-            if not trains and ids:
-                context.append((len(tokens), len(tokens) + len(ids)))
-            tokens += ids
-        return tokens, tuple(context)
+            if trains:
+                trained.append((at, at + len(text)))
+            at += len(text)
+        tokens, offsets = self.tokenizer.encode_offsets("".join(text for text, _ in pieces))  # type: ignore[attr-defined]
+        return tokens, context_of(offsets, trained)
 
     def template(self) -> ChatTemplate:
         if self.tokenizer.chat_template is None:
@@ -60,6 +61,25 @@ class ChatDocuments(DocumentSource):
 
     def describe(self) -> str:
         return f"{self.records.describe()}, each a conversation" + (" after its prompt" if self.prompts else "")
+
+
+def context_of(offsets: list[tuple[int, int]], trained: list[tuple[int, int]]) -> Context:
+    """The token ranges that are context: the tokens (at ``offsets``, in characters) that touch
+    none of the ``trained`` character ranges, as transformers marks an assistant's tokens (every
+    token from the one holding its first character to the one holding its last)."""
+    context: list[tuple[int, int]] = []
+    span = 0
+    for token, (start, end) in enumerate(offsets):
+        while span < len(trained) and trained[span][1] <= start:
+            span += 1
+        touches = span < len(trained) and trained[span][0] < max(end, start + 1)
+        if touches:
+            continue
+        if context and context[-1][1] == token:
+            context[-1] = (context[-1][0], token + 1)
+        else:
+            context.append((token, token + 1))
+    return tuple(context)
 
 
 def chat_template_missing(tokenizer: str) -> str:

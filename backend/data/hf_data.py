@@ -62,10 +62,11 @@ class HFTokenizer:
         then = self.tokenizer.encode(as_text(completion), add_special_tokens=False).ids
         return [*first, *then, *([] if self.eos is None else [self.eos])], len(first)
 
-    def encode_plain(self, text: str) -> list[int]:
-        """``text``'s ids alone: no template's beginning, no end of document (a piece of a
-        conversation its chat template rendered, which holds its own)."""
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+    def encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """``text``'s ids alone (no template's beginning, no end of document: a conversation its
+        chat template wrote holds its own), and each id's [start, end) characters of ``text``."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        return encoding.ids, encoding.offsets
 
     def decode(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens)

@@ -186,3 +186,35 @@ def test_a_conversations_prompt_conditions_it_and_trains_none_of_its_turns(tmp_p
     trained = [t != IGNORE for t in collate([sequence]).targets[0].tolist()]
     expected = [bool(m) and i >= len(asked) for i, m in enumerate(whole["assistant_masks"])]
     assert trained == expected[1:] and sum(trained) < sum(whole["assistant_masks"])  # the prompt's turn did not
+
+
+def test_a_sentencepiece_tokenizer_tokenises_the_conversation_whole(tmp_path):
+    """A SentencePiece tokenizer (LLaMA 2's, Mistral's) begins every text it encodes with a word
+    boundary: a ChatML conversation encoded piece by piece would hold one before each assistant
+    turn ("assistant\\n" then "four" apart) that the whole has not."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoTokenizer
+
+    conversation = CONVERSATIONS[0] + [{"role": "user", "content": "and?"}, {"role": "assistant", "content": "x"}]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    tokenizer.decoder = decoders.Metaspace(prepend_scheme="first")
+    trainer = trainers.BpeTrainer(vocab_size=150, special_tokens=["<s>", "</s>", "<|im_start|>", "<|im_end|>"])
+    tokenizer.train_from_iterator([m["role"] + "\n" + m["content"] for m in conversation] * 10, trainer)
+    folder = tmp_path / "sentencepiece"
+    folder.mkdir()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "<|im_end|>"}
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": CHATML}))
+    source = ChatDocuments(FileDocuments([write_chats(tmp_path / "c.jsonl", [conversation])], "messages"))
+    source.use_tokenizer(f"hf:{folder}")
+    expected = AutoTokenizer.from_pretrained(folder).apply_chat_template(
+        conversation, return_dict=True, return_assistant_tokens_mask=True
+    )
+    (sequence,) = BatchStream(source, 1, 4096).next_batch()
+    assert list(sequence.tokens) == expected["input_ids"]
+    trained = [t != IGNORE for t in collate([sequence]).targets[0].tolist()]
+    assert trained == [bool(m) for m in expected["assistant_masks"][1:]] and any(trained)
+    pieces = source.template().pieces(conversation)
+    apart = [t for text, _ in pieces for t in source.tokenizer.encode_offsets(text)[0]]
+    assert apart != expected["input_ids"]  # what encoding the pieces apart would have trained on
