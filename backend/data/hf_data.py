@@ -58,9 +58,17 @@ class HFTokenizer:
         return ids if self.eos is None else [*ids, self.eos]
 
     def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
-        first = self.tokenizer.encode(as_text(prompt)).ids  # its template's beginning (BOS), if any
-        then = self.tokenizer.encode(as_text(completion), add_special_tokens=False).ids
-        return [*first, *then, *([] if self.eos is None else [self.eos])], len(first)
+        """Prompt and completion tokenised whole, as TRL tokenises them (apart, a SentencePiece
+        tokenizer would begin the completion with a word boundary of its own); the prompt's
+        tokens are those before the first that holds a character of the completion."""
+        prompt = as_text(prompt)
+        encoding = self.tokenizer.encode(prompt + as_text(completion))  # its template's beginning (BOS), if any
+        boundary = len(prompt)
+        prompt_tokens = next(
+            (i for i, (start, end) in enumerate(encoding.offsets) if not (start < boundary and end <= boundary)),
+            len(encoding.ids),
+        )
+        return [*encoding.ids, *([] if self.eos is None else [self.eos])], prompt_tokens
 
     def encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         """``text``'s ids alone (no template's beginning, no end of document: a conversation its

@@ -28,9 +28,9 @@ class Tokenizer(Protocol):
     def encode(self, text: str | bytes) -> list[int]: ...
 
     def encode_prompted(self, prompt: str | bytes, completion: str | bytes) -> tuple[list[int], int]:
-        """A prompt and its completion as one document's ids (the prompt's first, begun as
-        ``encode`` begins a document; the completion's after it, with nothing between; the
-        end-of-document id last), and how many of them are the prompt's."""
+        """A prompt and its completion as one document's ids (begun as ``encode`` begins a
+        document, the prompt's text then the completion's with nothing between, the
+        end-of-document id last), and how many lead them as the prompt's."""
         ...
 
     def decode(self, tokens: list[int]) -> str: ...

@@ -2,6 +2,8 @@
 stream marks how many of a sequence's targets are the prompt's, collation ignores exactly those,
 and a prompt that fills a sequence trains nothing (the sequence is left out)."""
 
+import json
+
 import pytest
 
 from hotswitch.backend.data import BatchStream, DocumentSource
@@ -85,3 +87,32 @@ def test_the_length_profile_counts_what_trains_the_completions_targets():
     assert profile["max_len"][0]["cut_trains"] == (1 + 4) / 8  # max_len 4 keeps "x" of the first, "ello" of the second
     split = length_profile(source, [2], sample=10)["max_len"][0]["split_sequences"]
     assert split == (2 + 3) / 2  # the first's 3 pieces of 2 targets, less one all prompt; the second's 3
+
+
+def test_a_sentencepiece_tokenizer_tokenises_prompt_and_completion_whole_as_trl_does(tmp_path):
+    """TRL tokenises prompt + completion whole; apart, a SentencePiece tokenizer (LLaMA 2's,
+    Mistral's) would end a prompt "A: " with a lone word boundary and begin the completion with
+    another. Whole, the completion's first word holds the space before it, and trains."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import AutoTokenizer
+
+    from hotswitch.backend.data.hf_data import HFTokenizer
+
+    prompt, completion = "Q: what is two and two?\nA: ", "four, it is four"
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    tokenizer.decoder = decoders.Metaspace(prepend_scheme="first")
+    trainer = trainers.BpeTrainer(vocab_size=80, special_tokens=["<s>", "</s>"])
+    tokenizer.train_from_iterator([prompt + completion] * 10, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    ours, theirs = HFTokenizer(tmp_path), AutoTokenizer.from_pretrained(tmp_path)
+    ids, lead = ours.encode_prompted(prompt, completion)
+    whole = theirs(prompt + completion).input_ids
+    assert ids == [*whole, ours.eos]
+    words = theirs.convert_ids_to_tokens(ids[lead:-1])
+    assert words == ["\u2581four,", "\u2581it", "\u2581is", "\u2581four"], words  # the completion's words, whole
+    apart = [*theirs(prompt).input_ids, *theirs(completion, add_special_tokens=False).input_ids]
+    assert len(apart) == len(whole) + 1  # a lone word boundary more: what apart would have trained on
