@@ -72,11 +72,13 @@ class FileDocuments(DocumentSource):
         with plain.open("rb") as f:
             f.seek(offset)
             line = f.readline()
+        unit = "record" if part in self._arrays else "line"
         try:
-            return json.loads(line), lambda: _where(path, plain, offset, "record" if part in self._arrays else "line")
+            return json.loads(line), lambda: _where(path, plain, offset, unit)
         except ValueError as error:  # JSONDecodeError, or bytes that are not UTF-8
             why = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else str(error)
-            raise ValueError(f"{_where(path, plain, offset)} is not JSON ({why}); fix or remove that line") from None
+            where = _where(path, plain, offset, unit)
+            raise ValueError(f"{where} is not JSON ({why}); fix or remove that {unit}") from None
 
     def describe(self) -> str:
         return f"{len(self)} documents from {len(self._files)} file(s)"

@@ -10,6 +10,7 @@ its byte offset and needs no conversion.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,8 +48,12 @@ class HFTokenizer:
         candidates = (named, *USUAL_EOS) if named else USUAL_EOS
         self.eos = next((self.tokenizer.token_to_id(t) for t in candidates
                          if self.tokenizer.token_to_id(t) is not None), None)  # fmt: skip
+
+    @functools.cached_property
+    def chat_template(self) -> ChatTemplate | None:
+        """The folder's chat template, compiled when first asked for (by conversations only)."""
         template = template_source(self.directory)
-        self.chat_template = None if template is None else ChatTemplate(template, named_tokens(self.directory))
+        return None if template is None else ChatTemplate(template, named_tokens(self.directory))
 
     def save_hf(self, directory: Path) -> TokenIds:
         return copy_tokenizer(self.directory, directory, self.tokenizer, self.eos)

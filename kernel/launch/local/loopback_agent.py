@@ -40,12 +40,12 @@ def keep_stores_on_loopback() -> None:
     from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend, dynamic_rendezvous
 
     listeners: list[socket.socket] = []  # kept open for the agent's lifetime
-    handed = _handed_socket()
+    handed = handed_socket(os.environ)
+    os.environ.pop(RDZV_SOCKET, None)  # the ranks it starts inherit no such socket to use
 
     def tcp_store(host_name, port, *args, is_master=False, **kwargs):
-        if is_master and handed and port == handed[1] and "master_listen_fd" not in kwargs:
-            kwargs["master_listen_fd"] = handed.pop(0)  # once: the rendezvous store's
-            handed.clear()
+        if is_master and port in handed and "master_listen_fd" not in kwargs:
+            kwargs["master_listen_fd"] = handed.pop(port)  # once: the rendezvous store's
         elif is_master and host_name in LOOPBACK and "master_listen_fd" not in kwargs:
             listener = loopback_listener(port)
             listeners.append(listener)
@@ -63,10 +63,10 @@ def keep_stores_on_loopback() -> None:
     dynamic_rendezvous.DynamicRendezvousHandler._create_tcp_store_server = create_server  # type: ignore[method-assign]
 
 
-def _handed_socket() -> list[int]:
-    """[descriptor, port] of the listening socket this agent inherited (``RDZV_SOCKET``), or []."""
-    fd, _, port = os.environ.pop(RDZV_SOCKET, "").partition(":")  # the ranks it starts inherit none
-    return [int(fd), int(port)] if port else []
+def handed_socket(env) -> dict[int, int]:
+    """{port: descriptor} of the listening socket ``env`` hands an agent (``RDZV_SOCKET``), or {}."""
+    fd, _, port = env.get(RDZV_SOCKET, "").partition(":")
+    return {int(port): int(fd)} if port else {}
 
 
 TORCHRUN = ["-m", "torch.distributed.run"]

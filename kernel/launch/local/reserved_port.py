@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import socket
 
-from hotswitch.kernel.launch.local.loopback_agent import LOOPBACK, RDZV_SOCKET
+from hotswitch.kernel.launch.local.loopback_agent import LOOPBACK, RDZV_SOCKET, handed_socket
 
 
 def reserve(host: str) -> socket.socket:
@@ -33,6 +33,4 @@ def handed_over(listener: socket.socket) -> dict[str, str]:
 
 def handed_fds(env: dict[str, str]) -> tuple[int, ...]:
     """The descriptors ``env`` hands an agent (for ``Popen``'s ``pass_fds``)."""
-    if RDZV_SOCKET not in env:
-        return ()
-    return (int(env[RDZV_SOCKET].split(":")[0]),)
+    return tuple(handed_socket(env).values())
