@@ -16,7 +16,7 @@ import psutil
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from hotswitch.kernel.cli.lab_command import ensure_kernelspec
+from hotswitch.kernel.cli.lab_command import FIRST_PORT, ensure_kernelspec, free_port
 from hotswitch.kernel.cli.tutorials import installed_tutorials, working_folder
 from hotswitch.kernel.notebook.kernelspec import install_kernelspec
 
@@ -53,10 +53,12 @@ def test_an_installed_package_finds_its_tutorials_under_its_prefix(tmp_path):
     assert installed_tutorials(tmp_path) == shipped
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_the_default_port_is_the_first_nothing_listens_on():
+    first = free_port("127.0.0.1")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", first))
+        taken.listen()
+        assert free_port("127.0.0.1", first) > first
 
 
 def _get(url: str) -> dict:
@@ -75,8 +77,10 @@ def test_lab_serves_the_tutorials_on_loopback_behind_a_token(tmp_path):
         "JUPYTER_DATA_DIR": str(home / "data"),
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
     }
-    port = _free_port()
-    argv = [sys.executable, "-m", "hotswitch.kernel.cli", "lab", "--port", str(port), "--no-browser"]
+    # No --port: the command's own choice, the first free port from 8888, which lies below the
+    # ephemeral range; a port the test drew from that range could be some rank's connection's by
+    # the time JupyterLab binds it, on a busy machine.
+    argv = [sys.executable, "-m", "hotswitch.kernel.cli", "lab", "--no-browser"]
     argv += ["--allow-root"] if os.geteuid() == 0 else []
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     log = open(tmp_path / "lab.log", "w")  # noqa: SIM115 - closed below
@@ -89,7 +93,7 @@ def test_lab_serves_the_tutorials_on_loopback_behind_a_token(tmp_path):
             printed.append(line)
         assert "using the 'hotswitch' kernel" in "".join(printed)
         base, token = re.fullmatch(r"(http://127\.0\.0\.1:\d+)/lab\?token=(\S+)", url.group()).groups()
-        assert base == f"http://127.0.0.1:{port}"
+        assert int(base.rsplit(":", 1)[1]) >= FIRST_PORT
 
         deadline = time.monotonic() + 90
         while True:
