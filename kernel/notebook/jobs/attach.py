@@ -11,12 +11,16 @@ clock, so the ranks never take them for replays)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hotswitch.backend.train.loop.events import read_events
 from hotswitch.kernel.channel.secrets import KernelSecret
 from hotswitch.kernel.notebook.jobs.run_record import KERNEL_SECRET_FILE, runs_root
+
+
+RUN_FOLDER = re.compile(r"(.+)-\d{8}-\d{6}(?:-\d+)?")  # NAME-YYYYmmdd-HHMMSS[-N] (run_record.new_run_dir)
 
 
 @dataclass(frozen=True)
@@ -39,10 +43,19 @@ def find_run(text: str, root: Path | None = None) -> Path:
     if (folder / "job.json").is_file():
         return folder
     root = root or runs_root()
-    runs = sorted(root.glob(f"{text}-*/job.json"), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
+    runs = [summary.parent for summary in root.glob("*/job.json") if RUN_FOLDER.fullmatch(summary.parent.name)]
+    runs = [run for run in runs if RUN_FOLDER.fullmatch(run.name)[1] == text]  # not 'run-2' for 'run'
     if not runs:
         raise ValueError(f"no run folder {text!r}, and no run of a job named {text!r} under {root}")
-    return runs[-1].parent
+    return max(runs, key=_started_at)
+
+
+def _started_at(folder: Path) -> float:
+    """When the run in ``folder`` started (job.json's mtime changes as the run ends)."""
+    try:
+        return float(read_summary(folder)["started_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return (folder / "job.json").stat().st_mtime
 
 
 def read_summary(folder: Path) -> dict:
