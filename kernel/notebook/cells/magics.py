@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from hotswitch.kernel.notebook.cells.train_options import (
     check_local_gpus,
     check_name,
     check_options,
+    check_run_root,
     compile_body,
     parse_env,
 )
@@ -153,8 +155,9 @@ class TrainMagics(Magics):
         env = {**parse_env(args.env), ENV_DEVICE: args.device}
         launcher = pool or launcher_of(args)
         name = check_name(args.name) if args.name else self.jobs.next_name()
-        if name in self.jobs.names():
-            raise UsageError(f"a job named {name!r} exists already; pick another --name")
+        if self.jobs.running(name):
+            raise UsageError(f"a job named {name!r} is running; %train_stop {name} first, or pick another --name")
+        check_run_root(args.run_dir)
         run_dir = new_run_dir(name, args.run_dir) if args.detach else None
         job_dir = (
             private_dir(run_dir / "job") if run_dir else self.jobs.new_job_dir(name)
@@ -162,7 +165,11 @@ class TrainMagics(Magics):
         (job_dir / "body.py").write_text(cell)
         if pushed is not None:
             write_pushed(pushed, job_dir)
-        spec = launch_spec(args, job_dir, env, launcher)
+        try:
+            spec = launch_spec(args, job_dir, env, launcher)
+        except UsageError:  # nothing launched: nothing kept
+            shutil.rmtree(run_dir or job_dir, ignore_errors=True)
+            raise
         run_dir = run_dir or new_run_dir(name, args.run_dir)
         try:
             job = Job(

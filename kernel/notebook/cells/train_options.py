@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
 from IPython.core.error import UsageError
 
@@ -83,3 +84,16 @@ def check_local_gpus(args) -> None:
 
     if args.device == "cuda" and args.launcher == "local" and (problem := local_gpus_problem(args.nproc)):
         raise UsageError(f"--device cuda: {problem}")
+
+
+def check_run_root(run_dir: str | None) -> None:
+    """``--run-dir``: a folder that is, or can be made (made now, owner-only), or UsageError
+    before anything is written."""
+    if run_dir is None:
+        return
+    try:
+        Path(run_dir).expanduser().mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as error:
+        raise UsageError(
+            f"--run-dir {run_dir}: not a folder run folders can be made in ({error.strerror or error})"
+        ) from None

@@ -27,9 +27,15 @@ class JobRegistry:
         return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._root))
 
     def add(self, job: Job) -> None:
-        if job.name in self.names():
-            raise ValueError(f"a job named {job.name!r} exists already; pick another --name")
-        self._jobs.append(job)
+        """Add ``job``, in place of an ended job of its name (a cell run again); a running
+        job's name is refused."""
+        if self.running(job.name):
+            raise ValueError(f"a job named {job.name!r} is running; %train_stop {job.name} first, or pick another --name")
+        self._jobs = [other for other in self._jobs if other.name != job.name] + [job]
+
+    def running(self, name: str) -> bool:
+        """Whether a job named ``name`` is here and has not ended."""
+        return any(job.name == name and not job.done for job in self._jobs)
 
     def names(self) -> list[str]:
         return [job.name for job in self._jobs]

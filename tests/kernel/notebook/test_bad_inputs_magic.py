@@ -59,6 +59,8 @@ PRE_LAUNCH = [
     ("--push 1x", "pass", ["--push: '1x' is not a variable name"]),
     ("--push ,", "pass", ["--push takes variable names separated by commas"]),
     ("--push a_generator", "pass", ["--push: 'a_generator' (generator) cannot be sent to the ranks", "plain data"]),
+    ("--run-dir /dev/null/runs", "pass", ["--run-dir /dev/null/runs: not a folder run folders can be made in"]),
+    ("--run-dir a-file", "pass", ["--run-dir a-file: not a folder run folders can be made in"]),
     (
         "--channel-host 0.0.0.0 --env HOTSWITCH_KEY=00",
         "pass",
@@ -98,7 +100,7 @@ ON_LIVE_JOB = [
     ("live.switch(42)", ["switch takes", "got 42"]),
     ("%train_stop", ["%train_stop takes a job name"]),
     ("%train_stop nope", ["no job named 'nope'"]),
-    ("%%train --name live\npass", ["a job named 'live' exists already; pick another --name"]),
+    ("%%train --name live\npass", ["a job named 'live' is running; %train_stop live first, or pick another --name"]),
 ]
 
 ON_ENDED_JOB = [
@@ -204,6 +206,18 @@ def test_a_body_that_calls_sys_exit_reports_its_own_status(kernel):
     reason = kernel.value("jobs['exits'].exit_reason")
     assert "sys.exit(3)" in reason and "exit status 3" in reason, reason
     assert "SIGTERM" not in reason
+
+
+def test_a_cell_run_again_replaces_its_ended_job(kernel):
+    msg_id, reply = kernel.execute("%%train -n 1 --wait --name exits\nprint('again')\n", timeout=300)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    assert kernel.value("[job.status for job in jobs if job.name == 'exits']") == ["succeeded"]
+
+
+def test_a_refused_detached_cell_keeps_no_run_folder(kernel, notebook_dir):
+    runs = notebook_dir / "detached-runs"
+    _fails(kernel, f"%%train --detach --nodes 2 --run-dir {runs}\npass", ["--nodes 2 with --launcher local"])
+    assert runs.is_dir() and list(runs.iterdir()) == []
 
 
 def test_the_kernel_still_runs_cells_and_no_process_is_left(kernel):
