@@ -12,7 +12,6 @@ event carrying its exit status.
 
 from __future__ import annotations
 
-import _thread
 import os
 import queue
 import signal
@@ -44,9 +43,12 @@ class TaskLine:
             self._current = None
 
     def interrupt(self, task: int) -> None:
+        """Raise KeyboardInterrupt in the main thread if it runs ``task``: a real SIGINT, which
+        wakes a blocking call (``time.sleep``, a socket read) as Ctrl-C would, where
+        ``_thread.interrupt_main`` only sets a flag the main thread reads once that call returns."""
         with self._lock:
             if self._current == task:
-                _thread.interrupt_main()
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def listen(pool: WorkerContext, tasks: queue.Queue, line: TaskLine) -> None:
@@ -73,7 +75,7 @@ def serve(pool: WorkerContext) -> None:
     from hotswitch.backend.runtime.process_groups import init_from_env
 
     init_from_env(pool.device)
-    # interrupt_main does nothing where SIGINT is ignored (a rank started in the background)
+    # an interrupt is a SIGINT, which a rank started in the background would ignore
     signal.signal(signal.SIGINT, signal.default_int_handler)
     namespace: dict = {"__name__": "__main__", "job": pool, "rank": pool.rank, "world_size": pool.world_size}
     tasks: queue.Queue = queue.Queue()

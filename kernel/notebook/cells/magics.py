@@ -94,7 +94,7 @@ class TrainMagics(Magics):
     @argument("--node-rank", type=int, default=0, help="this node's index, 0..nodes-1 (node 0 hosts rendezvous)")
     @argument("--rdzv-endpoint", default=None, help="HOST:PORT of the c10d rendezvous, the same on every node")
     @argument("--rdzv-id", default=None, help="rendezvous id, the same on every node of one job")
-    @argument("--device", choices=DEVICE_KINDS, default="cpu", help="cpu (gloo) or cuda (one GPU per rank)")
+    @argument("--device", choices=DEVICE_KINDS, default=None, help="cpu (gloo, the default) or cuda (one GPU per rank)")
     @argument("--name", default=None, help="job name in `jobs`; default job1, job2, ...")
     @argument("--wait", action="store_true", help="block the cell until the job ends (interrupt stops it)")
     @argument(
@@ -143,6 +143,7 @@ class TrainMagics(Magics):
         pool = pool_launcher_of(args, self.pools) if args.pool else None
         if args.nproc is None:
             args.nproc = pool.pool.size if pool else 2
+        args.device = args.device or (pool.pool.device if pool else "cpu")
         check_options(args)
         if not pool:
             check_local_gpus(args)

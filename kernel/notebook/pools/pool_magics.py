@@ -94,6 +94,8 @@ class PoolMagics(Magics):
     def _start(self, args) -> Pool:
         if args.nproc < 1 or args.nodes < 1:
             raise UsageError(f"-n {args.nproc} --nodes {args.nodes}: a pool needs at least 1 rank on at least 1 node")
+        if not args.idle_timeout >= 0:
+            raise UsageError(f"--idle-timeout {args.idle_timeout:g}: give seconds without a cell, or 0 for never")
         if args.max_message_bytes < MIN_MESSAGE_BYTES:
             raise UsageError(f"--max-message-bytes {args.max_message_bytes}: give at least {MIN_MESSAGE_BYTES}")
         name = check_pool_name(args.name)

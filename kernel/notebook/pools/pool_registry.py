@@ -27,6 +27,11 @@ def pool_launcher_of(args, pools: PoolRegistry) -> PoolLauncher:
         flags = " ".join(foreign[1])
         raise UsageError(f"%%train --pool with {flags}: a pool's job runs on the pool's ranks; drop {flags}")
     pool = pools[args.pool]
+    if args.device not in (None, pool.device):
+        raise UsageError(
+            f"%%train --pool {args.pool} with --device {args.device}: the pool's ranks run on {pool.device}, "
+            f"chosen when it started; drop --device, or start a pool with --device {args.device}"
+        )
     try:
         pool.wait_ready()
         pool.check_free()

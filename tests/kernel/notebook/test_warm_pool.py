@@ -104,6 +104,8 @@ def test_bad_inputs_are_refused_with_what_to_do(kernel):
     refused(kernel, "%train_pool start 'bad name'", "the pool name 'bad name' is not valid")
     refused(kernel, "%train_pool stop nosuchpool", "there is no pool named 'nosuchpool'", "its pools are 'warm'")
     refused(kernel, "%%train --pool warm --detach\nx", "drop --detach")
+    refused(kernel, "%%train --pool warm --device cuda\nx", "the pool's ranks run on cpu", "drop --device")
+    refused(kernel, "%train_pool start never -n 1 --idle-timeout -5", "--idle-timeout -5", "0 for never")
     refused(kernel, "%%train --pool warm --partition gpu\nx", "%%train --pool with --partition", "drop --partition")
     refused(kernel, "%%ranks nowhere\nx", "no pool named 'nowhere'", "%train_pool start nowhere")
     refused(kernel, "%%train --pool nowhere\nx", "no pool named 'nowhere'")
@@ -188,6 +190,22 @@ def test_an_interrupt_ends_the_ranks_cell_and_the_pool_goes_on(kernel):
     assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["status"] == "error"
     assert reply["content"]["ename"] == "KeyboardInterrupt"
     assert kernel.value("pools['warm'].status") == "idle"
+    assert "Out[1]: 10" in ok(kernel, "%%ranks warm\nx")
+
+
+def test_an_interrupt_wakes_a_blocking_call_and_the_pool_goes_on(kernel):
+    msg_id, _ = kernel.execute("%%ranks warm\nimport time\nprint('asleep', flush=True)\ntime.sleep(3600)", wait=False)
+    wait_progressing(
+        lambda: kernel.drain() or kernel.text(msg_id).count("asleep") == 2,
+        lambda: len(kernel.outputs[msg_id]),
+        "both ranks asleep",
+    )
+    kernel.manager.interrupt_kernel()
+    reply = kernel.client.get_shell_msg(timeout=CAP_S)
+    assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
+    assert kernel.value("pools['warm'].status") == "idle"
+    ok(kernel, "%%train --pool warm --name sleeper\nimport time\ntime.sleep(3600)")
+    assert "stopped" in ok(kernel, "%train_stop sleeper")
     assert "Out[1]: 10" in ok(kernel, "%%ranks warm\nx")
 
 
