@@ -121,10 +121,10 @@ def run(args) -> int:
 
     spec = spec_from(args)
     bars = RunProgress(quiet=args.json)
-    job = follow("demo", BODY.format(spec=spec), args.nproc, bars, args.timeout)
+    job, signalled = follow("demo", BODY.format(spec=spec), args.nproc, bars, args.timeout)
     if job.status != "succeeded":
         progress.write(f"hotswitch demo: job {job.status}" + (f": {job.exit_reason}\n" if job.exit_reason else "\n"))
-        return 1
+        return signalled or 1
     reference = reference_losses(spec, show_progress=not args.json)
     verdict = demo_report.verdict(list(job.events), reference, args.warmup, args.precision)
     if args.json:

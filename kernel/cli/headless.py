@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
@@ -18,10 +19,14 @@ from hotswitch.kernel.notebook.jobs.job import Job
 from hotswitch.kernel.notebook.jobs.run_record import RunRecord, new_run_dir
 
 POLL_S = 0.2
-# Ctrl-C or SIGTERM: how long rank 0 may take to end its step and say ``done`` (the table and
-# the run folder's events then end with it) before its processes are ended: with their 5 s to
-# go after SIGTERM, within the 30 s a Slurm job gets between SIGTERM and SIGKILL
-ENDING_S = 15.0
+
+
+class Followed(NamedTuple):
+    """A job followed to its end, and the exit status of the signal that stopped it (130 for
+    Ctrl-C, 143 for SIGTERM; None if it ended by itself)."""
+
+    job: Job
+    signalled: int | None
 
 
 def check_launch(nproc: int, timeout: float | None) -> None:
@@ -41,27 +46,33 @@ def follow(
     launcher: Launcher | None = None,
     nodes: int = 1,
     host: str = "127.0.0.1",
-) -> Job:
+) -> Followed:
     """Run ``body`` on ``nproc`` ranks on each of ``nodes`` nodes (through ``launcher``, local
     torchrun by default); hand every batch of new events to ``on_events`` as they arrive;
-    return the ended job. The ranks reach the channel on ``host``. Ctrl-C or SIGTERM stops
-    every rank and removes the job's folder before it propagates (a folder left by a SIGKILL
-    is swept by the next command's); rank output goes to stderr, so stdout stays free for the
-    command's own result."""
+    return the ended job. The ranks reach the channel on ``host``. Ctrl-C or SIGTERM stops the
+    job as ``Job.stop`` does (rank 0 ends its step and writes what it was to: the final
+    checkpoint, the export), its last events are handed over too, and the signal's exit status
+    is returned with it; a second one ends every rank at once and propagates. The job's folder
+    is removed either way (one left by a SIGKILL is swept by the next command's); rank output
+    goes to stderr, so stdout stays free for the command's own result."""
     job_dir = owned_folder(f"hotswitch-{name}-")
     job = None
     try:
         job = _start(name, body, job_dir, nproc, timeout, launcher or TorchrunLauncher(), nodes, host)
         with _terminate_as_exit():
-            seen = 0
-            while not job.done:
-                seen = _hand_over(job, seen, on_events)
-                time.sleep(POLL_S)
+            seen, signalled = 0, None
+            try:
+                while not job.done:
+                    seen = _hand_over(job, seen, on_events)
+                    time.sleep(POLL_S)
+            except (KeyboardInterrupt, SystemExit) as stop:
+                signalled = 130 if isinstance(stop, KeyboardInterrupt) else int(stop.code or 1)
+                job.stop()
             _hand_over(job, seen, on_events)
-        return job
+        return Followed(job, signalled)
     finally:
         if job is not None and not job.done:
-            job.stop(ending_s=ENDING_S)
+            job.stop()
         remove_owned(job_dir)
 
 

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"hotswitch {args.command}: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C while a job was stopping: every rank was ended at once
+        print(f"hotswitch {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (``| head``): the rest is for nobody
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that exit's flush is quiet
         return 128 + 13  # what a shell reports for a process ended by SIGPIPE

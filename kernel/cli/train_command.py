@@ -76,8 +76,9 @@ def train(
     launcher=None,
     nodes: int = 1,
     host: str = "127.0.0.1",
-) -> tuple[Job, dict]:
-    """Launch the run, follow it to the end (Ctrl-C stops it cleanly); the job and its summary."""
+) -> tuple[Job, dict, int | None]:
+    """Launch the run, follow it to the end (Ctrl-C stops it cleanly); the job, its summary and
+    the exit status of the signal that stopped it (None if it ended by itself)."""
 
     def show(events: list[dict]) -> None:
         if not show_progress:
@@ -90,10 +91,10 @@ def train(
             elif e.get("type") == "step":
                 progress.write(progress.bar(e))
 
-    job = follow("train", BODY.format(spec=spec), nproc, show, timeout, launcher, nodes, host)
+    job, signalled = follow("train", BODY.format(spec=spec), nproc, show, timeout, launcher, nodes, host)
     if show_progress:
         progress.write("\n")
-    return job, summarize(job.events)
+    return job, summarize(job.events), signalled
 
 
 def check(spec: dict, nproc: int) -> dict:
@@ -134,10 +135,12 @@ def run(args) -> int:
     if spec["device"] == "cuda" and args.launcher == "local" and (problem := local_gpus_problem(args.nproc)):
         raise ValueError(f"--device cuda: {problem}")
     launcher = make_launcher(args.launcher, **launcher_options(args))
-    job, result = train(spec, args.nproc, args.timeout, not args.json, launcher, args.nodes, args.channel_host)
+    job, result, signalled = train(
+        spec, args.nproc, args.timeout, not args.json, launcher, args.nodes, args.channel_host
+    )
     if args.json:
         print(json.dumps({"status": job.status, **result}, indent=1))
     else:
         print(progress.table(result))
         print(f"job {job.status}")
-    return 0 if job.status == "succeeded" else 1
+    return 0 if job.status == "succeeded" else signalled or 1

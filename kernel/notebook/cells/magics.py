@@ -191,8 +191,11 @@ class TrainMagics(Magics):
             if args.wait:
                 job.wait()
         except KeyboardInterrupt:
-            print(f"[hotswitch] interrupted: stopping job {name!r}")
-            job.stop(grace=2.0)
+            try:
+                print(f"[hotswitch] interrupted: stopping job {name!r}")
+                job.stop(grace=2.0)
+            except KeyboardInterrupt:  # a second one, before or while it stopped: no more grace
+                job.stop(grace=0.0, ending_s=0.0)
             raise
         return job
 

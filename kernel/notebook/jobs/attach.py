@@ -19,7 +19,6 @@ from hotswitch.backend.train.loop.events import read_events
 from hotswitch.kernel.channel.secrets import KernelSecret
 from hotswitch.kernel.notebook.jobs.run_record import KERNEL_SECRET_FILE, runs_root
 
-
 RUN_FOLDER = re.compile(r"(.+)-\d{8}-\d{6}(?:-\d+)?")  # NAME-YYYYmmdd-HHMMSS[-N] (run_record.new_run_dir)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from hotswitch.kernel.notebook.jobs.channel_losses import channel_losses, losses
 from hotswitch.kernel.notebook.jobs.job_checks import checked_rank
 from hotswitch.kernel.notebook.jobs.job_controls import JobControls
 from hotswitch.kernel.notebook.jobs.job_display import JobDisplay
+from hotswitch.kernel.notebook.jobs.job_events import JobEvents
 from hotswitch.kernel.notebook.jobs.job_outcome import ending
 from hotswitch.kernel.notebook.jobs.launch_watch import WATCH_EVERY_S, LaunchUnanswered, drain, wait_for_exit
 from hotswitch.kernel.notebook.jobs.pulse import Pulse
@@ -32,10 +33,15 @@ from hotswitch.kernel.notebook.jobs.rank_env import rank_env
 from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
 
 FINAL = ("succeeded", "failed", "stopped", "timed out", "lost")
-STOP_MESSAGE_WAIT_S = 1.0
+STOP_MESSAGE_WAIT_S = 1.0  # a body that reads no controls: how long a stop waits before SIGTERM
+# A trainer (a job that reports steps) ends its step when asked to stop, then writes what it was
+# asked to (a pending checkpoint, the run's final one, an export) and says ``done``: how long a
+# stop or a timeout waits for that before SIGTERM, within the 30 s Slurm gives a job between
+# SIGTERM and SIGKILL. A second Ctrl-C ends it at once.
+ENDING_S = 15.0
 
 
-class Job(JobDisplay, JobControls):
+class Job(JobDisplay, JobEvents, JobControls):
     """A running or finished training job.
 
     ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out' and
@@ -112,35 +118,6 @@ class Job(JobDisplay, JobControls):
     def done(self) -> bool:
         return self._status in FINAL and (self._finished or not self._watcher.is_alive())
 
-    @property
-    def events(self) -> Sequence[dict]:
-        """The events the ranks emitted (with "rank"), in arrival order; grows while the job runs.
-        A bounded window (``event_log.Window``): ``len`` counts every event received, indices are
-        absolute, and the oldest are dropped once the window is full."""
-        return self._reports.log.events
-
-    @property
-    def event_received_at(self) -> Sequence[float]:
-        """The kernel's ``time.time()`` when each of ``events`` arrived."""
-        return self._reports.log.received_at
-
-    def on_event(self, callback: Callable[[dict], None], replay: bool = True) -> Callable[[], None]:
-        """Call ``callback(event)`` for every event, in order: first those already received (with
-        ``replay``), then each as it arrives, on the channel thread (keep it quick). Returns a
-        function that unsubscribes."""
-        return self._reports.log.subscribe(callback, replay)
-
-    def events_of(self, kind: str, since: int = 0, **fields) -> list[dict]:
-        """The events of type ``kind`` from index ``since`` of ``events`` on, whose ``fields``
-        have the given values: ``job.events_of("control", mark, command="pause")``."""
-        return self._reports.log.of(kind, since, **fields)
-
-    def wait_until(self, predicate: Callable[[], object], timeout: float = 300.0) -> object:
-        """Block until ``predicate()`` is truthy (looked at whenever an event arrives) and return
-        its value: ``job.wait_until(lambda: job.events_of("step"))``. Raises ``JobEnded`` with the
-        job's status if it ends first, ``TimeoutError`` after ``timeout`` seconds."""
-        return self._reports.log.wait_until(predicate, timeout, self._ended_reason)
-
     def add_done_callback(self, callback: Callable[[Job], None]) -> None:
         """Call ``callback(job)`` once the job has ended and every process is gone (at once if
         it already has), on the job's watcher thread."""
@@ -169,15 +146,6 @@ class Job(JobDisplay, JobControls):
     def channel_losses(self) -> dict:  # what the channel lost, counted (channel_losses.py); total 0 if nothing
         return channel_losses(self.channel_stats, self._reports.losses())
 
-    @property
-    def plan(self) -> dict | None:
-        """The last "plan" event, or None."""
-        return self._last_event("plan")
-
-    @property
-    def graphs(self) -> dict | None:  # the last "graphs" event, or None
-        return self._last_event("graphs")
-
     def logs(self, rank: int = 0) -> str:
         """Rank ``rank``'s stdout and stderr as ``[stdout:N] line`` lines (ValueError: no such rank)."""
         return self._reports.logs(checked_rank(rank, self.spec.nproc * self.spec.nodes))
@@ -185,9 +153,6 @@ class Job(JobDisplay, JobControls):
     def pids(self) -> list[int]:
         """Processes of this job still alive on this machine."""
         return self.launcher.processes(self.handle)
-
-    def _last_event(self, kind: str) -> dict | None:
-        return next((e for e in reversed(self.events) if e.get("type") == kind), None)
 
     def wait(self, timeout: float | None = None) -> str:
         """Block until the job ends (or ``timeout`` seconds pass); return ``status``. Waits in
@@ -204,19 +169,23 @@ class Job(JobDisplay, JobControls):
     def stop(self, grace: float = 5.0, ending_s: float | None = None) -> str:
         """Ask rank 0 to stop, then SIGTERM every process, then SIGKILL those left after ``grace`` s.
 
-        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to ``ending_s`` (default: a second,
-        or ``grace`` if less) to end its step and say ``done``. Returns the final status ('stopped'
-        unless the job had already ended).
+        Rank 0 gets ``{"type": "control", "command": "stop"}`` and up to ``ending_s`` to end its step
+        and say ``done`` (default: ``ENDING_S`` for a trainer, a second for a body that reads no
+        controls). Returns the final status ('stopped' unless the job had already ended).
         """
         if self.done:
             return self._status
         self._set_status("stopped")
-        if self.spec.node_rank == 0:
-            self._send_control({"type": "control", "command": "stop"})
-        self.wait(min(STOP_MESSAGE_WAIT_S, grace) if ending_s is None else ending_s)
-        if not self.done:
-            self.launcher.cancel(self.handle)
-            self.wait(grace)
+        try:
+            if self.spec.node_rank == 0:
+                self._send_control({"type": "control", "command": "stop"})
+            self.wait(self._ending_s() if ending_s is None else ending_s)
+            if not self.done:
+                self.launcher.cancel(self.handle)
+                self.wait(grace)
+        except BaseException:  # a second Ctrl-C (or SIGTERM) while stopping: no more grace, nothing left running
+            self.launcher.cancel(self.handle, force=True)
+            raise
         if not self.done:
             self.launcher.cancel(self.handle, force=True)
         return self.wait(5.0)
@@ -258,14 +227,25 @@ class Job(JobDisplay, JobControls):
         drain(self._channel, self._reports, clean=code == 0)
         self._finish(code)
 
-    def _on_timeout(self) -> None:
-        if self._status not in FINAL:
-            self._set_status("timed out")
-            self._output.write(
-                f"[hotswitch] job {self.name!r} timed out after {self.timeout:g} s; stopping every rank. "
-                "Raise --timeout if it needs longer.\n",
-                "stderr",
-            )
+    def _ending_s(self) -> float:
+        """How long rank 0 may take to end once asked to stop (``ENDING_S`` for a trainer)."""
+        return ENDING_S if self._last_event("step") is not None else STOP_MESSAGE_WAIT_S
+
+    def _on_timeout(self) -> float:
+        """At the deadline: ask a trainer to stop, as ``stop`` does; the seconds it may take."""
+        if self._status in FINAL:
+            return 0.0
+        self._set_status("timed out")
+        trainer = self.spec.node_rank == 0 and self._ending_s() == ENDING_S
+        if trainer:
+            self._send_control({"type": "control", "command": "stop"})
+        then = f"asked it to end its step ({ENDING_S:g} s at most)" if trainer else "stopping every rank"
+        self._output.write(
+            f"\n[hotswitch] job {self.name!r} timed out after {self.timeout:g} s; {then}. "
+            "Raise --timeout if it needs longer.\n",
+            "stderr",
+        )
+        return ENDING_S if trainer else 0.0
 
     def _on_tick(self) -> None:
         silent = self._pulse.tick()

@@ -62,7 +62,7 @@ def wait_for_exit(
     handle: str,
     teardown: threading.Event,
     deadline: float | None,
-    on_timeout: Callable[[], None],
+    on_timeout: Callable[[], float],
     on_tick: Callable[[], None] = lambda: None,
     unanswered_s: float = UNANSWERED_S,
 ) -> int:
@@ -70,13 +70,15 @@ def wait_for_exit(
 
     Once ``teardown`` has been set for ``AGENT_TEARDOWN_S`` (and the launch has not ended by
     itself meanwhile) or ``deadline`` (a ``time.time()``) has passed, every process gets
-    SIGTERM, and SIGKILL ``KILL_AFTER_S`` later. ``on_timeout`` is called at every poll after
-    the deadline; ``on_tick`` at every poll. The launcher is asked (and told to kill) at most
+    SIGTERM, and SIGKILL ``KILL_AFTER_S`` later. ``on_timeout`` is called once the deadline has
+    passed and returns how many seconds more the launch may take to end by itself (a trainer
+    ending its step); ``on_tick`` is called at every poll. The launcher is asked (and told to kill) at most
     every ``status_every_s`` (a remote call for some); ``LaunchUnanswered`` once it has failed
     to answer for ``unanswered_s``.
     """
     ask = Asking(launcher, unanswered_s)
     terminated_at, asked_at, killed_at, teardown_at = None, 0.0, 0.0, None
+    ending: float | None = None  # after the deadline: what on_timeout granted
     while True:
         now = time.monotonic()
         if now - asked_at >= launcher.status_every_s:
@@ -86,11 +88,12 @@ def wait_for_exit(
                 return code
         on_tick()
         timed_out = deadline is not None and time.time() > deadline
-        if timed_out:
-            on_timeout()
+        if timed_out and ending is None:
+            ending = on_timeout()
         if teardown.is_set() and teardown_at is None:
             teardown_at = now
-        due = timed_out or (teardown_at is not None and now - teardown_at >= AGENT_TEARDOWN_S)
+        ended = timed_out and deadline is not None and time.time() > deadline + (ending or 0.0)
+        due = ended or (teardown_at is not None and now - teardown_at >= AGENT_TEARDOWN_S)
         if due and terminated_at is None and ask(launcher.cancel, handle) is not RETRY:
             terminated_at = now
         if (

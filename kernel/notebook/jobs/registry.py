@@ -30,7 +30,9 @@ class JobRegistry:
         """Add ``job``, in place of an ended job of its name (a cell run again); a running
         job's name is refused."""
         if self.running(job.name):
-            raise ValueError(f"a job named {job.name!r} is running; %train_stop {job.name} first, or pick another --name")
+            raise ValueError(
+                f"a job named {job.name!r} is running; %train_stop {job.name} first, or pick another --name"
+            )
         self._jobs = [other for other in self._jobs if other.name != job.name] + [job]
 
     def running(self, name: str) -> bool:

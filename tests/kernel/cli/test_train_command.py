@@ -3,8 +3,10 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -14,6 +16,7 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.auto import auto_candidates
 from hotswitch.backend.train.planning.dispatch import instantiation_strategy
 from hotswitch.backend.train.planning.memory import gib, model_state_bytes
+from tests.kernel.kernel_session import CAP_S, wait_progressing
 
 VOCAB = 320
 
@@ -73,6 +76,36 @@ def test_warnings_and_checkpoints_are_shown_as_they_happen_and_summed_up(tmp_pat
         f"step 2: checkpoint saved to {tmp_path / 'last'}",
     ], out.stderr[-3000:]
     assert f"checkpoints      3, the last {tmp_path / 'last'}" in out.stdout.splitlines(), out.stdout
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_step_writes_the_checkpoint_and_prints_the_summary(tmp_path):
+    """A terminal's Ctrl-C reaches the command's whole process group."""
+    argv = [sys.executable, "-m", "hotswitch.kernel.cli", "train", "-n", "1", "--steps", "100000", "--plan", "dp1"]
+    argv += ["--batch-size", "2", "--max-len", "32", "--checkpoint", str(tmp_path / "ckpt"), "--json"]
+    command = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a shell starts it
+    )  # fmt: skip
+    folder = Path(re.search(r"events recorded in (\S+)", command.stderr.readline()).group(1))
+    wait_progressing(
+        lambda: '"type": "step"' in _text(folder / "events.jsonl"),
+        lambda: len(_text(folder / "events.jsonl")),
+        "the first step",
+    )
+    os.killpg(command.pid, signal.SIGINT)
+    out, err = command.communicate(timeout=CAP_S)
+    assert command.returncode == 130, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    summary = json.loads(out)
+    assert summary["status"] == "stopped" and summary["steps"] >= 1
+    assert (tmp_path / "ckpt" / "hotswitch.json").is_file()  # the run's final checkpoint, at the step it ended
+    kinds = [json.loads(line)["type"] for line in _text(folder / "events.jsonl").splitlines()]
+    assert kinds[-2:] == ["done", "checkpoint"], kinds[-5:]
+
+
+def _text(path: Path) -> str:
+    return path.read_text() if path.is_file() else ""
 
 
 def test_bad_plans_are_refused_before_anything_launches(tmp_path):

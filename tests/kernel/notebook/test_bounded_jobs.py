@@ -25,7 +25,7 @@ recipe.run(spec, sink=job.emit, control=job.control)
 
 def test_a_body_printing_200k_lines_leaves_a_bounded_number_of_lines_in_the_kernel(monkeypatch):
     monkeypatch.setattr(rank_reports, "LOG_LINES", 5000)
-    job = follow("printer", PRINTER, 1, lambda events: None, LIMIT_S)
+    job = follow("printer", PRINTER, 1, lambda events: None, LIMIT_S).job
     assert job.status == "succeeded", job.exit_reason
     lines = job.logs(0).splitlines()
     # every line arrived: 195,000 let go from the window, the newest 5,000 kept, none missing
@@ -40,7 +40,7 @@ def test_a_body_printing_200k_lines_leaves_a_bounded_number_of_lines_in_the_kern
 
 def test_a_300_step_soak_with_a_hot_switch_every_step_keeps_a_bounded_window_of_events(monkeypatch):
     monkeypatch.setattr(event_log, "EVENT_WINDOW", 100)
-    job = follow("soak", SOAK, 2, lambda events: None, LIMIT_S)
+    job = follow("soak", SOAK, 2, lambda events: None, LIMIT_S).job
     assert job.status == "succeeded", job.exit_reason
     kept = list(job.events)
     assert len(kept) == 100 and len(job.events) >= 300 and job.events.dropped == len(job.events) - 100

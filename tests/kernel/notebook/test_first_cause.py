@@ -25,7 +25,7 @@ dist.all_reduce(torch.zeros(4))
 
 
 def test_the_rank_killed_first_is_named_before_the_survivor_it_broke():
-    job = follow("first-cause", KILLED_MID_COLLECTIVE, 2, lambda events: None, LIMIT_S)
+    job = follow("first-cause", KILLED_MID_COLLECTIVE, 2, lambda events: None, LIMIT_S).job
     assert job.status == "failed"
     assert job.exit_reason.startswith("rank 1 killed by SIGKILL"), job.exit_reason
     # what followed is rank 0's end: the error it raised, or torchrun stopping it first

@@ -164,6 +164,19 @@ def test_interrupt_during_wait_stops_the_job_and_leaves_no_process(kernel):
     assert processes_mentioning(kernel.value('str(jobs["sleepy"].job_dir)')) == []
 
 
+def test_a_second_interrupt_while_stopping_leaves_no_process_either(kernel):
+    msg_id, _ = kernel.execute("%%train -n 2 --wait --name twice\n" + SLEEP, wait=False)
+    assert wait_until(lambda: len(_workers(kernel)) == 2, timeout=60), kernel.drain() or kernel.text(msg_id)
+    kernel.manager.interrupt_kernel()
+    time.sleep(0.3)  # within the second its stop gives a body that reads no controls
+    kernel.manager.interrupt_kernel()
+    reply = kernel.client.get_shell_msg(timeout=120)
+    assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
+    assert wait_until(lambda: kernel.value('jobs["twice"].done'), timeout=120)
+    assert kernel.value('jobs["twice"].status') == "stopped"
+    assert wait_until(lambda: kernel.descendants() == [], timeout=60)
+
+
 def test_two_nodes_of_two_ranks_form_one_job_of_four(kernel):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
