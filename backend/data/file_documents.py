@@ -19,12 +19,12 @@ class FileDocuments(DocumentSource):
     ``text`` field), either compressed (``backend.data.files``). A JSONL line is read by its
     byte offset (``line_index``), so a corpus larger than memory costs 8 bytes a document."""
 
-    def __init__(self, paths: Sequence[str | Path], text_key: str = "text"):
+    def __init__(self, paths: Sequence[str | Path], text_key: str = "text", setting: str = "text_field"):
         from hotswitch.backend.data.decompressed import plain_copy
         from hotswitch.backend.data.json_array import holds_array, records_copy
         from hotswitch.backend.data.line_index import line_offsets
 
-        self.text_key = text_key
+        self.text_key, self.setting = text_key, setting  # the setting named in an error: text_field, prompt_field...
         self._files: list[tuple[Path, Path, np.ndarray | None]] = []  # (given, read, JSONL offsets)
         self._arrays: set[int] = set()  # the files that hold a JSON array, read from their JSONL copies
         for path in sorted(Path(p) for p in paths):
@@ -50,8 +50,10 @@ class FileDocuments(DocumentSource):
             return plain.read_bytes()
         record, where = self._record(part, within)
         text = record.get(self.text_key) if isinstance(record, dict) else None
+        if text is None and isinstance(record, dict) and self.text_key in record:
+            return b""  # a null, as a dataset's null row: an empty document
         if not isinstance(text, str):
-            raise ValueError(_record_problem(record, self.text_key, where()))
+            raise ValueError(_record_problem(record, self.text_key, where(), self.setting))
         return text.encode("utf-8")
 
     def conversation(self, index: int) -> list[dict]:
@@ -61,7 +63,7 @@ class FileDocuments(DocumentSource):
             raise ValueError(f"{self._files[part][0]} is a text file, one document with no fields; give JSONL records")
         record, where = self._record(part, within)
         if not isinstance(record, dict) or self.text_key not in record:
-            raise ValueError(_record_problem(record, self.text_key, where()))
+            raise ValueError(_record_problem(record, self.text_key, where(), self.setting))
         return check_messages(record[self.text_key], where())
 
     def _record(self, part: int, within: int) -> tuple[object, Callable[[], str]]:
@@ -93,12 +95,13 @@ def _where(given: Path, plain: Path, offset: int, unit: str = "line") -> str:
     return f"{given} {unit} {line}"
 
 
-def _record_problem(record, key: str, where: str) -> str:
-    """Why a JSONL record holds no text under ``key``, naming its line (``where``)."""
+def _record_problem(record, key: str, where: str, setting: str) -> str:
+    """Why a JSONL record holds no text under ``key`` (the ``setting`` setting's field), naming its
+    line (``where``)."""
     if not isinstance(record, dict):
         return f"{where} is a JSON {_json_kind(record)}, not an object with a {key!r} field"
     if key not in record:
-        return f"{where} has no {key!r} field (it has {sorted(record)}); set text_field"
+        return f"{where} has no {key!r} field (it has {sorted(record)}); set {setting}"
     if isinstance(record[key], list):
         return f"{where}: its {key!r} is a JSON array, not a string; a conversation's messages? set chat_field"
     return f"{where}: its {key!r} is a JSON {_json_kind(record[key])}, not a string"

@@ -158,6 +158,8 @@ def _field_problem(path: Path, field: str, key: str, field_key: str, messages: b
     if format_suffix(path) not in JSONL_SUFFIXES:
         return None
     first = _first_record(path)
+    if first is None:
+        return f"{path} holds no records; remove it, or give files that hold some"
     try:
         record = json.loads(first)
     except json.JSONDecodeError as error:
@@ -173,12 +175,13 @@ def _field_problem(path: Path, field: str, key: str, field_key: str, messages: b
     return None
 
 
-def _first_record(path: Path) -> bytes:
-    """The first record of a JSONL file, or of a JSON array (from its JSONL copy, made now)."""
+def _first_record(path: Path) -> bytes | None:
+    """The first record of a JSONL file, or of a JSON array (from its JSONL copy, made now);
+    None if it holds none."""
     from hotswitch.backend.data.json_array import holds_array, records_copy
 
     with records_copy(path).open("rb") if holds_array(path) else open_plain(path) as f:
-        return next((line for line in f if line.strip()), b"{}")
+        return next((line for line in f if line.strip()), None)
 
 
 def check_chat_template(chat_field: str | None, tokenizer: str) -> None:

@@ -57,10 +57,10 @@ def documents(
     ``chat_field``, each record's conversation is one, whose assistant's turns alone train (after
     its ``prompt_field`` messages, where given, which do not)."""
     if chat_field is not None:
-        prompts = _files(data, prompt_field, chat=True) if prompt_field is not None else None
-        return ChatDocuments(_files(data, chat_field, chat=True), prompts)
+        prompts = _files(data, prompt_field, "prompt_field", chat=True) if prompt_field is not None else None
+        return ChatDocuments(_files(data, chat_field, "chat_field", chat=True), prompts)
     if prompt_field is not None:
-        return PromptedDocuments(documents(data, prompt_field), documents(data, text_field))
+        return PromptedDocuments(_files(data, prompt_field, "prompt_field"), documents(data, text_field))
     if data == "stdlib":
         return stdlib_documents()
     if isinstance(data, str) and data.startswith("synthetic:"):
@@ -68,15 +68,16 @@ def documents(
     return _files(data, text_field)
 
 
-def _files(data, field: str, chat: bool = False) -> DocumentSource:
-    """The documents of the files ``data`` names, each kind read by its reader."""
+def _files(data, field: str, setting: str = "text_field", chat: bool = False) -> DocumentSource:
+    """The documents of the files ``data`` names, each kind read by its reader (``field``, the
+    ``setting`` setting's, named in an error)."""
     entries = [data] if isinstance(data, str) else data
     paths = list(dict.fromkeys(path for entry in entries for path in data_files(entry)))  # each file once
     kinds: dict[str | None, list] = {}
     for path in paths:
         kinds.setdefault(DATASET_SUFFIXES.get(format_suffix(path)), []).append(path)
     parts = [
-        FileDocuments(files, field) if kind is None else DatasetDocuments(files, field, chat)
+        FileDocuments(files, field, setting) if kind is None else DatasetDocuments(files, field, chat)
         for kind, files in sorted(kinds.items(), key=lambda item: item[0] or "")
     ]
     return parts[0] if len(parts) == 1 else JoinedDocuments(parts)

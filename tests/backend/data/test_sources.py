@@ -49,6 +49,22 @@ def test_a_bad_jsonl_line_is_refused_naming_its_line(tmp_path, line, refusal):
     assert str(refused.value).startswith(f"{path} line 3") and refusal in str(refused.value), refused.value
 
 
+def test_a_record_is_refused_naming_the_setting_of_its_missing_field(tmp_path):
+    path = tmp_path / "sft.jsonl"
+    path.write_text(json.dumps({"prompt": "a", "completion": "b"}) + "\n" + json.dumps({"completion": "c"}) + "\n")
+    prompts = FileDocuments([path], "prompt", "prompt_field")
+    with pytest.raises(ValueError, match=r"line 2 has no 'prompt' field \(it has \['completion'\]\); set prompt_field"):
+        prompts.text(1)
+
+
+def test_a_null_text_of_a_jsonl_record_is_an_empty_document_as_a_datasets_null_row(tmp_path):
+    path = tmp_path / "nulls.jsonl"
+    path.write_text(json.dumps({"text": "abc"}) + "\n" + json.dumps({"text": None}) + "\n")
+    source = FileDocuments([path])
+    assert [source.text(0), source.text(1)] == [b"abc", b""]
+    assert source.tokens(1) == [BYTES.eos]
+
+
 def test_a_null_row_of_a_dataset_is_an_empty_document_not_the_text_none(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -22,6 +22,8 @@ def folder(tmp_path_factory):
     (root / "content.jsonl").write_text(json.dumps({"content": "def f(): pass"}) + "\n")
     (root / "broken.jsonl").write_text("{not json\n")
     (root / "notes.txt").write_text("a document with no fields\n")
+    (root / "empty.jsonl").write_text("\n\n")
+    (root / "empty.json").write_text("[]")
     chat = [{"role": "user", "content": "def f():"}, {"role": "assistant", "content": "pass"}]
     (root / "chats.jsonl").write_text(json.dumps({"messages": chat, "system": "be brief"}) + "\n")
     make_tokenizer(root / "chat-tokenizer", vocab=300)
@@ -40,6 +42,8 @@ CASES = [
     ({"data": ["content.jsonl"]}, ["has no 'text' field (it has ['content'])"]),
     ({"data": ["body.parquet"], "text_field": "id"}, ["'id' column holds int64, not text", "set text_field"]),
     ({"data": ["broken.jsonl"]}, ["its first line is not JSON"]),
+    ({"data": ["empty.jsonl"]}, ["empty.jsonl holds no records; remove it"]),
+    ({"data": ["empty.json"]}, ["empty.json holds no records; remove it"]),
     ({"text_field": ""}, ["give the name of the field"]),
     ({"export_hf": "small"}, ["already exists; choose a new folder to export into"]),
     ({"prompt_field": "prompt"}, ["'prompt_field' = 'prompt'", "data 'stdlib' holds no prompts"]),
