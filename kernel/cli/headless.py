@@ -11,10 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from hotswitch.kernel.cli.progress import JobLines
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.launch.local.torchrun import TorchrunLauncher
 from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
-from hotswitch.kernel.notebook.cells.cell_output import ConsoleOutput
 from hotswitch.kernel.notebook.jobs.job import Job
 from hotswitch.kernel.notebook.jobs.run_record import RunRecord, new_run_dir
 
@@ -85,7 +85,7 @@ def _start(
     run_dir = new_run_dir(name)
     spec = LaunchSpec(job_dir, body_path, nproc=nproc, nodes=nodes, log_dir=run_dir / "logs")
     launcher.check(spec)
-    job = Job(name, spec, launcher, ConsoleOutput(all_to_stderr=True), timeout, host=host)
+    job = Job(name, spec, launcher, JobLines(), timeout, host=host)
     record = RunRecord(run_dir, body)
     record.started(job)
     job.on_event(record.write)

@@ -70,6 +70,22 @@ def _saved(result: dict) -> list[str]:
     return lines
 
 
+class _Stderr:
+    """Whether what this module wrote last left the line open (a bar, drawn after ``\r``)."""
+
+    mid_line = False
+
+
 def write(text: str) -> None:
     sys.stderr.write(text)
     sys.stderr.flush()
+    if text:
+        _Stderr.mid_line = not text.endswith("\n")
+
+
+class JobLines:
+    """A headless job's output (rank lines, how it ended) on stderr, each begun on a line of its
+    own where a progress bar was drawn last, not glued to the bar."""
+
+    def write(self, text: str, stream: str = "stdout") -> None:
+        write(("\n" if _Stderr.mid_line and not text.startswith("\n") else "") + text)

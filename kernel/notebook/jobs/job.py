@@ -241,7 +241,7 @@ class Job(JobDisplay, JobEvents, JobControls):
             self._send_control({"type": "control", "command": "stop"})
         then = f"asked it to end its step ({ENDING_S:g} s at most)" if trainer else "stopping every rank"
         self._output.write(
-            f"\n[hotswitch] job {self.name!r} timed out after {self.timeout:g} s; {then}. "
+            f"[hotswitch] job {self.name!r} timed out after {self.timeout:g} s; {then}. "
             "Raise --timeout if it needs longer.\n",
             "stderr",
         )
