@@ -33,4 +33,5 @@ def reattach(summary: dict, folder: Path, output) -> Job:
     launcher = make_launcher(summary["launcher"], **summary.get("launcher_settings", {}))
     spec = LaunchSpec.from_record(summary["spec"])
     launcher.adopt(summary["handle"], spec)
-    return Job(summary["name"], spec, launcher, output, attached=attachment(summary, folder))
+    timeout = summary.get("timeout")  # from its start: one past it while no kernel followed ends now
+    return Job(summary["name"], spec, launcher, output, timeout=timeout, attached=attachment(summary, folder))

@@ -34,7 +34,7 @@ from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
 
 FINAL = ("succeeded", "failed", "stopped", "timed out", "lost")
 STOP_MESSAGE_WAIT_S = 1.0  # a body that reads no controls: how long a stop waits before SIGTERM
-# A trainer (a job that reports steps) ends its step when asked to stop, then writes what it was
+# A trainer (a job that reported a plan) ends its step when asked to stop, then writes what it was
 # asked to (a pending checkpoint, the run's final one, an export) and says ``done``: how long a
 # stop or a timeout waits for that before SIGTERM, within the 30 s Slurm gives a job between
 # SIGTERM and SIGKILL. A second Ctrl-C ends it at once.
@@ -229,7 +229,7 @@ class Job(JobDisplay, JobEvents, JobControls):
 
     def _ending_s(self) -> float:
         """How long rank 0 may take to end once asked to stop (``ENDING_S`` for a trainer)."""
-        return ENDING_S if self._last_event("step") is not None else STOP_MESSAGE_WAIT_S
+        return ENDING_S if self._last_event("plan") is not None else STOP_MESSAGE_WAIT_S  # a Trainer's first
 
     def _on_timeout(self) -> float:
         """At the deadline: ask a trainer to stop, as ``stop`` does; the seconds it may take."""

@@ -71,6 +71,7 @@ class RunRecord:
             "spec": job.spec.record(),
             "status": job.status,
             "started_at": job.started_at,
+            "timeout": job.timeout,  # kept by whichever kernel follows the job (%train_attach)
         }
         self._write_summary()
         secret = self.folder / KERNEL_SECRET_FILE
