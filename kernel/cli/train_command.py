@@ -111,8 +111,8 @@ def check(spec: dict, nproc: int) -> dict:
     parallelism, max_len = run.parallelism, run.data.max_len
     plan = parallelism.hot_switch_plan()
     chosen = Strategy.parse(parallelism.instantiation) if parallelism.instantiation else None
+    parallelism.check_world(nproc)
     for strategy in [*([] if isinstance(plan, str) else plan.strategies), *([chosen] if chosen else [])]:
-        strategy.check_fits(nproc)
         check_strategy(model, strategy)
     if not isinstance(plan, str):  # a named plan; the string is "auto"
         check_device_groups(plan.strategies, nproc)

@@ -86,6 +86,19 @@ class ParallelismSettings:
             raise bad_setting("side_by_side", self.side_by_side, "give true or false")
         return self
 
+    def check_world(self, world_size: int) -> None:
+        """The plan's strategies and the instantiation each span ``world_size`` devices (a device
+        group: lies within them), or the setting is refused naming the fix."""
+        plan = self.hot_switch_plan()
+        given = [("plan", self.plan, s) for s in ([] if isinstance(plan, str) else plan.strategies)]
+        if self.instantiation is not None:
+            given.append(("instantiation", self.instantiation, Strategy.parse(self.instantiation)))
+        for key, value, strategy in given:
+            try:
+                strategy.check_fits(world_size)
+            except ValueError as error:
+                raise bad_setting(key, value, str(error)) from None
+
     def hot_switch_plan(self) -> HotSwitchPlan | str:
         """A checked section's plan: ``"auto"`` or the ``HotSwitchPlan`` it names."""
         return self.plan if self.plan == "auto" else HotSwitchPlan.of(self.plan)

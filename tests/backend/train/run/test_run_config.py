@@ -167,3 +167,15 @@ def test_long_documents_are_cut_unless_split_is_asked_for_and_the_stream_follows
     assert [s.length for s in split] == [64] * 4 and split[1].tokens[0] == split[0].tokens[-1]
     with pytest.raises(ValueError, match=r"'long_documents' = 'chunk' is not valid: choose one of cut, split"):
         check_spec({"long_documents": "chunk"})
+
+
+def test_a_plan_for_another_world_size_is_refused_naming_the_setting():
+    """What the ranks check once they know the world size (a notebook's job: %%train -n 2)."""
+    with pytest.raises(ValueError, match=r"setting 'plan' = 'dp3' is not valid: .*uses 3 devices but the cluster has 2"):
+        ParallelismSettings(plan="dp3").check().check_world(2)
+    with pytest.raises(ValueError, match=r"setting 'instantiation' = 'tp4' is not valid: .*cluster has 2"):
+        ParallelismSettings(plan="dp2", instantiation="tp4").check().check_world(2)
+    with pytest.raises(ValueError, match=r"setting 'plan' = 'tp2@2-3' is not valid: device group .*needs ranks 2-3"):
+        ParallelismSettings(plan="tp2@2-3").check().check_world(2)
+    ParallelismSettings(plan=[["tp2@0-1", 128], ["dp2@2-3", 0]]).check().check_world(4)
+    ParallelismSettings().check().check_world(3)  # auto: planned for whatever world there is
