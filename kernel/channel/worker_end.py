@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import zmq
 
+from hotswitch.kernel.channel.line_limit import MAX_LINE_CHARS, cut_line
 from hotswitch.kernel.channel.messages import HeartbeatMessage, LogLineMessage, LogLinesMessage, RankMessage
 from hotswitch.kernel.channel.secrets import CurveKeys
 from hotswitch.kernel.channel.signing import ChannelStats, MessageSigner, MessageVerifier
@@ -36,6 +37,7 @@ FIRST_WORD_S = 10.0
 # Messages (and bytes) a rank may have sent and the kernel not yet confirmed.
 WINDOW_MESSAGES = 4096
 WINDOW_BYTES = 32 * 1024 * 1024
+LINE_MESSAGE_OVERHEAD = 256  # a one-line message's bytes besides its line: header, keys, signature
 WAIT_MS = 10  # one wait for the kernel's confirmations
 # Output lines go one message each while fewer than LINES_ALONE messages are unconfirmed; past
 # that the kernel is behind, and lines gather into one message, up to LINES_PER_MESSAGE.
@@ -103,14 +105,23 @@ class WorkerChannel:
         the kernel keeps up; while it is behind (``LINES_ALONE``), lines gather into one "log" message (up to
         ``LINES_PER_MESSAGE`` lines and half the size limit), so a flood costs the kernel a
         message per batch, not per line."""
+        line = cut_line(line, self.line_chars)
         with self._order:
             self.lines_sent += 1
-            if self._lines and self._lines_chars + len(line) > self.max_bytes // 2:
+            cost = (len(line) if line.isascii() else 12 * len(line)) + 16  # its bytes in JSON, at most
+            if self._lines and self._lines_chars + cost > self.max_bytes // 2:
                 self._send_lines(wait=True)
             self._lines.append([stream, line])
-            self._lines_chars += len(line) + 16
+            self._lines_chars += cost
             if len(self._lines) >= LINES_PER_MESSAGE or self._room_now():
                 self._send_lines(wait=True)
+
+    @property
+    def line_chars(self) -> int:
+        """The longest output line sent whole: ``MAX_LINE_CHARS``, or fewer where a message of
+        this channel could not hold that many of any character (12 bytes each in JSON at most:
+        an escaped surrogate pair); a longer line is cut, saying so, rather than failing the rank."""
+        return max(16, min(MAX_LINE_CHARS, (self.max_bytes - LINE_MESSAGE_OVERHEAD) // 12))
 
     def try_send(self, body: HeartbeatMessage) -> bool:
         """Send ``body`` only if that needs no wait (a heartbeat: a rank that is sending or
@@ -151,7 +162,7 @@ class WorkerChannel:
         if size > self.max_bytes:
             raise ValueError(
                 f"message of {size} bytes is over the channel limit of {self.max_bytes} bytes; "
-                "send less (summaries, not tensors) or raise HOTSWITCH_MAX_MESSAGE_BYTES"
+                "send less (summaries, not tensors) or raise --max-message-bytes (%%train, %train_pool)"
             )
         while True:
             with self._lock:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import codecs
 import io
 
-from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 
 
@@ -91,4 +90,4 @@ class RankStream(LineStream):
         self._channel = channel
 
     def send_line(self, line: str) -> None:
-        self._channel.send_line(self._name, cut_line(line))
+        self._channel.send_line(self._name, line)  # cut to what the channel carries

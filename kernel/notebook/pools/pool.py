@@ -86,9 +86,10 @@ class Pool:
 
     @property
     def busy_with(self) -> str | None:
-        """What runs on the pool now ("job 'x'", "%%ranks"), or None."""
+        """What runs on the pool now ("job 'x'", "%%ranks"), or None (always, once the pool has
+        ended: a task it was running ended with it)."""
         current = self._current
-        return current.label if current else None
+        return current.label if current and not self.job.done else None
 
     def death(self) -> str | None:
         """How the pool ended, with how to start it again; None while it runs."""

@@ -88,3 +88,27 @@ def test_a_rank_gives_up_on_a_kernel_that_is_gone_counts_what_it_dropped_and_say
     assert (worker.unsent, lost) == (12, 20)
     assert len(notes) == 1 and "silent" in notes[0]
     assert got == [{"kind": "started"}]
+
+
+def test_a_line_longer_than_a_small_channel_carries_is_cut_saying_so_not_fatal():
+    key = new_key()
+    lines = []
+
+    def kernel(sender, body):
+        if body["kind"] == "log":
+            lines.extend(body["lines"] if "lines" in body else [[body["stream"], body["line"]]])
+
+    channel = KernelChannel(key, kernel, max_bytes=4096)
+    worker = WorkerChannel(channel.address, key, rank=0, max_bytes=4096)
+    try:
+        worker.send_line("stdout", "y" * 9000)
+        worker.send_line("stdout", "\U0001f389" * 9000)  # 12 bytes each, escaped in JSON
+        for _ in range(50):  # gathered lines of wide characters stay within the limit too
+            worker.send_line("stdout", "\u00e9" * 300)
+        assert worker.close() == 0
+        assert channel.stats.dropped == 0
+        assert lines[0][1].startswith("y" * worker.line_chars) and lines[0][1].endswith(" bytes cut]")
+        assert lines[1][1].endswith(f"[... {4 * (9000 - worker.line_chars)} bytes cut]")
+        assert len(lines) == 52
+    finally:
+        channel.close()

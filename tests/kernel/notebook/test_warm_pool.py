@@ -234,3 +234,4 @@ def test_a_body_stuck_in_a_collective_after_its_peer_failed_takes_the_pool_down_
         "%train_pool start split",
     )
     wait_none_mentioning(job_dir, "the pool's processes ending")
+    assert kernel.value("repr(split)") == "<Pool 'split' stopped, 2 ranks>"  # no longer "running job 'stuck'"
