@@ -173,7 +173,7 @@ def test_a_plan_for_another_world_size_is_refused_naming_the_setting():
     """What the ranks check once they know the world size (a notebook's job: %%train -n 2)."""
     with pytest.raises(
         ValueError, match=r"setting 'plan' = 'dp3' is not valid: .*uses 3 devices but the cluster has 2"
-    ):  # noqa: E501
+    ):
         ParallelismSettings(plan="dp3").check().check_world(2)
     with pytest.raises(ValueError, match=r"setting 'instantiation' = 'tp4' is not valid: .*cluster has 2"):
         ParallelismSettings(plan="dp2", instantiation="tp4").check().check_world(2)
