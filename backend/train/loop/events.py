@@ -163,6 +163,16 @@ class StaticsEvent(Event):
     chosen: str
 
 
+class ProfileEvent(Event):
+    """Profiling (before ``auto`` plans, or a memory budget is checked): the stage of strategies
+    measured now, ``index`` of ``of``, at each of ``lengths``."""
+
+    measuring: str  # a strategy, or device groups side by side joined by " + "
+    index: int  # from 1
+    of: int
+    lengths: list[int]
+
+
 EVENTS: dict[str, type] = {
     "data": DataEvent,
     "plan": PlanEvent,
@@ -175,6 +185,7 @@ EVENTS: dict[str, type] = {
     "warning": WarningEvent,
     "done": DoneEvent,
     "statics": StaticsEvent,
+    "profile": ProfileEvent,
 }
 
 Sink = Callable[[dict], None]
@@ -224,13 +235,19 @@ def read_events(path: str | os.PathLike) -> list[dict]:
     return events
 
 
-NOTICES = ("control", "checkpoint", "warning")  # the event types shown as a line of their own
+NOTICES = ("control", "checkpoint", "warning", "profile")  # the event types shown as a line of their own
 
 
 def notice(event: dict) -> str:
-    """A ``control``, ``checkpoint`` or ``warning`` event in one line: the dashboard's notices and
+    """A ``control``, ``checkpoint``, ``warning`` or ``profile`` event in one line: the dashboard's notices and
     ``hotswitch train``'s lines above its bar."""
     kind = event["type"]
+    if kind == "profile":
+        lengths = event.get("lengths") or [0]
+        return (
+            f"profiling {event.get('measuring')} ({event.get('index')} of {event.get('of')}) at "
+            f"{len(lengths)} lengths up to {max(lengths):,} tokens, to plan"
+        )
     if kind == "control":
         fields = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("type", "time", "step", "command", "rank"))
         return f"step {event.get('step')}: {event.get('command')} {fields}".rstrip()

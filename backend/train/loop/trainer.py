@@ -4,8 +4,7 @@ Control commands arrive on rank 0 (``control()`` returns the new ones) and are b
 every rank at the next step boundary, so all ranks apply them at the same point:
 
 ``{"command": "switch", "strategy": "auto" | "dp4" | [["tp4", 128], ["dp4", 0]]}``  new buckets
-``{"command": "pause"}`` / ``{"command": "resume"}``                         hold between steps
-``{"command": "stop"}``                                                      end after this step
+``{"command": "pause" | "resume" | "stop"}``          hold, go on, or end after this step
 ``{"command": "checkpoint", "path": "..."}``                                 save now
 
 Every ``checkpoint_every`` steps a checkpoint goes to the notebook folder's ``checkpoints/step-N``
@@ -122,7 +121,7 @@ class Trainer:
         if fixed is not None and budget is None:
             return fixed
         memory = budget if budget is not None else self.engine.free_memory()
-        cost = profile(self.engine, strategies, profile_lengths(max_len), memory)
+        cost = profile(self.engine, strategies, profile_lengths(max_len), memory, report=self.sink)
         self.use_cost(cost)
         if fixed is None:
             return best_plan([max_len], cost, self.engine.instantiation, max_len)[0]
@@ -223,7 +222,8 @@ class Trainer:
         if cost is None:  # every rank gets here at the same boundary: profiling is collective
             self.resident = self._auto_strategies()
             self.engine.set_strategies(self.resident)
-            cost = profile(self.engine, self.resident, profile_lengths(self.data.max_len), self.engine.free_memory())
+            lengths, free = profile_lengths(self.data.max_len), self.engine.free_memory()
+            cost = profile(self.engine, self.resident, lengths, free, report=self.sink)
             self.use_cost(cost)
         self.resident = list(cost.strategies)
         self.auto = True

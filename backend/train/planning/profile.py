@@ -18,6 +18,7 @@ import torch.distributed as dist
 from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.loop.events import Sink, discard, event
 from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
 from hotswitch.backend.train.planning.dispatch import Stage, SwitchKey
 from hotswitch.backend.train.planning.measure import (
@@ -75,10 +76,13 @@ def measuring_stages(strategies: list[Strategy]) -> list[Stage]:
     return whole + stages + [(s,) for s in groups if s not in measured]
 
 
-def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int]) -> dict:
+def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int], report: Sink) -> dict:
     link = measure_link(engine.device)
     per_strategy: dict[str, dict] = {}
-    for stage in measuring_stages(strategies):
+    stages = measuring_stages(strategies)
+    for index, stage in enumerate(stages, 1):
+        measuring = " + ".join(map(str, stage))
+        report(event("profile", measuring=measuring, index=index, of=len(stages), lengths=lengths))
         with engine.holding(*stage):
             compute = measure_stage(engine, stage, lengths)
             sync = measure_sync(engine, stage)
@@ -119,15 +123,21 @@ def _around_update(engine: Engine) -> None:
 
 
 def profile(
-    engine: Engine, strategies: list[Strategy], lengths: list[int], budget: float, use_cache: bool = True
+    engine: Engine,
+    strategies: list[Strategy],
+    lengths: list[int],
+    budget: float,
+    use_cache: bool = True,
+    report: Sink = discard,
 ) -> CostModel:
-    """Measure (or read back) compute, sync, update and link profiles and assemble the model."""
+    """Measure (or read back) compute, sync, update and link profiles and assemble the model;
+    ``report`` hears a ``profile`` event as each stage of strategies is measured."""
     path = cache_dir("profiles") / f"{_key(engine, strategies, lengths, engine.device.type)}.json"
     box = [json.loads(path.read_text()) if use_cache and engine.rank == 0 and path.is_file() else None]
     dist.broadcast_object_list(box, src=0)
     measured = box[0]
     if measured is None:
-        measured = _measure(engine, strategies, lengths)
+        measured = _measure(engine, strategies, lengths, report)
         if engine.rank == 0:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(measured))

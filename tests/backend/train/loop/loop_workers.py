@@ -78,8 +78,10 @@ def evaluate_under(rank: int, world: int, strategies: list[str]):
 
 
 def auto_run(rank: int, world: int, spec: dict, folder: str):
-    """Train ``spec`` (plan "auto") in ``folder``: rank 0's events and the strategies auto profiled."""
+    """Train ``spec`` (plan "auto") in ``folder``: rank 0's events and the strategies auto profiled
+    (measured: the profile cache is the folder's own)."""
     os.environ[ENV_NOTEBOOK_DIR] = folder
+    os.environ["HOTSWITCH_CACHE"] = os.path.join(folder, "cache")
     events = []
     trainer, s = build(spec, events.append)
     trainer.train(s["steps"])

@@ -42,6 +42,7 @@ def test_optional_fields_and_tags_are_declared():
     assert event("control", step=1, command="switch", strategy=[["tp2", 64], ["dp2", 0]])["strategy"][0] == ["tp2", 64]
     assert event("warning", message="m", run="hot switching")["run"] == "hot switching"
     kinds = {"data", "plan", "graphs", "step", "switch", "control", "checkpoint", "warning", "done", "statics", "eval"}
+    kinds.add("profile")
     assert kinds == set(EVENTS)
 
 
@@ -88,3 +89,11 @@ def test_a_bodys_own_step_events_fold_without_failing():
     own = [{"type": "step", "step": 1, "sent": 1.5}, {"type": "step", "step": 2, "seconds": {"compute": 0.5}}]
     figures = summarize([*own, step(3, 100, 1.0)])
     assert figures["steps"] == 3 and figures["tokens"] == 100 and figures["seconds"] == pytest.approx(1.5)
+
+
+def test_a_profile_event_reads_as_a_line_of_its_own():
+    from hotswitch.backend.train.loop.events import NOTICES, event, notice
+
+    profiling = event("profile", measuring="tp2@0-1 + dp2@2-3", index=2, of=5, lengths=[128, 512, 2048])
+    assert profiling["type"] in NOTICES
+    assert notice(profiling) == "profiling tp2@0-1 + dp2@2-3 (2 of 5) at 3 lengths up to 2,048 tokens, to plan"

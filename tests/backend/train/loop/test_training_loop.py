@@ -110,6 +110,10 @@ def test_auto_weighs_device_groups_side_by_side_and_trains_exactly(tmp_path):
     events, profiled = spawn_ranks(auto_run, 2, spec, str(tmp_path), timeout=1200)[0]
     groups = {"dp1tp1pp1@0-0", "dp1tp1pp1@1-1", "dp1tp1pp1ckpt@0-0", "dp1tp1pp1ckpt@1-1"}
     assert groups | {"dp2tp1pp1", "dp1tp2pp1"} <= set(profiled), profiled
+    profiles = of(events, "profile")  # what a user sees while it profiles, a stage at a time
+    assert [p["index"] for p in profiles] == list(range(1, len(profiles) + 1)) == list(range(1, profiles[0]["of"] + 1))
+    assert {s for p in profiles for s in p["measuring"].split(" + ")} == set(profiled)
+    assert any(" + " in p["measuring"] for p in profiles)  # groups measured side by side
     plans = of(events, "plan")
     assert plans[-1]["source"] == "auto"
     losses, _, _ = one_device(spec)
