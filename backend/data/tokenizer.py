@@ -81,5 +81,8 @@ def parse_tokenizer(spec: str) -> int | None:
         return None
     kind, _, size = spec.partition(":")
     if kind != "bpe" or not size.isdigit() or int(size) < 260:
-        raise ValueError(f"unknown tokenizer {spec!r}: give 'byte' or 'bpe:<vocabulary size of at least 260>'")
+        raise ValueError(
+            f"unknown tokenizer {spec!r}: give 'byte', 'bpe:<vocabulary size of at least 260>' or 'hf:DIR' "
+            "(a Hugging Face tokenizer's folder)"
+        )
     return int(size)

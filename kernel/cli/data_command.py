@@ -41,8 +41,10 @@ def run(args) -> int:
 
     if args.sample < 1:
         raise ValueError(f"--sample {args.sample} reads nothing; give at least 1 document")
-    if min(args.max_len) < 1:
-        raise ValueError(f"--max-len {min(args.max_len)} holds no token; give at least 1")
+    if min(args.max_len) < 2:
+        raise ValueError(f"--max-len {min(args.max_len)} holds no token to predict; give at least 2, as training takes")
+    if args.seed < 0:
+        raise ValueError(f"--seed {args.seed}: give a whole number of at least 0")
     unbounded = get_config("tiny").with_(vocab_size=1 << 31)  # no model here for the vocabulary to fit
     source = read_documents(args.data, args.text_field, args.tokenizer, unbounded, args.prompt_field, args.chat_field)
     profile = length_profile(source, args.max_len, args.sample, args.seed, None if args.json else _progress)

@@ -41,7 +41,7 @@ CASES = [
     (["train", "--memory-budget", "-3"], ["'memory_budget' = -3.0", "above 0"]),
     (["train", "--seed", "-1"], ["'seed' = -1", "at least 0"]),
     (["train", "--tokenizer", "bpe:5"], ["'bpe:5'", "at least 260"]),
-    (["train", "--tokenizer", "words"], ["'words'", "give 'byte' or 'bpe:"]),
+    (["train", "--tokenizer", "words"], ["'words'", "give 'byte', 'bpe:", "or 'hf:DIR'"]),
     (["train", "--model", "huge"], ["unknown model 'huge'", "choose one of"]),
     (["train", "--data", "{tmp}/nope.txt"], ["nope.txt is not a file", "existing text/JSONL/Parquet/Arrow files"]),
     (["train", "--data", "synthetic:nope"], ["'synthetic:nope'", "synthetic:github"]),

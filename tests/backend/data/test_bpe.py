@@ -52,7 +52,7 @@ def test_other_documents_train_another_bpe(tmp_path):
 
 
 def test_bad_tokenizer_requests_are_refused_clearly():
-    with pytest.raises(ValueError, match="give 'byte' or 'bpe:<vocabulary size"):
+    with pytest.raises(ValueError, match="give 'byte', 'bpe:<vocabulary size"):
         stdlib_documents().use_tokenizer("wordpiece")
     with pytest.raises(ValueError, match="at least 260"):
         stdlib_documents().use_tokenizer("bpe:100")

@@ -48,6 +48,8 @@ def test_the_table_and_a_smaller_seeded_sample(corpus, capsys):
     [
         (["--sample", "0"], "--sample 0 reads nothing"),
         (["--max-len", "0"], "--max-len 0 holds no token"),
+        (["--max-len", "1"], "--max-len 1 holds no token to predict; give at least 2"),
+        (["--seed", "-1"], "--seed -1: give a whole number of at least 0"),
         (["--tokenizer", "bpe:5"], "'bpe:5'"),
     ],
 )

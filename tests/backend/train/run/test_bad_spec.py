@@ -48,7 +48,7 @@ CASES = [
     ({"packing": "yes"}, "'packing' = 'yes' is not valid: give true or false"),
     ({"memory_budget": "8e6"}, "'memory_budget' = '8e6' is not valid"),
     ({"seed": -1}, "'seed' = -1 is not valid: give a whole number of at least 0"),
-    ({"tokenizer": "bpe:5"}, "unknown tokenizer 'bpe:5': give 'byte' or 'bpe:<vocabulary size of at least 260>'"),
+    ({"tokenizer": "bpe:5"}, "unknown tokenizer 'bpe:5': give 'byte', 'bpe:<vocabulary size of at least 260>' or"),
     ({"tokenizer": 512}, "'tokenizer' = 512 is not valid: give 'byte', 'bpe:<vocabulary size>' or 'hf:DIR'"),
     ({"device": "tpu"}, "'device' = 'tpu' is not valid: choose one of cpu, cuda or None"),
     ({"plan": "dp3x"}, "'plan' = 'dp3x' is not valid: cannot parse strategy"),
