@@ -169,7 +169,10 @@ class Pool:
             self._wait_task(number)
         except KeyboardInterrupt:
             self.interrupt(number)
-            self._wait_task(number)
+            try:
+                self._wait_task(number)
+            except KeyboardInterrupt:  # a second one: the body would not end; nothing is left running it
+                self.stop(f"the %%ranks cell (task {number}) did not end on an interrupt; a second one ended the pool")
             raise
         task = self._tasks.pop(number)
         if len(task.statuses) < self.size:

@@ -209,6 +209,23 @@ def test_an_interrupt_wakes_a_blocking_call_and_the_pool_goes_on(kernel):
     assert "Out[1]: 10" in ok(kernel, "%%ranks warm\nx")
 
 
+def test_a_second_interrupt_of_a_body_that_will_not_end_ends_the_pool_saying_so(kernel):
+    ok(kernel, "stubborn = %train_pool start stubborn -n 1")
+    job_dir = kernel.value("str(stubborn.job.job_dir)")
+    body = "import time\nprint('asleep', flush=True)\ntry:\n    time.sleep(3600)\nexcept KeyboardInterrupt:\n"
+    msg_id, _ = kernel.execute(
+        f"%%ranks stubborn\n{body}    print('ignored', flush=True)\n    time.sleep(3600)", wait=False
+    )
+    wait_progressing(lambda: kernel.drain() or "asleep" in kernel.text(msg_id), lambda: None, "the rank asleep")
+    kernel.manager.interrupt_kernel()
+    wait_progressing(lambda: kernel.drain() or "ignored" in kernel.text(msg_id), lambda: None, "the interrupt ignored")
+    kernel.manager.interrupt_kernel()
+    reply = kernel.client.get_shell_msg(timeout=CAP_S)
+    assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
+    wait_none_mentioning(job_dir, "the pool's processes ending")
+    refused(kernel, "%%ranks stubborn\n1", "did not end on an interrupt; a second one ended the pool")
+
+
 def test_an_idle_pool_stops_itself_and_says_so(kernel):
     ok(kernel, "sleepy = %train_pool start sleepy -n 1 --idle-timeout 1")
     job_dir = kernel.value("str(sleepy.job.job_dir)")
