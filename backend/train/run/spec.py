@@ -45,9 +45,11 @@ def check_run(spec: Spec) -> CheckedRun:
     config = RunConfig.of(spec).check()
     model = config.model.architecture()
     resume = config.checkpoints.resume_point(model)
-    if resume is not None and config.steps <= (done := resume.step):
+    exporting = config.checkpoints.export_hf is not None  # steps == done: export it, training nothing
+    if resume is not None and (config.steps < (done := resume.step) or (config.steps == done and not exporting)):
         why = f"{resume.path} has trained {done} steps already, and steps counts from the start"
-        raise bad_setting("steps", config.steps, f"{why}; give more than {done} to train on")
+        fix = f"give more than {done} to train on, or {done} with export_hf to export it as it is"
+        raise bad_setting("steps", config.steps, f"{why}; {fix}")
     return CheckedRun(config, model, resume)
 
 

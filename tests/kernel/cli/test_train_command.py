@@ -104,6 +104,22 @@ def test_ctrl_c_ends_the_step_writes_the_checkpoint_and_prints_the_summary(tmp_p
     assert kinds[-2:] == ["done", "checkpoint"], kinds[-5:]
 
 
+@pytest.mark.slow
+def test_a_checkpoint_exports_as_it_is_when_steps_is_its_own(tmp_path):
+    from safetensors.torch import load_file
+
+    run = ["train", "-n", "1", "--steps", "2", "--plan", "dp1", "--batch-size", "2", "--max-len", "32"]
+    first = hotswitch(*run, "--checkpoint", str(tmp_path / "ckpt"), "--export-hf", str(tmp_path / "trained"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = hotswitch(*run, "--resume-from", str(tmp_path / "ckpt"), "--export-hf", str(tmp_path / "again"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "no training step completed" in again.stdout
+    trained, exported = (load_file(tmp_path / d / "model.safetensors") for d in ("trained", "again"))
+    assert trained.keys() == exported.keys() and all((trained[k] == exported[k]).all() for k in trained)
+    refused = hotswitch(*run, "--resume-from", str(tmp_path / "ckpt"))
+    assert refused.returncode == 2 and "or 2 with export_hf to export it as it is" in refused.stderr
+
+
 def _text(path: Path) -> str:
     return path.read_text() if path.is_file() else ""
 
