@@ -158,20 +158,7 @@ class TrainMagics(Magics):
         name = check_name(args.name) if args.name else self.jobs.next_name()
         if self.jobs.running(name):
             raise UsageError(f"a job named {name!r} is running; %train_stop {name} first, or pick another --name")
-        check_run_root(args.run_dir)
-        run_dir = new_run_dir(name, args.run_dir) if args.detach else None
-        job_dir = (
-            private_dir(run_dir / "job") if run_dir else self.jobs.new_job_dir(name)
-        )  # a detached job's outlives us
-        (job_dir / "body.py").write_text(cell)
-        if pushed is not None:
-            write_pushed(pushed, job_dir)
-        try:
-            spec = launch_spec(args, job_dir, env, launcher)
-        except UsageError:  # nothing launched: nothing kept
-            shutil.rmtree(run_dir or job_dir, ignore_errors=True)
-            raise
-        run_dir = run_dir or new_run_dir(name, args.run_dir)
+        spec, run_dir = self._launch_from(args, name, cell, pushed, env, launcher)
         try:
             job = Job(
                 name,
@@ -198,6 +185,23 @@ class TrainMagics(Magics):
                 job.stop(grace=0.0, ending_s=0.0)
             raise
         return job
+
+    def _launch_from(self, args, name: str, cell: str, pushed, env: dict, launcher) -> tuple[LaunchSpec, Path]:
+        """The job's folder, holding its body and pushed values, as a spec ``launcher`` checked;
+        and its run folder. A detached job's folder lies in its run folder (it outlives us);
+        nothing is kept of a cell refused here."""
+        check_run_root(args.run_dir)
+        run_dir = new_run_dir(name, args.run_dir) if args.detach else None
+        job_dir = private_dir(run_dir / "job") if run_dir else self.jobs.new_job_dir(name)
+        (job_dir / "body.py").write_text(cell)
+        if pushed is not None:
+            write_pushed(pushed, job_dir)
+        try:
+            spec = launch_spec(args, job_dir, env, launcher)
+        except UsageError:
+            shutil.rmtree(run_dir or job_dir, ignore_errors=True)
+            raise
+        return spec, run_dir or new_run_dir(name, args.run_dir)
 
     @line_magic
     def train_attach(self, line: str):
