@@ -23,6 +23,7 @@ from hotswitch.kernel.worker.pool_tasks import run_job, run_ranks
 LISTEN_EVERY_S = 0.002  # how often a rank looks for the kernel's messages (a %%ranks round trip)
 # Seconds without a task after which the ranks of a detached pool end themselves (unset: never).
 ENV_IDLE_TIMEOUT = "HOTSWITCH_POOL_IDLE_TIMEOUT_S"
+MAIN_THREAD = threading.main_thread().ident or 0  # started, so it has an ident
 ENDING_PATIENCE_S = 5.0  # the kernel's silence after which a pool ending itself stops waiting for it
 
 
@@ -48,7 +49,7 @@ class TaskLine:
         ``_thread.interrupt_main`` only sets a flag the main thread reads once that call returns."""
         with self._lock:
             if self._current == task:
-                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                signal.pthread_kill(MAIN_THREAD, signal.SIGINT)
 
 
 def listen(pool: WorkerContext, tasks: queue.Queue, line: TaskLine) -> None:

@@ -42,11 +42,17 @@ def find_run(text: str, root: Path | None = None) -> Path:
     if (folder / "job.json").is_file():
         return folder
     root = root or runs_root()
-    runs = [summary.parent for summary in root.glob("*/job.json") if RUN_FOLDER.fullmatch(summary.parent.name)]
-    runs = [run for run in runs if RUN_FOLDER.fullmatch(run.name)[1] == text]  # not 'run-2' for 'run'
+    runs = [summary.parent for summary in root.glob("*/job.json") if _job_of(summary.parent) == text]
     if not runs:
         raise ValueError(f"no run folder {text!r}, and no run of a job named {text!r} under {root}")
     return max(runs, key=_started_at)
+
+
+def _job_of(folder: Path) -> str | None:
+    """The job name of run folder ``folder`` (``run`` of ``run-20261129-145700``, not of
+    ``run-2-20261129-145712``), or None for a folder not named as a run."""
+    named = RUN_FOLDER.fullmatch(folder.name)
+    return named[1] if named else None
 
 
 def _started_at(folder: Path) -> float:
