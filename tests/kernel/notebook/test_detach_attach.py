@@ -83,15 +83,15 @@ def test_a_detached_job_trains_through_a_kernel_restart_and_attaches_again(kerne
 
 
 def test_a_detached_job_past_its_timeout_while_no_kernel_followed_ends_once_attached(kernel):
-    msg_id, reply = kernel.execute(f"%%train -n 1 --detach --timeout 30 --name late\n{TRAINS}")
+    msg_id, reply = kernel.execute(f"%%train -n 1 --detach --timeout 45 --name late\n{TRAINS}")
     assert reply["status"] == "ok", kernel.text(msg_id)
     folder = Path(kernel.value("str(jobs['late'].spec.log_dir.parent)"))
-    kernel.manager.restart_kernel(now=False)  # within its 30 s: no kernel keeps its time now
+    kernel.manager.restart_kernel(now=False)  # within its 45 s: no kernel keeps its time now
     kernel.client.wait_for_ready(timeout=CAP_S)
     kernel.pid = kernel.manager.provisioner.process.pid
     summary = json.loads((folder / "job.json").read_text())
-    assert summary["timeout"] == 30 and "ended_at" not in summary, "the first kernel ended it"
-    time.sleep(max(0.0, summary["started_at"] + 31 - time.time()))
+    assert summary["timeout"] == 45 and "ended_at" not in summary, "the first kernel ended it"
+    time.sleep(max(0.0, summary["started_at"] + 46 - time.time()))
     msg_id, reply = kernel.execute("%train_attach late")
     assert reply["status"] == "ok", kernel.text(msg_id)
     wait_progressing(lambda: kernel.value("jobs['late'].done"), lambda: None, "the late job ending")
