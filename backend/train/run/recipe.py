@@ -164,16 +164,28 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
         run_name = os.environ.get("HOTSWITCH_JOB_NAME", "hotswitch")
         trackers = [open_tracker(t, run_name, run.as_spec(), notebook_dir()) for t in run.tracking.track]
         sink = TrackedSink(sink, trackers)
-    name = run.model.name
-    initial = hf_initializer(name[len(HF) :]) if name.startswith(HF) else None
-    held_out = evaluation(run, model, held)
-    if dist.get_rank() == 0:
-        separate = run.evaluation.eval_data is not None  # held: None where the run does not evaluate
-        sink(data_event(training, None if separate else held, held if separate else None))
-    trainer = Trainer(
-        model, stream, run, sink=sink, control=control, resume=checked.resume, evaluation=held_out, initial=initial
-    )
+    try:
+        name = run.model.name
+        initial = hf_initializer(name[len(HF) :]) if name.startswith(HF) else None
+        held_out = evaluation(run, model, held)
+        if dist.get_rank() == 0:
+            separate = run.evaluation.eval_data is not None  # held: None where the run does not evaluate
+            sink(data_event(training, None if separate else held, held if separate else None))
+        trainer = Trainer(
+            model, stream, run, sink=sink, control=control, resume=checked.resume, evaluation=held_out, initial=initial
+        )
+    except BaseException:
+        _failed(sink)
+        raise
     return trainer, run
+
+
+def _failed(sink: Sink) -> None:
+    """A run that raised (or was interrupted) closes its trackers now, marked failed: a warm
+    pool's rank runs the next cell's run in the same process, where an MLflow run left active
+    would refuse it."""
+    if isinstance(sink, TrackedSink):
+        sink.close(failed=True)
 
 
 def data_event(
@@ -194,9 +206,13 @@ def data_event(
 def run(spec: Spec, sink: Sink = discard, control: Control | None = None) -> dict:
     """Train as ``spec`` says (a flat dict, a ``RunConfig`` or a TOML path); returns the ``done`` event."""
     trainer, config = build(spec, sink, control)
-    done = trainer.train(config.steps)
-    if config.checkpoints.final:
-        trainer.save(config.checkpoints.final)
-    if config.checkpoints.export_hf:
-        export_hf(trainer, config)
+    try:
+        done = trainer.train(config.steps)
+        if config.checkpoints.final:
+            trainer.save(config.checkpoints.final)
+        if config.checkpoints.export_hf:
+            export_hf(trainer, config)
+    except BaseException:
+        _failed(trainer.sink)
+        raise
     return done

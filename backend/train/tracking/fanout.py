@@ -10,7 +10,7 @@ from hotswitch.backend.train.tracking.trackers import Tracker
 
 class TrackedSink:
     """``sink`` first, then every tracker; trackers are closed (flushed) by the run's ``done``
-    event, or at exit if it never comes."""
+    event, by ``close(failed=True)`` where the run raised, or at exit if neither came."""
 
     def __init__(self, sink: Sink, trackers: list[Tracker]):
         self.sink, self.trackers, self.open = sink, trackers, True
@@ -25,8 +25,9 @@ class TrackedSink:
         if event.get("type") == "done":
             self.close()
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Close every tracker (once), a failed run marked so where the tracker keeps a status."""
         if self.open:
             self.open = False
             for tracker in self.trackers:
-                tracker.close()
+                tracker.close(failed)

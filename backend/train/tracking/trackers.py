@@ -12,12 +12,13 @@ from typing import Protocol
 from hotswitch.backend.train.tracking.scalars import scalars
 
 KINDS = ("tensorboard", "mlflow", "wandb")
+EXPERIMENT = "hotswitch"  # the MLflow experiment runs are logged to
 
 
 class Tracker(Protocol):
     def __call__(self, event: dict) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, failed: bool = False) -> None: ...
 
 
 def _require(module: str, extra: str = "tracking"):
@@ -39,17 +40,26 @@ class TensorBoardTracker:
             for name, value in values.items():
                 self.writer.add_scalar(name, value, step, walltime=event.get("time"))
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self.writer.close()
 
 
 class MLflowTracker:
+    """A run of the ``hotswitch`` experiment; in a local SQLite store its artifacts go beside the
+    database (MLflow's default, ``./mlruns``, would be the rank's job folder, removed after)."""
+
     def __init__(self, uri: str, run_name: str):
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # nothing leaves the machine unasked
         self.mlflow = _require("mlflow")
+        artifacts = None
         if uri.startswith("sqlite:///"):
-            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            store = Path(uri.removeprefix("sqlite:///")).parent
+            store.mkdir(parents=True, exist_ok=True)
+            artifacts = (store / "artifacts").as_uri()
         self.mlflow.set_tracking_uri(uri)
-        self.run = self.mlflow.start_run(run_name=run_name)
+        experiment = self.mlflow.get_experiment_by_name(EXPERIMENT)
+        found = experiment.experiment_id if experiment else self.mlflow.create_experiment(EXPERIMENT, artifacts)
+        self.run = self.mlflow.start_run(run_name=run_name, experiment_id=found)
 
     def __call__(self, event: dict) -> None:
         found = scalars(event)
@@ -57,8 +67,8 @@ class MLflowTracker:
             step, values = found
             self.mlflow.log_metrics(values, step=step)
 
-    def close(self) -> None:
-        self.mlflow.end_run()
+    def close(self, failed: bool = False) -> None:
+        self.mlflow.end_run(status="FAILED" if failed else "FINISHED")
 
 
 class WandbTracker:
@@ -73,8 +83,8 @@ class WandbTracker:
             step, values = found
             self.run.log(values, step=step)
 
-    def close(self) -> None:
-        self.run.finish()
+    def close(self, failed: bool = False) -> None:
+        self.run.finish(exit_code=1 if failed else 0)
 
 
 def check_track(target, resolve) -> str:
@@ -87,6 +97,13 @@ def check_track(target, resolve) -> str:
         raise ValueError(f"--track {kind} needs a place: {kind}:{'DIR' if kind == 'tensorboard' else 'URI'}")
     if kind == "mlflow" and ":" not in where:  # a folder: a local SQLite store in it
         where = f"sqlite:///{resolve(where) / 'mlflow.db'}"
+    elif kind == "mlflow" and where.startswith("sqlite:///"):  # a relative database: the ranks' folder is not yours
+        where = f"sqlite:///{resolve(where.removeprefix('sqlite:///'))}"
+    elif kind == "mlflow" and where.startswith("file:"):
+        raise ValueError(
+            f"--track {target}: MLflow 3 keeps its plain-file store for old runs only; give a folder "
+            "(mlflow:DIR, a SQLite store in it) or a server's http(s):// URI"
+        )
     elif kind != "mlflow" and where:
         where = str(resolve(where))
     return f"{kind}:{where}" if where else kind

@@ -6,7 +6,7 @@ import pytest
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, check_spec
 
-from .tracking_workers import tracked_run
+from .tracking_workers import failed_then_tracked, tracked_run
 
 STEPS = 4
 SPEC = {
@@ -48,6 +48,7 @@ def test_mlflow_local_store_holds_the_run_metrics(tracked):
     client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlruns' / 'mlflow.db'}")
     runs = client.search_runs(experiment_ids=[e.experiment_id for e in client.search_experiments()])
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    assert runs[0].info.artifact_uri.startswith((folder / "mlruns" / "artifacts").as_uri())  # not the job's folder
     history = client.get_metric_history(runs[0].info.run_id, "train/loss")
     assert sorted(m.step for m in history) == list(range(1, STEPS + 1))
     evals = [e["loss"] for e in events if e["type"] == "eval"]
@@ -63,12 +64,23 @@ def test_wandb_writes_an_offline_run(tracked):
     assert list(runs[0].glob("*.wandb")), "the offline run's data file"
 
 
+def test_a_run_that_raised_is_closed_failed_and_the_next_one_in_its_process_starts(tmp_path):
+    import mlflow
+
+    spec = {**SPEC, "plan": "dp1", "eval_every": None, "track": ["mlflow:sqlite:///stores/ml.db"]}
+    spawn_ranks(failed_then_tracked, 1, spec, str(tmp_path), timeout=600)
+    client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'stores' / 'ml.db'}")  # relative: there
+    runs = client.search_runs([client.get_experiment_by_name("hotswitch").experiment_id], order_by=["start_time"])
+    assert [r.info.status for r in runs] == ["FAILED", "FINISHED"]
+
+
 @pytest.mark.parametrize(
     ("track", "fragment"),
     [
         (["neptune:x"], "give tensorboard:DIR, mlflow:URI or wandb"),
         (["tensorboard"], "needs a place: tensorboard:DIR"),
         (["mlflow"], "needs a place: mlflow:URI"),
+        (["mlflow:file:///tmp/runs"], "MLflow 3 keeps its plain-file store for old runs only; give a folder"),
         ("tensorboard:x", "give a list like"),
     ],
 )
