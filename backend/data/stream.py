@@ -77,20 +77,41 @@ class BatchStream:
     def next_batch(self) -> list[Sequence]:
         batch: list[Sequence] = []
         while len(batch) < self.batch_size:
-            doc, start = self.piece or self._next_document()
-            tokens, context = self._document(doc)
-            end = start + self.max_len + 1
-            self.piece = (doc, start + self.max_len) if self.split and end < len(tokens) else None
-            piece = tuple(tokens[start:end])
-            sequence = Sequence(doc, piece, untrained_targets(context, start, len(piece) - 1))
-            if sequence.length >= self.min_len and sequence.trained:
+            sequence = self._next_sequence()
+            if sequence is not None:
                 batch.append(sequence)
             elif self.position > 2 * len(self.source) and not batch:
-                raise ValueError(
-                    f"no document has at least {self.min_len + 1} tokens and a trained one among its first "
-                    f"{self.max_len + 1} (a prompt longer than max_len trains nothing)"
-                )
+                raise ValueError(self._nothing_trains())
         return batch
+
+    def one_pass(self, most: int) -> list[Sequence]:
+        """Up to ``most`` sequences of one pass over the documents from the start, each document
+        (each piece of a split one) at most once: a held-out split smaller than its batches is
+        evaluated once over, not partly twice. ValueError if none trains anything."""
+        sequences: list[Sequence] = []
+        while len(sequences) < most and (self.piece is not None or self.position < len(self.source)):
+            sequence = self._next_sequence()
+            if sequence is not None:
+                sequences.append(sequence)
+        if not sequences:
+            raise ValueError(self._nothing_trains())
+        return sequences
+
+    def _next_sequence(self) -> Sequence | None:
+        """The next sequence, or None where it is too short or trains nothing (then skipped)."""
+        doc, start = self.piece or self._next_document()
+        tokens, context = self._document(doc)
+        end = start + self.max_len + 1
+        self.piece = (doc, start + self.max_len) if self.split and end < len(tokens) else None
+        piece = tuple(tokens[start:end])
+        sequence = Sequence(doc, piece, untrained_targets(context, start, len(piece) - 1))
+        return sequence if sequence.length >= self.min_len and sequence.trained else None
+
+    def _nothing_trains(self) -> str:
+        return (
+            f"no document has at least {self.min_len + 1} tokens and a trained one among its first "
+            f"{self.max_len + 1} (a prompt longer than max_len trains nothing)"
+        )
 
     def _next_document(self) -> tuple[int, int]:
         epoch, index = divmod(self.position, len(self.source))

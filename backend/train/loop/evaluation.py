@@ -11,13 +11,20 @@ from hotswitch.backend.train.loop.events import event
 
 class Evaluation:
     """Every ``every`` steps, the mean token loss over ``batches`` global batches drawn once
-    from ``stream`` (the held-out documents), under the instantiation strategy."""
+    from ``stream`` (the held-out documents), under the instantiation strategy; over fewer
+    sequences where the held-out documents hold fewer, each of them once (drawn again, some
+    would count twice and the loss would depend on the batch size)."""
 
     def __init__(self, stream: BatchStream, every: int, batches: int = 1):
         if every < 1 or batches < 1:
             raise ValueError(f"eval_every and eval_batches must be at least 1, got {every} and {batches}")
         self.every = every
-        self.batches = [stream.next_batch() for _ in range(batches)]
+        try:
+            sequences = stream.one_pass(batches * stream.batch_size)
+        except ValueError as error:
+            raise ValueError(f"the held-out documents (eval_data, or the eval_fraction split): {error}") from None
+        size = stream.batch_size
+        self.batches = [sequences[i : i + size] for i in range(0, len(sequences), size)]
 
     def due(self, step: int) -> bool:
         return step % self.every == 0

@@ -3,6 +3,8 @@
 import itertools
 import json
 
+import pytest
+
 from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
 
 
@@ -88,3 +90,16 @@ def test_a_stream_resumes_only_its_own_documents_and_order():
         assert why is not None and named in why and "from their first batch" in why, why
         assert (other.position, other.piece) == (0, None)
         assert other.next_batch() == BatchStream(other.source, 2, 8, seed=other.seed).next_batch()
+
+
+def test_one_pass_takes_each_document_once_however_many_are_asked_for():
+    """What evaluation draws: a held-out split smaller than its batches, once over."""
+    source = Counting([5, 40, 9, 1, 3])  # a one-token document trains nothing
+    for asked in (2, 3, 4, 100):
+        sequences = BatchStream(source, 3, 8, seed=1).one_pass(asked)
+        docs = [s.doc for s in sequences]
+        assert len(docs) == len(set(docs)) == min(asked, 4) and 3 not in docs
+    pieces = BatchStream(source, 3, 8, seed=1, split=True).one_pass(100)
+    assert sum(s.doc == 1 for s in pieces) == 5  # 40 tokens, 8 a piece: each piece once
+    with pytest.raises(ValueError, match="no document has at least 3 tokens"):
+        BatchStream(Counting([1, 1]), 2, 8).one_pass(4)
