@@ -26,7 +26,7 @@ from hotswitch.backend.train.config.parallelism import ParallelismSettings
 from hotswitch.backend.train.config.paths import resolve
 from hotswitch.backend.train.config.precision import PrecisionSettings
 from hotswitch.backend.train.config.reporting import EvaluationSettings, TrackingSettings
-from hotswitch.backend.train.config.setting import key_of, setting, whole
+from hotswitch.backend.train.config.setting import bad_setting, key_of, setting, whole
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -84,11 +84,11 @@ class RunConfig:
         plan = run.parallelism.hot_switch_plan()
         if not isinstance(plan, str):  # a named plan, not "auto"
             run.precision.check_budget(architecture, plan, data.max_len)
-        return replace(
-            run,
-            evaluation=self.evaluation.check(data.text_field, data.prompt_field, data.chat_field),
-            tracking=self.tracking.check(),
-        )
+        evaluation = self.evaluation.check(data.text_field, data.prompt_field, data.chat_field)
+        if evaluation.eval_every is not None and evaluation.eval_every > run.steps:
+            why = f"more than steps ({run.steps}): nothing would be evaluated, yet documents would be held out"
+            raise bad_setting("eval_every", evaluation.eval_every, f"{why}; give at most {run.steps}, or leave it out")
+        return replace(run, evaluation=evaluation, tracking=self.tracking.check())
 
     def check_training(self, max_len: int) -> RunConfig:
         """The sections a trainer reads (steps and seed, optimizer, parallelism, precision,

@@ -181,3 +181,11 @@ def test_a_plan_for_another_world_size_is_refused_naming_the_setting():
         ParallelismSettings(plan="tp2@2-3").check().check_world(2)
     ParallelismSettings(plan=[["tp2@0-1", 128], ["dp2@2-3", 0]]).check().check_world(4)
     ParallelismSettings().check().check_world(3)  # auto: planned for whatever world there is
+
+
+def test_an_evaluation_less_often_than_the_run_is_long_is_refused():
+    from hotswitch.backend.train.run.spec import check_run
+
+    with pytest.raises(ValueError, match=r"'eval_every' = 5 is not valid: more than steps \(2\): nothing would be"):
+        check_run({"steps": 2, "eval_every": 5})
+    assert check_run({"steps": 5, "eval_every": 5}).config.evaluation.eval_every == 5
