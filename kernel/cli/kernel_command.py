@@ -15,13 +15,14 @@ def add_parser(sub) -> None:
     where.add_argument("--user", action="store_true", help="for this user only")
     where.add_argument("--sys-prefix", action="store_true", help=f"into this Python's prefix ({sys.prefix})")
     where.add_argument("--prefix", default=None, help="into PREFIX/share/jupyter/kernels")
-    actions.add_parser("uninstall", help="remove the kernelspec 'hotswitch'")
+    uninstall = actions.add_parser("uninstall", help="remove the kernelspec 'hotswitch' (the one Jupyter would use)")
+    uninstall.add_argument("--prefix", default=None, help="the one installed into PREFIX (install --prefix)")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
     if args.action == "uninstall":
-        print(f"removed {uninstall_kernelspec()}")
+        print(f"removed {uninstall_kernelspec(args.prefix)}")
         return 0
     prefix = sys.prefix if args.sys_prefix else args.prefix
     try:

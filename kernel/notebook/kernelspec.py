@@ -34,14 +34,19 @@ def install_kernelspec(user: bool = False, prefix: str | None = None) -> str:
         return KernelSpecManager().install_kernel_spec(source, KERNEL_NAME, user=user, prefix=prefix)
 
 
-def uninstall_kernelspec() -> str:
-    """Remove the kernelspec Jupyter would use; return the removed directory.
+def uninstall_kernelspec(prefix: str | None = None) -> str:
+    """Remove the kernelspec Jupyter would use, or the one installed into ``prefix``; return the
+    removed directory.
 
-    Raises ValueError if none is installed.
+    Raises ValueError if none is installed there.
     """
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
+    specs = KernelSpecManager()
+    if prefix is not None:
+        specs = KernelSpecManager(kernel_dirs=[str(Path(prefix).expanduser() / "share" / "jupyter" / "kernels")])
     try:
-        return KernelSpecManager().remove_kernel_spec(KERNEL_NAME)
+        return specs.remove_kernel_spec(KERNEL_NAME)
     except (KeyError, NoSuchKernel):
-        raise ValueError(f"no {KERNEL_NAME!r} kernelspec is installed; see `jupyter kernelspec list`") from None
+        where = f" under --prefix {prefix}" if prefix is not None else ""
+        raise ValueError(f"no {KERNEL_NAME!r} kernelspec is installed{where}; see `jupyter kernelspec list`") from None

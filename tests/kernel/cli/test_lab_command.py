@@ -123,3 +123,15 @@ def test_lab_serves_the_tutorials_on_loopback_behind_a_token(tmp_path):
         lab.stdout.close()
         log.close()
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_kernel_installed_into_a_prefix_is_removed_from_there(tmp_path, capsys):
+    from hotswitch.kernel.cli.main import main
+
+    assert main(["kernel", "install", "--prefix", str(tmp_path)]) == 0
+    folder = tmp_path / "share" / "jupyter" / "kernels" / "hotswitch"
+    assert (folder / "kernel.json").is_file()
+    assert main(["kernel", "uninstall", "--prefix", str(tmp_path)]) == 0
+    assert not folder.exists() and f"removed {folder}" in capsys.readouterr().out
+    assert main(["kernel", "uninstall", "--prefix", str(tmp_path)]) == 2
+    assert f"no 'hotswitch' kernelspec is installed under --prefix {tmp_path}" in capsys.readouterr().err
