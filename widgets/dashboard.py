@@ -18,7 +18,7 @@ import numpy  # noqa: F401
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from hotswitch.backend.train.loop.events import read_events
+from hotswitch.backend.train.loop.events import EVENTS, read_events
 from hotswitch.widgets.dashboard_state import PHASES, DashboardState, throughput_text
 from hotswitch.widgets.html_table import html_table
 from hotswitch.widgets.plan.plan_bands import band_labels, band_shapes, x_extent
@@ -77,7 +77,9 @@ class Dashboard(widgets.VBox):
         """A dashboard of recorded events (a list, or a run folder / its ``events.jsonl``),
         drawn once; controls call ``job`` when one is given."""
         if isinstance(events, str | os.PathLike):
-            events = read_events(events)
+            path, events = events, read_events(events)
+            if events and not any(isinstance(e, dict) and e.get("type") in EVENTS for e in events):
+                raise ValueError(f"{path} holds no hotswitch events; give a run folder or its events.jsonl")
         return cls(job, events=events, follow=False)
 
     # -- feeding --------------------------------------------------------------------------------

@@ -221,6 +221,14 @@ def test_show_of_an_event_list_is_a_replay():
     assert show(events).state.snapshot() == Dashboard.replay(events).state.snapshot()
 
 
+def test_a_file_of_other_records_is_refused_not_drawn_empty(tmp_path):
+    (tmp_path / "corpus.jsonl").write_text('{"text": "a document"}\n')
+    with pytest.raises(ValueError, match=r"corpus\.jsonl holds no hotswitch events; give a run folder"):
+        Dashboard.replay(tmp_path / "corpus.jsonl")
+    (tmp_path / "events.jsonl").write_text("")  # a run that recorded nothing yet: an empty dashboard
+    Dashboard.replay(tmp_path).close()
+
+
 def test_events_a_body_emits_itself_never_stop_the_dashboard():
     view = Dashboard.replay([{"type": "step", "step": 1, "sent": 0.5}, {"type": "step", "step": "two"}])
     assert view.state.events == 2 and view.state.progress[0] == 1

@@ -189,3 +189,8 @@ def test_an_evaluation_less_often_than_the_run_is_long_is_refused():
     with pytest.raises(ValueError, match=r"'eval_every' = 5 is not valid: more than steps \(2\): nothing would be"):
         check_run({"steps": 2, "eval_every": 5})
     assert check_run({"steps": 5, "eval_every": 5}).config.evaluation.eval_every == 5
+
+
+def test_a_plan_of_another_kind_is_refused_saying_what_a_plan_is():
+    with pytest.raises(ValueError, match=r"'plan' = 4 is not valid: give 'auto', a strategy \('dp4'\), or buckets"):
+        ParallelismSettings(plan=4).check()
