@@ -67,7 +67,8 @@ class ParallelismSettings:
     def check(self) -> ParallelismSettings:
         choice("device", self.device, DEVICE_KINDS, none=True)
         if not isinstance(self.plan, str | list | tuple):
-            raise bad_setting("plan", self.plan, "give 'auto', a strategy ('dp4'), or buckets [['tp4', 128], ['dp4', 0]]")
+            kinds = "give 'auto', a strategy ('dp4'), or buckets [['tp4', 128], ['dp4', 0]]"
+            raise bad_setting("plan", self.plan, kinds)
         if self.plan != "auto":
             try:
                 HotSwitchPlan.of(self.plan)
