@@ -13,6 +13,7 @@ from hotswitch.backend.train.tracking.scalars import scalars
 
 KINDS = ("tensorboard", "mlflow", "wandb")
 EXPERIMENT = "hotswitch"  # the MLflow experiment runs are logged to
+PARAM_CHARS = 500  # the longest parameter value every MLflow store takes
 
 
 class Tracker(Protocol):
@@ -48,7 +49,7 @@ class MLflowTracker:
     """A run of the ``hotswitch`` experiment; in a local SQLite store its artifacts go beside the
     database (MLflow's default, ``./mlruns``, would be the rank's job folder, removed after)."""
 
-    def __init__(self, uri: str, run_name: str):
+    def __init__(self, uri: str, run_name: str, config: dict):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # nothing leaves the machine unasked
         self.mlflow = _require("mlflow")
         artifacts = None
@@ -60,6 +61,7 @@ class MLflowTracker:
         experiment = self.mlflow.get_experiment_by_name(EXPERIMENT)
         found = experiment.experiment_id if experiment else self.mlflow.create_experiment(EXPERIMENT, artifacts)
         self.run = self.mlflow.start_run(run_name=run_name, experiment_id=found)
+        self.mlflow.log_params({key: str(value)[:PARAM_CHARS] for key, value in config.items()})  # the run's settings
 
     def __call__(self, event: dict) -> None:
         found = scalars(event)
@@ -115,5 +117,5 @@ def open_tracker(target: str, run_name: str, config: dict, workdir: Path) -> Tra
     if kind == "tensorboard":
         return TensorBoardTracker(where)
     if kind == "mlflow":
-        return MLflowTracker(where, run_name)
+        return MLflowTracker(where, run_name, config)
     return WandbTracker(where or str(workdir), run_name, config)

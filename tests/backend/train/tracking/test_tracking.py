@@ -49,6 +49,7 @@ def test_mlflow_local_store_holds_the_run_metrics(tracked):
     runs = client.search_runs(experiment_ids=[e.experiment_id for e in client.search_experiments()])
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     assert runs[0].info.artifact_uri.startswith((folder / "mlruns" / "artifacts").as_uri())  # not the job's folder
+    assert (runs[0].data.params["steps"], runs[0].data.params["plan"]) == (str(STEPS), "dp2")  # the run's settings
     history = client.get_metric_history(runs[0].info.run_id, "train/loss")
     assert sorted(m.step for m in history) == list(range(1, STEPS + 1))
     evals = [e["loss"] for e in events if e["type"] == "eval"]
