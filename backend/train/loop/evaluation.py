@@ -18,12 +18,11 @@ class Evaluation:
     def __init__(self, stream: BatchStream, every: int, batches: int = 1):
         if every < 1 or batches < 1:
             raise ValueError(f"eval_every and eval_batches must be at least 1, got {every} and {batches}")
-        self.every = every
+        self.every, size = every, stream.batch_size
         try:
-            sequences = stream.one_pass(batches * stream.batch_size)
+            sequences = stream.one_pass(batches * size)
         except ValueError as error:
             raise ValueError(f"the held-out documents (eval_data, or the eval_fraction split): {error}") from None
-        size = stream.batch_size
         self.batches = [sequences[i : i + size] for i in range(0, len(sequences), size)]
 
     def due(self, step: int) -> bool:

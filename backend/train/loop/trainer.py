@@ -4,7 +4,7 @@ Control commands arrive on rank 0 (``control()`` returns the new ones) and are b
 every rank at the next step boundary, so all ranks apply them at the same point:
 
 ``{"command": "switch", "strategy": "auto" | "dp4" | [["tp4", 128], ["dp4", 0]]}``  new buckets
-``{"command": "pause" | "resume" | "stop"}``          hold, go on, or end after this step
+``{"command": "pause" | "resume" | "stop"}``                  hold, go on, or end after this step
 ``{"command": "checkpoint", "path": "..."}``                                 save now
 
 Every ``checkpoint_every`` steps a checkpoint goes to the notebook folder's ``checkpoints/step-N``

@@ -179,7 +179,8 @@ class Job(JobDisplay, JobEvents, JobControls):
         try:
             if self.spec.node_rank == 0:
                 self._send_control({"type": "control", "command": "stop"})
-            self.wait(self._ending_s() if ending_s is None else ending_s)
+            default = ENDING_S if self._trainer() else STOP_MESSAGE_WAIT_S
+            self.wait(default if ending_s is None else ending_s)
             if not self.done:
                 self.launcher.cancel(self.handle)
                 self.wait(grace)
@@ -227,16 +228,16 @@ class Job(JobDisplay, JobEvents, JobControls):
         drain(self._channel, self._reports, clean=code == 0)
         self._finish(code)
 
-    def _ending_s(self) -> float:
-        """How long rank 0 may take to end once asked to stop (``ENDING_S`` for a trainer)."""
-        return ENDING_S if self._last_event("plan") is not None else STOP_MESSAGE_WAIT_S  # a Trainer's first
+    def _trainer(self) -> bool:
+        """Whether rank 0 runs a Trainer (it reported a plan): one that ends its step when asked to stop."""
+        return self._last_event("plan") is not None
 
     def _on_timeout(self) -> float:
         """At the deadline: ask a trainer to stop, as ``stop`` does; the seconds it may take."""
         if self._status in FINAL:
             return 0.0
         self._set_status("timed out")
-        trainer = self.spec.node_rank == 0 and self._ending_s() == ENDING_S
+        trainer = self.spec.node_rank == 0 and self._trainer()
         if trainer:
             self._send_control({"type": "control", "command": "stop"})
         then = f"asked it to end its step ({ENDING_S:g} s at most)" if trainer else "stopping every rank"
