@@ -37,11 +37,22 @@ TP_PLAN: Mapping[str, TPStyle] = MappingProxyType(
         "layers.*.attention.wq.weight": "column",
         "layers.*.attention.wk.weight": "column",
         "layers.*.attention.wv.weight": "column",
+        "layers.*.attention.bq": "column",  # a column-parallel projection's bias is split with its outputs
+        "layers.*.attention.bk": "column",
+        "layers.*.attention.bv": "column",
+        "layers.*.attention.q_norm.weight": "replicate",
+        "layers.*.attention.k_norm.weight": "replicate",
         "layers.*.attention.wo.weight": "row",
+        "layers.*.attention.bo": "replicate",  # a row-parallel projection's bias is added once, to the sum
+        "layers.*.attention_out_norm.weight": "replicate",
         "layers.*.ffn_norm.weight": "replicate",
         "layers.*.feed_forward.w1.weight": "column",
         "layers.*.feed_forward.w2.weight": "row",
         "layers.*.feed_forward.w3.weight": "column",
+        "layers.*.feed_forward.b1": "column",
+        "layers.*.feed_forward.b2": "replicate",
+        "layers.*.feed_forward.b3": "column",
+        "layers.*.ffn_out_norm.weight": "replicate",
         "norm.weight": "replicate",
         "output.weight": "vocab",
     }
@@ -130,6 +141,11 @@ def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
             raise ValueError(
                 f"{strategy}: tp={tp} does not divide {config.name}'s {what}={value}; choose tp dividing it"
             )
+    if strategy.cp > 1 and "sliding" in config.layer_kinds:
+        raise ValueError(
+            f"{strategy}: {config.name}'s sliding-window layers (sliding_window={config.sliding_window}) are not "
+            f"computed under context parallelism yet; train its long sequences with tp/sp or pp instead of cp"
+        )
     stage_layers(config.n_layers, strategy.pp)
 
 
@@ -147,7 +163,7 @@ def _stage_of(name: str, stages: list[range]) -> int:
     if name.startswith("layers."):
         layer = int(name.split(".")[1])
         return next(s for s, r in enumerate(stages) if layer in r)
-    return 0 if name == "tok_embeddings.weight" else len(stages) - 1
+    return 0 if name == "tok_embeddings.weight" else len(stages) - 1  # a tied head reads it from stage 0
 
 
 def param_layout(config: ModelConfig, strategy: Strategy) -> dict[str, ParamLayout]:

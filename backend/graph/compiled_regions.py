@@ -37,7 +37,7 @@ from hotswitch.backend.graph.checkpoint_blocks import CheckpointedBlock
 from hotswitch.backend.graph.extract import extract, item
 from hotswitch.backend.models.documents import gather_tables
 from hotswitch.backend.models.lean_ops import RotaryFunction
-from hotswitch.backend.models.llama import apply_rotary, rms_norm
+from hotswitch.backend.models.llama import add_bias, apply_rotary, rms_norm, scale
 
 __all__ = ["compile_regions", "compile_seconds", "compiled_runs"]
 
@@ -47,7 +47,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return RotaryFunction.apply(x, cos, sin)
 
 
-FUSIBLE_FUNCTIONS = {operator.add, operator.mul, F.linear, F.silu, rms_norm, rotate}  # F.linear: torch._C._nn's
+# F.linear: torch._C._nn's
+FUSIBLE_FUNCTIONS = {operator.add, operator.mul, F.linear, F.silu, F.gelu, rms_norm, rotate, add_bias, scale}
 FUSIBLE_METHODS = {"flatten", "unflatten"}
 COMPILE_TIMERS = ("_compile.compile_inner", "backward._backward_impl")  # torch._dynamo's, not nested
 _COMPILED: dict[str, nn.Module] = {}  # a run's structure -> its compiled module, process-wide

@@ -16,7 +16,7 @@ import torch.fx
 from torch import nn
 
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.llama import rotary_tables
+from hotswitch.backend.models.rotary import rotary_buffers
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.grad_accumulation import GradAccumulation
@@ -78,8 +78,8 @@ class ExecGraph:
             elif grads is not None:
                 param.grad = grads.views[name]  # autograd adds into .grad in place
             setattr(self.module, attr_name(name), param)
-        cos, sin = rotary_tables(self.config, params.flat.device)
-        self.module.rope_cos, self.module.rope_sin = cos, sin
+        for name, table in rotary_buffers(self.config, params.flat.device).items():
+            setattr(self.module, name, table)
 
     def run(
         self,

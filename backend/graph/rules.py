@@ -65,10 +65,30 @@ def embedding(ins, shapes, node) -> Deduction:
 
 
 def rms_norm(ins, shapes, node) -> Deduction:
+    """Normalises over the last dim, which must be whole. Split along another dim (heads under
+    tp for a per-head q/k norm, rows, the sequence), each rank's weight gradient covers its part
+    only: a partial sum (the trainer sums the dp and cp ones itself)."""
     x = ins[0]
     if x == P or _sharded(x, len(shapes[0]) - 1):
         x = R
-    return _same([x, R], x)
+    return _same([x, R], x, [False, isinstance(x, Shard)])
+
+
+def bias(ins, shapes, node) -> Deduction:
+    """x [..., features] + bias [features]: the bias is split where the features are; a split of
+    x along another dim sees all of it and gives a partial gradient; a partial sum is completed
+    first (the bias is added once)."""
+    x, b = ins
+    last = len(shapes[0]) - 1
+    if _sharded(x, last) or _sharded(b, 0):
+        return _same([Shard(last), Shard(0)], Shard(last))
+    x = R if x == P else x
+    return _same([x, R], x, [False, isinstance(x, Shard)])
+
+
+def scale(ins, shapes, node) -> Deduction:
+    (x,) = ins  # times a constant: linear, so any placement passes through, partial sums too
+    return _same([x], x)
 
 
 def unflatten(ins, shapes, node) -> Deduction:
@@ -198,10 +218,11 @@ def _residual(p: Placement, seq: int) -> bool:
 
 
 def sequence_parallel_rms_norm(ins, shapes, node) -> Deduction:
-    """Megatron-SP: a norm runs on a split of the sequence (partial sums are reduce-scattered
-    into it), so each rank's gradient of the replicated weight covers its tokens only."""
-    seq = len(shapes[0]) - 2
-    if seq >= 1 and _residual(ins[0], seq):
+    """Megatron-SP: a norm of the residual stream [batch, seq, dim] runs on a split of the
+    sequence (partial sums are reduce-scattered into it), so each rank's gradient of the
+    replicated weight covers its tokens only. Norms inside attention (q/k norms) are ordinary."""
+    seq = 1
+    if len(shapes[0]) == 3 and _residual(ins[0], seq):
         return _same([Shard(seq), R], Shard(seq), [False, True])
     return rms_norm(ins, shapes, node)
 
@@ -209,8 +230,8 @@ def sequence_parallel_rms_norm(ins, shapes, node) -> Deduction:
 def sequence_parallel_add(ins, shapes, node) -> Deduction:
     """Megatron-SP: the residual stream stays split along the sequence; a row-parallel
     output (a partial sum) is reduce-scattered into it."""
-    seq = len(shapes[0]) - 2
-    if len(shapes) == 2 and len(shapes[0]) == len(shapes[1]) and seq >= 1 and all(_residual(p, seq) for p in ins):
+    seq = 1
+    if len(shapes) == 2 and len(shapes[0]) == len(shapes[1]) == 3 and all(_residual(p, seq) for p in ins):
         return _same([Shard(seq), Shard(seq)], Shard(seq))
     return add(ins, shapes, node)
 
@@ -242,6 +263,9 @@ RULES = {
     "rotary": rotary,
     "attention": attention,
     "silu": nonlinear_unary,
+    "gelu": nonlinear_unary,
+    "bias": bias,
+    "scale": scale,
     "add": add,
     "mul": mul,
     "loss": loss,

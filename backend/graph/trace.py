@@ -15,7 +15,15 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.llama import apply_rotary, build_model, causal_attention, rms_norm, token_loss
+from hotswitch.backend.models.llama import (
+    add_bias,
+    apply_rotary,
+    build_model,
+    causal_attention,
+    rms_norm,
+    scale,
+    token_loss,
+)
 
 # fx target -> op kind with a deduction rule (see rules.py)
 FUNCTION_OPS = {
@@ -25,6 +33,10 @@ FUNCTION_OPS = {
     causal_attention: "attention",
     token_loss: "loss",
     F.silu: "silu",
+    F.gelu: "gelu",
+    F.linear: "linear",
+    add_bias: "bias",
+    scale: "scale",
     operator.add: "add",
     operator.mul: "mul",
     operator.matmul: "matmul",

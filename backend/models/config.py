@@ -1,10 +1,42 @@
-"""Shapes of LLaMA-style decoders: the tests' tiny model up to the paper's 32B, and the
-released LLaMA-2/3 shapes with their real vocabularies (for Hugging Face checkpoints)."""
+"""One decoder's shape and options: the tests' tiny model up to the paper's 32B, and the
+released families' shapes (Llama, Mistral, Qwen, Gemma, OLMo, Phi, SmolLM) as sets of options.
+
+A family is data, not a class: ``ModelConfig`` carries every option the one decoder
+(``models.llama``) computes, and ``models.hf_config`` reads each family's ``config.json`` into
+them. Every option is off by default, so a plain LLaMA is the config with no options set.
+"""
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+RopeKind = Literal["default", "linear", "llama3", "yarn"]
+QKNorm = Literal["none", "head", "projection"]
+NormPlacement = Literal["pre", "post", "sandwich"]
+Activation = Literal["silu", "gelu_tanh"]
+LayerKind = Literal["full", "sliding"]
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """How rotary frequencies are stretched for long contexts (Hugging Face's ``rope_type``):
+    ``linear`` divides every frequency by ``factor``; ``llama3`` divides the low frequencies and
+    blends the middle band (``low_freq_factor``, ``high_freq_factor`` over
+    ``original_max_positions``); ``yarn`` blends interpolated and extrapolated frequencies
+    between ``beta_fast`` and ``beta_slow`` rotations and scales cos/sin by
+    ``attention_factor``."""
+
+    kind: RopeKind = "default"
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_positions: int = 0
+    attention_factor: float = 1.0
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    truncate: bool = True
 
 
 @dataclass(frozen=True)
@@ -19,19 +51,64 @@ class ModelConfig:
     max_seq_len: int = 4096
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
-    # the output head is the input embedding (one tensor): models.hf loads such checkpoints
-    # for evaluation; the engine cannot lay them out (see ``param_shapes``)
+    # the output head is the input embedding: one parameter, ``tok_embeddings.weight``
     tie_embeddings: bool = False
+    family: str = "llama"  # the Hugging Face model_type it reads from and exports to
+    # -- options of the one decoder (all off by default: a plain LLaMA) --------------------
+    # a head's width where it is not dim / n_heads (Mistral Nemo, Qwen3, Gemma 3)
+    head_dim: int | None = None
+    rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    partial_rotary: float = 1.0  # the share of each head that rotary embedding rotates (Phi-4-mini)
+    local_rope_theta: float | None = None  # sliding-window layers' own rope_theta, unscaled (Gemma 3)
+    no_rope_layers: tuple[int, ...] = ()  # layers that apply no rotary embedding (SmolLM3)
+    qkv_bias: bool = False  # biases on the q, k and v projections (Qwen2.5)
+    o_bias: bool = False  # a bias on the attention output projection
+    mlp_bias: bool = False  # biases on the three feed-forward projections
+    qk_norm: QKNorm = "none"  # RMSNorm of q and k: per head (Qwen3, Gemma 3) or per projection (OLMo 2)
+    norm_placement: NormPlacement = "pre"  # pre (LLaMA), post (OLMo 2), pre and post (Gemma)
+    norm_offset: float = 0.0  # RMSNorm scales by (offset + weight): Gemma's 1 + weight
+    embed_scale: float = 1.0  # the input embedding is multiplied by it (Gemma: sqrt(dim))
+    activation: Activation = "silu"  # the feed-forward gate
+    attention_scale: float | None = None  # scores scaled by it, not 1/sqrt(head_dim) (Gemma)
+    sliding_window: int | None = None  # tokens a sliding-window layer's query sees, itself included
+    layer_kinds: tuple[LayerKind, ...] = ()  # per layer, full or sliding attention (empty: all full)
 
     def __post_init__(self) -> None:
-        if self.dim % self.n_heads:
+        if self.head_dim is None and self.dim % self.n_heads:
             raise ValueError(f"{self.name}: dim {self.dim} is not a multiple of n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"{self.name}: n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+        if self.layer_kinds and len(self.layer_kinds) != self.n_layers:
+            raise ValueError(f"{self.name}: {len(self.layer_kinds)} layer kinds for {self.n_layers} layers")
+        if "sliding" in self.layer_kinds and not self.sliding_window:
+            raise ValueError(f"{self.name}: sliding layers need a sliding_window")
+        if self.rotary_dim % 2 or self.rotary_dim > self.head_size:
+            raise ValueError(
+                f"{self.name}: partial_rotary={self.partial_rotary} of head_dim {self.head_size} is "
+                f"{self.rotary_dim} channels; it must be even and at most head_dim"
+            )
 
     @property
-    def head_dim(self) -> int:
-        return self.dim // self.n_heads
+    def head_size(self) -> int:
+        """A head's width: ``head_dim`` where given, else dim / n_heads."""
+        return self.head_dim or self.dim // self.n_heads
+
+    @property
+    def q_dim(self) -> int:
+        """The width of the query projection (n_heads x head_size), which may differ from dim."""
+        return self.n_heads * self.head_size
+
+    @property
+    def rotary_dim(self) -> int:
+        """The channels of each head that rotary embedding rotates (the rest pass through)."""
+        return int(self.head_size * self.partial_rotary)
+
+    def layer_kind(self, layer: int) -> LayerKind:
+        return self.layer_kinds[layer] if self.layer_kinds else "full"
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window of ``layer``'s attention, None for full causal attention."""
+        return self.sliding_window if self.layer_kind(layer) == "sliding" else None
 
     def with_(self, **changes) -> ModelConfig:
         return replace(self, **changes)
@@ -39,43 +116,51 @@ class ModelConfig:
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every parameter's global shape, in module order (torchtitan's names): the model's
         ``named_parameters`` without building it, so that planning needs no torch
-        (tests/backend/models/test_shapes.py holds the two equal). Raises for tied
-        embeddings: the engine keeps the embedding (first pipeline stage) and the head (last)
-        as two parameters, so every layout, graph and plan refuses a tied config here."""
-        if self.tie_embeddings:
-            raise ValueError(
-                f"{self.name}: tie_embeddings=True (one tensor for the input embedding and the output head) "
-                "cannot be trained by the engine, which keeps them as two parameters on different pipeline "
-                "stages; evaluate it with models.hf.load_pretrained, or train it untied with "
-                "config.with_(tie_embeddings=False) (models.hf.hf_initializer then starts both from the embedding)"
-            )
-        return self._shapes()
-
-    def _shapes(self) -> dict[str, tuple[int, ...]]:
-        kv = self.n_kv_heads * self.head_dim
+        (tests/backend/models/test_shapes.py holds the two equal). A tied head is no
+        parameter of its own: the head reads ``tok_embeddings.weight``."""
         shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (self.vocab_size, self.dim)}
         for i in range(self.n_layers):
-            p = f"layers.{i}."
-            shapes[p + "attention_norm.weight"] = (self.dim,)
-            shapes[p + "attention.wq.weight"] = (self.dim, self.dim)
-            shapes[p + "attention.wk.weight"] = (kv, self.dim)
-            shapes[p + "attention.wv.weight"] = (kv, self.dim)
-            shapes[p + "attention.wo.weight"] = (self.dim, self.dim)
-            shapes[p + "ffn_norm.weight"] = (self.dim,)
-            shapes[p + "feed_forward.w1.weight"] = (self.ffn_dim, self.dim)
-            shapes[p + "feed_forward.w2.weight"] = (self.dim, self.ffn_dim)
-            shapes[p + "feed_forward.w3.weight"] = (self.ffn_dim, self.dim)
+            shapes.update(self._layer_shapes(f"layers.{i}."))
         shapes["norm.weight"] = (self.dim,)
-        shapes["output.weight"] = (self.vocab_size, self.dim)
+        if not self.tie_embeddings:
+            shapes["output.weight"] = (self.vocab_size, self.dim)
+        return shapes
+
+    def _layer_shapes(self, p: str) -> dict[str, tuple[int, ...]]:
+        dim, q, kv, ffn = self.dim, self.q_dim, self.n_kv_heads * self.head_size, self.ffn_dim
+        shapes: dict[str, tuple[int, ...]] = {}
+        if self.norm_placement != "post":
+            shapes[p + "attention_norm.weight"] = (dim,)
+        shapes[p + "attention.wq.weight"] = (q, dim)
+        shapes[p + "attention.wk.weight"] = (kv, dim)
+        shapes[p + "attention.wv.weight"] = (kv, dim)
+        if self.qkv_bias:
+            shapes.update({p + "attention.bq": (q,), p + "attention.bk": (kv,), p + "attention.bv": (kv,)})
+        if self.qk_norm != "none":
+            width = self.head_size if self.qk_norm == "head" else None
+            shapes[p + "attention.q_norm.weight"] = (width or q,)
+            shapes[p + "attention.k_norm.weight"] = (width or kv,)
+        shapes[p + "attention.wo.weight"] = (dim, q)
+        if self.o_bias:
+            shapes[p + "attention.bo"] = (dim,)
+        if self.norm_placement != "pre":
+            shapes[p + "attention_out_norm.weight"] = (dim,)
+        if self.norm_placement != "post":
+            shapes[p + "ffn_norm.weight"] = (dim,)
+        shapes[p + "feed_forward.w1.weight"] = (ffn, dim)
+        shapes[p + "feed_forward.w2.weight"] = (dim, ffn)
+        shapes[p + "feed_forward.w3.weight"] = (ffn, dim)
+        if self.mlp_bias:
+            shapes.update({p + "feed_forward.b1": (ffn,), p + "feed_forward.b2": (dim,), p + "feed_forward.b3": (ffn,)})
+        if self.norm_placement != "pre":
+            shapes[p + "ffn_out_norm.weight"] = (dim,)
         return shapes
 
     @functools.cached_property
     def n_params(self) -> int:
         """Distinct parameters: a tied head counts once (computed once per configuration: the
         simulator asks for it thousands of times)."""
-        shapes = self._shapes()
-        if self.tie_embeddings:
-            del shapes["output.weight"]
+        shapes = self.param_shapes()
         total = 0
         for shape in shapes.values():
             count = 1

@@ -20,14 +20,33 @@ BF16_PEAK_FLOPS = {
 
 
 def matmul_params(config: ModelConfig) -> int:
-    """Weights that take part in matrix multiplies: all but the embedding table and the norms."""
-    norms = (2 * config.n_layers + 1) * config.dim
-    return config.n_params - config.vocab_size * config.dim - norms
+    """Weights that take part in matrix multiplies: the matrices but the embedding table (a
+    tied head multiplies by it all the same); norms and biases do not."""
+    matrices = sum(rows * cols for name, (rows, cols, *_) in _matrices(config) if name != "tok_embeddings.weight")
+    return matrices + (config.vocab_size * config.dim if config.tie_embeddings else 0)
+
+
+def _matrices(config: ModelConfig) -> list[tuple[str, tuple[int, ...]]]:
+    return [(name, shape) for name, shape in config.param_shapes().items() if len(shape) == 2]
+
+
+def attended_pairs(config: ModelConfig, length: int) -> float:
+    """(query, key) pairs one sequence of ``length`` tokens scores over every layer, counted as
+    length^2 / 2 for a full causal layer; a sliding-window layer scores at most ``window`` keys
+    per query."""
+    total = 0.0
+    for layer in range(config.n_layers):
+        window = config.window(layer)
+        if window is None or length <= window:
+            total += length * length / 2
+        else:
+            total += window * window / 2 + (length - window) * window
+    return total
 
 
 def train_flops(config: ModelConfig, length: int) -> float:
     """FLOPs to train one sequence of ``length`` tokens (forward and backward)."""
-    return length * (6.0 * matmul_params(config) + 12.0 * config.n_layers * config.dim * length)
+    return length * 6.0 * matmul_params(config) + 24.0 * config.q_dim * attended_pairs(config, length)
 
 
 def peak_flops(device_name: str) -> float | None:

@@ -1,5 +1,6 @@
-"""Hugging Face LLaMA checkpoints (``config.json`` + safetensors, sharded or not) in and out
-of our ``Transformer``, and a per-box initializer for distributed training.
+"""Hugging Face checkpoints of every family that loads (``config.json`` + safetensors,
+sharded or not) in and out of our ``Transformer``, and a per-box initializer for distributed
+training.
 
 Callers may rely on:
 
@@ -15,12 +16,11 @@ stores q/k projections for (its conversion script permutes Meta's interleaved we
 into it), so rows load as they are: no permutation, and any box of rows (tensor-parallel
 or not) is read directly.
 
-Tied embeddings (``tie_word_embeddings``): ``load_pretrained`` ties them truly (the head
-*is* the embedding Parameter), so evaluation and single-device torch training match
-``transformers``. The engine cannot train them tied (it lays the embedding and the head
-out as two parameters on different pipeline stages; ``ModelConfig.param_shapes`` refuses
-a tied config): to train such a checkpoint, use ``config.with_(tie_embeddings=False)``,
-and ``hf_initializer`` starts both from the stored embedding, which training then unties.
+Tied embeddings (``tie_word_embeddings``): one parameter, ``tok_embeddings.weight``, which
+the head reads; the export stores it once, as the embedding, as transformers expects. Fused
+tensors (Phi-3's ``qkv_proj``, ``gate_up_proj``) are read as their parts' rows and written
+fused again (``hf_names``); the export's ``config.json`` is of the checkpoint's own
+``model_type``, so a fine-tuned model loads in transformers as itself.
 
 Nothing here imports ``transformers``; reading and writing needs ``safetensors``
 (``pip install 'hotswitch[hf]'``).
@@ -36,8 +36,10 @@ import torch
 
 from hotswitch.backend.dist_state import Box
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.hf_config import IGNORED_SUFFIXES, config_from_hf, config_to_dict, hf_name
-from hotswitch.backend.models.llama import Transformer, rotary_tables
+from hotswitch.backend.models.hf_config import SETTINGS, config_from_hf, config_to_dict
+from hotswitch.backend.models.hf_names import IGNORED_SUFFIXES, fused_groups, hf_name, stored_layout
+from hotswitch.backend.models.llama import Transformer
+from hotswitch.backend.models.rotary import rotary_buffers
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -71,50 +73,64 @@ def _weight_map(directory: Path) -> dict[str, Path]:
 
 
 class HFCheckpoint:
-    """A Hugging Face LLaMA checkpoint folder, read by our parameter names, one box at a time.
+    """A Hugging Face checkpoint folder of any family that loads, read by our parameter names,
+    one box at a time.
 
     ``config`` is its ``ModelConfig``; ``read(name, box)`` opens the one shard file holding
-    ``name`` and reads only ``box`` (all of it when ``box`` is None) as float32."""
+    ``name`` and reads only ``box`` (all of it when ``box`` is None) as float32, from the rows
+    of a fused tensor where the family fuses it. A missing, extra or misshapen tensor is refused
+    at once, naming it."""
 
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.config = config_from_hf(self.directory)
         self.files = _weight_map(self.directory)
+        self.layout = stored_layout(self.config)
         self._check_names()
+        self._check_shapes()
 
     def _check_names(self) -> None:
-        wanted = {hf_name(n) for n in self.config.with_(tie_embeddings=False).param_shapes()}
-        if self.config.tie_embeddings:
-            wanted.discard("lm_head.weight")  # tied checkpoints may store it or not
+        wanted = {stored.name for stored in self.layout.values()}
         stored = {n for n in self.files if not n.endswith(IGNORED_SUFFIXES)}
-        missing, unexpected = sorted(wanted - stored), sorted(stored - wanted - {"lm_head.weight"})
+        head = hf_name("output.weight")
+        if self.config.tie_embeddings:
+            stored.discard(head)  # a tied checkpoint may store the head (as the embedding) or not
+        missing, unexpected = sorted(wanted - stored), sorted(stored - wanted)
         if missing or unexpected:
             raise ValueError(
-                f"{self.directory}: the tensors do not match config.json's LLaMA model: missing {missing[:5]}"
-                f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
-                f"{' ...' if len(unexpected) > 5 else ''} (biases or another architecture are not supported)"
-            )
-        if "lm_head.weight" not in stored and not self.config.tie_embeddings:
-            raise ValueError(
-                f"{self.directory}: no lm_head.weight and tie_word_embeddings is false; the output head is missing"
+                f"{self.directory}: the tensors do not match config.json's {self.config.family} model: "
+                f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+                f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
             )
 
-    def _stored_name(self, name: str) -> str:
-        stored = hf_name(name)
-        if stored == "lm_head.weight" and stored not in self.files:
-            return hf_name("tok_embeddings.weight")  # tied: the head is the embedding
-        return stored
+    def _check_shapes(self) -> None:
+        expected = self.config.param_shapes()
+        for name, want in expected.items():
+            have = self.shape(name)
+            if have != want:
+                raise ValueError(
+                    f"{self.directory}: {self.layout[name].name} gives {name} the shape {have}, but config.json "
+                    f"implies {want}; the checkpoint and its config.json disagree"
+                )
 
     def shape(self, name: str) -> tuple[int, ...]:
-        stored = self._stored_name(name)
-        with _safetensors().safe_open(self.files[stored], framework="pt") as f:
-            return tuple(f.get_slice(stored).get_shape())
+        """Our parameter ``name``'s shape as stored (its rows of a fused tensor)."""
+        stored = self.layout[name]
+        with _safetensors().safe_open(self.files[stored.name], framework="pt") as f:
+            shape = tuple(f.get_slice(stored.name).get_shape())
+        return shape if stored.rows is None else (min(stored.rows, shape[0] - stored.start), *shape[1:])
 
     def read(self, name: str, box: Box | None = None) -> torch.Tensor:
         """Our parameter ``name`` (or its ``box``) as float32, read from its shard file only."""
-        stored = self._stored_name(name)
-        with _safetensors().safe_open(self.files[stored], framework="pt") as f:
-            tensor = f.get_tensor(stored) if box is None else f.get_slice(stored)[box.slices()]
+        stored = self.layout[name]
+        with _safetensors().safe_open(self.files[stored.name], framework="pt") as f:
+            if box is None and stored.rows is None:
+                tensor = f.get_tensor(stored.name)
+            else:
+                whole = Box((0,) * len(self.shape(name)), self.shape(name))
+                index = (box or whole).slices()
+                rows = slice(index[0].start + stored.start, index[0].stop + stored.start)
+                tensor = f.get_slice(stored.name)[(rows, *index[1:])]
         return tensor.to(torch.float32)
 
 
@@ -148,14 +164,11 @@ def load_pretrained(
     with torch.device("meta"):
         model = Transformer(config)
     model = model.to_empty(device=device).to(dtype)
-    if config.tie_embeddings:  # to_empty/to may have replaced the shared Parameter
-        model.output.weight = model.tok_embeddings.weight
     with torch.no_grad():
         for name, param in model.named_parameters():
             param.copy_(source.read(name))
-        cos, sin = rotary_tables(config, device)
-        model.get_buffer("rope_cos").copy_(cos)
-        model.get_buffer("rope_sin").copy_(sin)
+        for buffer, table in rotary_buffers(config, device).items():
+            model.get_buffer(buffer).copy_(table)
     return model
 
 
@@ -173,18 +186,27 @@ def _shards(tensors: dict[str, torch.Tensor], max_shard_bytes: int | None) -> li
     return shards
 
 
-def save_pretrained(model: Transformer, directory: str | Path, max_shard_bytes: int | None = None) -> None:
+def save_pretrained(
+    model: Transformer, directory: str | Path, max_shard_bytes: int | None = None, like: str | Path | None = None
+) -> None:
     """Write ``model`` as a Hugging Face LLaMA checkpoint into ``directory`` (created):
     ``config.json`` and one ``model.safetensors``, or shards of at most ``max_shard_bytes``
     with ``model.safetensors.index.json``. Tensors keep the model's dtype; a tied head is
-    stored once, as the embedding."""
+    stored once, as the embedding; fused tensors are fused again. ``like``: the checkpoint the
+    model came from, whose ``config.json`` keys that change no computation (token ids,
+    cache settings) are kept."""
     safetensors = _safetensors()
     config: ModelConfig = model.config
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    tensors = {hf_name(n): p.detach().to("cpu").contiguous() for n, p in model.named_parameters()}
+    params = {n: p.detach().to("cpu") for n, p in model.named_parameters()}
+    tensors = {stored: torch.cat([params[n] for n in parts]).contiguous() for stored, parts in fused_groups(config).items()}
     dtype = next(iter(tensors.values())).dtype
-    meta = {**config_to_dict(config), "torch_dtype": str(dtype).removeprefix("torch.")}
+    kept = {}
+    if like is not None and (Path(like) / "config.json").is_file():
+        source = json.loads((Path(like) / "config.json").read_text())
+        kept = {k: v for k, v in source.items() if k in SETTINGS}
+    meta = {**kept, **config_to_dict(config), "torch_dtype": str(dtype).removeprefix("torch.")}
     (out / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
     shards = _shards(tensors, max_shard_bytes)
     if len(shards) == 1:

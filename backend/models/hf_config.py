@@ -1,93 +1,260 @@
-"""Hugging Face LLaMA ``config.json`` <-> ``ModelConfig``, and parameter names between the two.
+"""Hugging Face ``config.json`` <-> ``ModelConfig``, for every family the one decoder computes.
 
-Only what our ``Transformer`` computes is accepted: a LLaMA decoder with SiLU gates, no
-biases, RMSNorm, plain rotary embedding (any ``rope_theta``, no scaling), grouped-query
-heads, tied or separate embeddings. Anything else is refused naming the option, rather than
-loaded into a model that would compute something else. Both the transformers 4 keys
-(``rope_theta``, ``rope_scaling``) and the 5 ones (``rope_parameters``) are read.
+A family is a ``model_type`` and the options its config sets (``FAMILIES``): Llama (2, 3.x,
+SmolLM2), Mistral, Qwen2.5, Qwen3, OLMo 2, Gemma 3 (text), Phi-3/Phi-4-mini, SmolLM3. Both
+transformers 4 keys (``rope_theta``, ``rope_scaling``) and 5 ones (``rope_parameters``, per
+layer type for Gemma 3) are read. Nothing is silently ignored: a key that would change the
+computation and that the decoder does not compute is refused naming it; a key we know
+changes nothing (token ids, dtype, cache settings) passes; any other key is listed once in a
+warning as ignored.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.config import ModelConfig, RopeScaling
 
-# our name (after "layers.N.") -> Hugging Face's (after "model.layers.N.")
-_LAYER_NAMES = {
-    "attention_norm.weight": "input_layernorm.weight",
-    "attention.wq.weight": "self_attn.q_proj.weight",
-    "attention.wk.weight": "self_attn.k_proj.weight",
-    "attention.wv.weight": "self_attn.v_proj.weight",
-    "attention.wo.weight": "self_attn.o_proj.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight",
-    "feed_forward.w1.weight": "mlp.gate_proj.weight",
-    "feed_forward.w2.weight": "mlp.down_proj.weight",
-    "feed_forward.w3.weight": "mlp.up_proj.weight",
+
+@dataclass(frozen=True)
+class Family:
+    """What a ``model_type``'s config implies beyond its keys."""
+
+    architecture: str
+    qkv_bias: bool = False  # q/k/v biases whatever the config says (Qwen2)
+    qk_norm: str = "none"
+    norm_placement: str = "pre"
+    gemma: bool = False  # 1 + weight norms, sqrt(dim) embedding scale, query_pre_attn_scalar
+    sliding: str = "none"  # how layers are sliding where layer_types is absent: all, qwen, gemma, smollm3
+    fused: bool = False  # q/k/v and gate/up stored as one tensor each (Phi-3)
+
+
+FAMILIES: dict[str, Family] = {
+    "llama": Family("LlamaForCausalLM"),
+    "mistral": Family("MistralForCausalLM", sliding="all"),
+    "qwen2": Family("Qwen2ForCausalLM", qkv_bias=True, sliding="qwen"),
+    "qwen3": Family("Qwen3ForCausalLM", qk_norm="head", sliding="qwen"),
+    "olmo2": Family("Olmo2ForCausalLM", qk_norm="projection", norm_placement="post"),
+    "gemma3_text": Family("Gemma3ForCausalLM", qk_norm="head", norm_placement="sandwich", gemma=True, sliding="gemma"),
+    "phi3": Family("Phi3ForCausalLM", fused=True, sliding="all"),
+    "smollm3": Family("SmolLM3ForCausalLM", sliding="smollm3"),
 }
-_TOP_NAMES = {
-    "tok_embeddings.weight": "model.embed_tokens.weight",
-    "norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
+
+# keys that change nothing the engine computes: an export keeps them from its source
+SETTINGS = frozenset(
+    "bos_token_id eos_token_id pad_token_id transformers_version initializer_range use_cache auto_map "
+    "output_attentions output_hidden_states return_dict chunk_size_feed_forward is_decoder problem_type "
+    "id2label label2id _name_or_path attn_implementation cache_implementation base_model_tp_plan base_model_pp_plan "
+    "bos_token eos_token tokenizer_class".split()
+)
+# keys this module reads (or that only restate what it reads)
+READ = frozenset(
+    "torch_dtype dtype pretraining_tp tie_word_embeddings original_max_position_embeddings max_window_layers "
+    "no_rope_layer_interval _sliding_window_pattern sliding_window_pattern rope_local_base_freq model_type "
+    "architectures use_sliding_window sliding_window layer_types no_rope_layers rope_parameters rope_scaling "
+    "rope_theta partial_rotary_factor query_pre_attn_scalar hidden_act hidden_activation attention_bias mlp_bias "
+    "head_dim vocab_size hidden_size num_hidden_layers num_attention_heads num_key_value_heads intermediate_size "
+    "max_position_embeddings rms_norm_eps".split()
+)
+HARMLESS = SETTINGS | READ
+# keys that change the computation, with the value under which they change nothing
+NEUTRAL = {
+    "attention_dropout": 0.0,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "final_logit_softcapping": None,
+    "attn_logit_softcapping": None,
+    "use_bidirectional_attention": False,
+    "quantization_config": None,
+    "num_experts": 0,
+    "num_local_experts": 0,
+    "n_routed_experts": 0,
 }
-# tensors some checkpoints carry that hold no weights (recomputed from the config)
-IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+_warned: set[frozenset[str]] = set()
 
 
-def hf_name(name: str) -> str:
-    """The Hugging Face tensor name of our parameter ``name`` (e.g. ``layers.0.attention.wq.weight``
-    -> ``model.layers.0.self_attn.q_proj.weight``)."""
-    if name in _TOP_NAMES:
-        return _TOP_NAMES[name]
-    head, layer, rest = name.split(".", 2)
-    if head != "layers" or rest not in _LAYER_NAMES:
-        raise ValueError(f"parameter {name!r} has no Hugging Face LLaMA name; is it a parameter of our Transformer?")
-    return f"model.layers.{layer}.{_LAYER_NAMES[rest]}"
+def _refuse(where: Any, option: str, value: Any, why: str) -> ValueError:
+    return ValueError(f"{where}: unsupported Hugging Face option {option}={value!r} ({why})")
 
 
-def _refuse(directory: Any, option: str, value: Any, why: str) -> ValueError:
-    return ValueError(
-        f"{directory}: unsupported Hugging Face option {option}={value!r} ({why}); "
-        "only plain LLaMA checkpoints load (see hotswitch.backend.models.hf_config)"
+def _family(raw: dict[str, Any], where: Any) -> Family:
+    model_type = raw.get("model_type")
+    if model_type not in FAMILIES:
+        loads = ", ".join(FAMILIES)
+        raise _refuse(where, "model_type", model_type, f"the families that load are {loads}")
+    family = FAMILIES[model_type]
+    other = [a for a in raw.get("architectures") or [] if a != family.architecture]
+    if other:
+        raise _refuse(where, "architectures", other, f"a {model_type} checkpoint loads as {family.architecture}")
+    return family
+
+
+def _check_keys(raw: dict[str, Any], where: Any) -> None:
+    """Refuse what changes the computation unread; warn once about keys we do not know."""
+    for key, neutral in NEUTRAL.items():
+        value = raw.get(key, neutral)
+        if value not in (neutral, None) and not (neutral is False and value is None):
+            why = "mixture-of-experts layers are not computed yet" if "expert" in key else "not computed"
+            raise _refuse(where, key, value, why)
+    unknown = frozenset(k for k in raw if k not in HARMLESS and k not in NEUTRAL)
+    if unknown and unknown not in _warned:
+        _warned.add(unknown)
+        warnings.warn(f"{where}: config.json keys ignored (not read by hotswitch): {sorted(unknown)}", stacklevel=3)
+
+
+def _rope_dicts(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(full-attention layers' rope parameters, sliding layers' or None), from either key style."""
+    params = raw.get("rope_parameters") or {}
+    if "full_attention" in params or "sliding_attention" in params:
+        return dict(params.get("full_attention") or {}), params.get("sliding_attention")
+    merged = {**(raw.get("rope_scaling") or {}), **params}
+    merged.setdefault("rope_theta", raw.get("rope_theta", 10000.0))
+    local = raw.get("rope_local_base_freq")
+    return merged, ({"rope_type": "default", "rope_theta": local} if local is not None else None)
+
+
+def _scaling(rope: dict[str, Any], raw: dict[str, Any], where: Any) -> RopeScaling:
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    original = int(rope.get("original_max_position_embeddings") or raw.get("max_position_embeddings", 2048))
+    if kind == "default":
+        return RopeScaling()
+    if kind == "linear":
+        return RopeScaling("linear", float(rope["factor"]))
+    if kind == "llama3":
+        return RopeScaling(
+            "llama3",
+            float(rope["factor"]),
+            float(rope["low_freq_factor"]),
+            float(rope["high_freq_factor"]),
+            original_max_positions=original,
+        )
+    if kind == "yarn":
+        return _yarn(rope, raw, original)
+    raise _refuse(where, "rope_type", kind, "the rotary kinds computed are default, linear, llama3 and yarn")
+
+
+def _yarn(rope: dict[str, Any], raw: dict[str, Any], original: int) -> RopeScaling:
+    factor = rope.get("factor") or raw.get("max_position_embeddings", original) / original
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    attention = rope.get("attention_factor")
+    if attention is None and rope.get("mscale") and rope.get("mscale_all_dim"):
+        attention = mscale(factor, rope["mscale"]) / mscale(factor, rope["mscale_all_dim"])
+    elif attention is None:
+        attention = mscale(factor)
+    return RopeScaling(
+        "yarn",
+        float(factor),
+        original_max_positions=original,
+        attention_factor=float(attention),
+        beta_fast=float(rope.get("beta_fast") or 32),
+        beta_slow=float(rope.get("beta_slow") or 1),
+        truncate=bool(rope.get("truncate", True)),
     )
 
 
-def _rope(raw: dict[str, Any], where: Any) -> float:
-    """``rope_theta`` from either key style; refuses any rope scaling."""
-    params = raw.get("rope_parameters") or {}
-    scaling = raw.get("rope_scaling") or {}
-    for key, rope in (("rope_parameters", params), ("rope_scaling", scaling)):
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        if kind != "default":
-            raise _refuse(where, f"{key}.rope_type", kind, "only unscaled rotary embedding is implemented")
-    return float(params.get("rope_theta", raw.get("rope_theta", 10000.0)))
+def _layer_kinds(raw: dict[str, Any], family: Family, layers: int, where: Any) -> tuple[tuple[str, ...], int | None]:
+    """Per layer "full" or "sliding", and the window (None where no layer slides)."""
+    window = raw.get("sliding_window")
+    types = raw.get("layer_types")
+    if types is None:
+        types = _default_layer_types(raw, family, layers, window)
+    kinds = []
+    for kind in types:
+        if kind not in ("full_attention", "sliding_attention"):
+            raise _refuse(where, "layer_types", kind, "layers are full_attention or sliding_attention")
+        kinds.append("sliding" if kind == "sliding_attention" else "full")
+    if "sliding" not in kinds:
+        return (), None
+    if not window:
+        raise _refuse(where, "sliding_window", window, "sliding_attention layers need a window")
+    return tuple(kinds), int(window)
 
 
-def _check_supported(raw: dict[str, Any], where: Any) -> None:
-    if raw.get("model_type") != "llama":
-        raise _refuse(where, "model_type", raw.get("model_type"), "only 'llama' is implemented")
-    other = [a for a in raw.get("architectures") or [] if a != "LlamaForCausalLM"]
-    if other:
-        raise _refuse(where, "architectures", other, "only LlamaForCausalLM is implemented")
-    if raw.get("hidden_act", "silu") != "silu":
-        raise _refuse(where, "hidden_act", raw["hidden_act"], "the feed-forward gate is SiLU")
-    for option in ("attention_bias", "mlp_bias"):
-        if raw.get(option):
-            raise _refuse(where, option, raw[option], "our projections have no bias")
-    if raw.get("attention_dropout", 0.0):
-        raise _refuse(where, "attention_dropout", raw["attention_dropout"], "our attention has no dropout")
-    heads, dim = raw["num_attention_heads"], raw["hidden_size"]
-    if raw.get("head_dim") not in (None, dim // heads):
-        why = f"a head must be hidden_size / num_attention_heads = {dim // heads} wide"
-        raise _refuse(where, "head_dim", raw["head_dim"], why)
+def _default_layer_types(raw: dict[str, Any], family: Family, layers: int, window: int | None) -> list[str]:
+    full, sliding = "full_attention", "sliding_attention"
+    if family.sliding == "all" and window:
+        return [sliding] * layers
+    if family.sliding == "qwen" and window and raw.get("use_sliding_window"):
+        first = raw.get("max_window_layers", layers)
+        return [sliding if i >= first else full for i in range(layers)]
+    if family.sliding == "gemma" and window:
+        pattern = raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern") or 6
+        return [sliding if (i + 1) % pattern else full for i in range(layers)]
+    if family.sliding == "smollm3" and window and raw.get("use_sliding_window"):
+        no_rope = raw.get("no_rope_layers") or [1] * layers
+        return [sliding if not no_rope[i] else full for i in range(layers)]
+    return [full] * layers
+
+
+def _activation(raw: dict[str, Any], where: Any) -> str:
+    key = "hidden_activation" if "hidden_activation" in raw else "hidden_act"
+    value = raw.get(key, "silu")
+    kinds = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh"}
+    if value not in kinds:
+        raise _refuse(where, key, value, "the feed-forward gate is SiLU or tanh-approximated GELU")
+    return kinds[value]
+
+
+def _no_rope_layers(raw: dict[str, Any], layers: int) -> tuple[int, ...]:
+    """Layers without rotary embedding: SmolLM3's ``no_rope_layers`` holds 1 where rope is used."""
+    if raw.get("model_type") != "smollm3":
+        return ()
+    uses = raw.get("no_rope_layers")
+    if uses is None:
+        interval = raw.get("no_rope_layer_interval", 4)
+        uses = [int((i + 1) % interval != 0) for i in range(layers)]
+    return tuple(i for i, used in enumerate(uses) if not used)
+
+
+def _options(raw: dict[str, Any], family: Family, where: Any) -> dict[str, Any]:
+    """The decoder's options that the family and its config set."""
+    layers, heads, dim = raw["num_hidden_layers"], raw["num_attention_heads"], raw["hidden_size"]
+    for key in ("rope_scaling", "rope_parameters"):  # whichever transformers reads, none may be refused
+        given = raw.get(key) or {}
+        if "full_attention" not in given:
+            _scaling(given, raw, f"{where}: {key}")
+    rope, local = _rope_dicts(raw)
+    if local is not None and (local.get("rope_type", "default") != "default"):
+        raise _refuse(where, "rope_parameters.sliding_attention.rope_type", local["rope_type"], "local rope unscaled")
+    partial = rope.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
+    kinds, window = _layer_kinds(raw, family, layers, where)
+    bias = bool(raw.get("attention_bias", False))
+    head_dim = raw.get("head_dim")
+    options: dict[str, Any] = {
+        "head_dim": head_dim if head_dim not in (None, dim // heads) else None,
+        "rope_theta": float(rope.get("rope_theta", 10000.0)),
+        "rope_scaling": _scaling(rope, raw, where),
+        "partial_rotary": float(partial),
+        "local_rope_theta": float(local["rope_theta"]) if local is not None and kinds else None,
+        "no_rope_layers": _no_rope_layers(raw, layers),
+        "qkv_bias": family.qkv_bias or bias,
+        "o_bias": bias,
+        "mlp_bias": bool(raw.get("mlp_bias", False)),
+        "qk_norm": family.qk_norm,
+        "norm_placement": family.norm_placement,
+        "activation": _activation(raw, where),
+        "sliding_window": window,
+        "layer_kinds": kinds,
+    }
+    if family.gemma:
+        scalar = raw.get("query_pre_attn_scalar", 256)
+        options.update(norm_offset=1.0, embed_scale=math.sqrt(dim), attention_scale=float(scalar) ** -0.5)
+    return options
 
 
 def config_from_dict(raw: dict[str, Any], name: str = "hf", where: Any = "config.json") -> ModelConfig:
-    """``ModelConfig`` of a parsed Hugging Face LLaMA ``config.json``; ``ValueError`` naming the
-    first unsupported option."""
-    _check_supported(raw, where)
+    """``ModelConfig`` of a parsed Hugging Face ``config.json``; ``ValueError`` naming the first
+    option the decoder does not compute."""
+    family = _family(raw, where)
+    _check_keys(raw, where)
     try:
         return ModelConfig(
             name,
@@ -99,17 +266,18 @@ def config_from_dict(raw: dict[str, Any], name: str = "hf", where: Any = "config
             ffn_dim=raw["intermediate_size"],
             max_seq_len=raw.get("max_position_embeddings", 2048),
             norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-            rope_theta=_rope(raw, where),
-            tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            tie_embeddings=bool(raw.get("tie_word_embeddings", family.gemma)),
+            family=raw["model_type"],
+            **_options(raw, family, where),
         )
     except KeyError as missing:
-        raise ValueError(f"{where}: config.json lacks {missing}, which a LLaMA config must give") from None
+        raise ValueError(f"{where}: config.json lacks {missing}, which a {raw['model_type']} config must give") from None
 
 
 def config_from_hf(directory: str | Path) -> ModelConfig:
-    """The ``ModelConfig`` of the Hugging Face LLaMA checkpoint in ``directory`` (named
-    ``hf:<folder name>``); ``FileNotFoundError`` without ``config.json``, ``ValueError``
-    naming any option our model does not implement."""
+    """The ``ModelConfig`` of the Hugging Face checkpoint in ``directory`` (named ``hf:<folder
+    name>``); ``FileNotFoundError`` without ``config.json``, ``ValueError`` naming any option
+    the decoder does not compute."""
     path = Path(directory) / "config.json"
     if not path.is_file():
         raise FileNotFoundError(
@@ -119,24 +287,61 @@ def config_from_hf(directory: str | Path) -> ModelConfig:
     return config_from_dict(json.loads(path.read_text()), f"hf:{Path(directory).name}", directory)
 
 
+def _rope_out(config: ModelConfig) -> dict[str, Any]:
+    s = config.rope_scaling
+    rope: dict[str, Any] = {"rope_type": s.kind, "rope_theta": config.rope_theta}
+    if s.kind != "default":
+        rope["factor"] = s.factor
+    if s.kind == "llama3":
+        rope.update(low_freq_factor=s.low_freq_factor, high_freq_factor=s.high_freq_factor)
+    if s.kind in ("llama3", "yarn"):
+        rope["original_max_position_embeddings"] = s.original_max_positions
+    if s.kind == "yarn":
+        rope.update(attention_factor=s.attention_factor, beta_fast=s.beta_fast, beta_slow=s.beta_slow)
+        rope["truncate"] = s.truncate
+    if config.partial_rotary != 1.0:
+        rope["partial_rotary_factor"] = config.partial_rotary
+    if config.local_rope_theta is None:
+        return {"rope_parameters": rope}
+    local = {"rope_type": "default", "rope_theta": config.local_rope_theta}
+    return {"rope_parameters": {"full_attention": rope, "sliding_attention": local}}
+
+
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
-    """A ``config.json`` that ``transformers.LlamaConfig`` reads as ``config`` (both key styles)."""
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+    """A ``config.json`` that transformers reads as ``config``, of its family's ``model_type``."""
+    family = FAMILIES[config.family]
+    out: dict[str, Any] = {
+        "architectures": [family.architecture],
+        "model_type": config.family,
         "vocab_size": config.vocab_size,
         "hidden_size": config.dim,
         "intermediate_size": config.ffn_dim,
         "num_hidden_layers": config.n_layers,
         "num_attention_heads": config.n_heads,
         "num_key_value_heads": config.n_kv_heads,
-        "head_dim": config.head_dim,
+        "head_dim": config.head_size,
         "max_position_embeddings": config.max_seq_len,
         "rms_norm_eps": config.norm_eps,
-        "rope_theta": config.rope_theta,
-        "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},
+        **_rope_out(config),
         "tie_word_embeddings": config.tie_embeddings,
-        "hidden_act": "silu",
-        "attention_bias": False,
-        "mlp_bias": False,
+        ("hidden_activation" if family.gemma else "hidden_act"): (
+            "gelu_pytorch_tanh" if config.activation == "gelu_tanh" else "silu"
+        ),
     }
+    if config.family not in ("llama", "olmo2"):
+        out["sliding_window"] = config.sliding_window
+    if family.sliding in ("qwen", "gemma", "smollm3"):
+        out["layer_types"] = [f"{config.layer_kind(i)}_attention" for i in range(config.n_layers)]
+    if config.partial_rotary != 1.0:
+        out["partial_rotary_factor"] = config.partial_rotary
+    if config.family != "gemma3_text":
+        out.update(attention_bias=config.o_bias, mlp_bias=config.mlp_bias)
+    if family.gemma:
+        assert config.attention_scale is not None  # every Gemma config sets it
+        scalar = round(config.attention_scale**-2, 6)
+        out["query_pre_attn_scalar"] = int(scalar) if scalar == int(scalar) else scalar
+    if config.family in ("qwen2", "qwen3", "smollm3"):
+        out["use_sliding_window"] = config.sliding_window is not None
+    if config.family == "smollm3":
+        out["no_rope_layers"] = [int(i not in config.no_rope_layers) for i in range(config.n_layers)]
+    return out

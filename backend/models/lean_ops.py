@@ -30,15 +30,22 @@ def _rms_inverse(x: torch.Tensor, eps: float) -> torch.Tensor:
     return torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def _gain(weight: torch.Tensor, offset: float) -> torch.Tensor:
+    """The norm's scale in fp32: ``weight``, or ``offset + weight`` (Gemma's ``1 + weight``)."""
+    return weight.float() + offset if offset else weight.float()
+
+
 class RMSNormFunction(torch.autograd.Function):
-    """forward: x / rms(x) * weight in fp32, cast to x's dtype; backward: from x and 1/rms only."""
+    """forward: x / rms(x) * (offset + weight) in fp32, cast to x's dtype; backward: from x and
+    1/rms only."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0) -> torch.Tensor:
         xf = x.float()
         inverse = _rms_inverse(xf, eps)
         ctx.save_for_backward(x, weight, inverse)
-        return cast(xf * inverse * weight.float(), x.dtype)
+        ctx.offset = offset
+        return cast(xf * inverse * _gain(weight, offset), x.dtype)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
@@ -46,13 +53,18 @@ class RMSNormFunction(torch.autograd.Function):
         normed = x.float() * inverse
         g = grad.float()
         grad_weight = (g * normed).flatten(0, -2).sum(0).to(weight.dtype) if ctx.needs_input_grad[1] else None
-        gw = g * weight.float()
+        gw = g * _gain(weight, ctx.offset)
         grad_x = inverse * (gw - normed * (gw * normed).mean(-1, keepdim=True))
-        return grad_x.to(x.dtype), grad_weight, None
+        return grad_x.to(x.dtype), grad_weight, None, None
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half rotation of ``x`` [batch, seq, heads, head_dim] by the tables' angles, in fp32."""
+    """Rotate-half rotation of ``x`` [batch, seq, heads, head_dim] by the tables' angles, in fp32.
+    Tables narrower than half a head rotate its first ``2 * width`` channels only (partial
+    rotary embedding); the rest pass through."""
+    rotated = 2 * cos.shape[-1]
+    if rotated < x.shape[-1]:
+        return torch.cat([_rotate(x[..., :rotated], cos, sin), x[..., rotated:].float()], dim=-1)
     x1, x2 = x.float().chunk(2, dim=-1)
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 

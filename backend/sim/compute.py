@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.flops import matmul_params
+from hotswitch.backend.models.flops import attended_pairs, matmul_params
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.context_parallel import RING_STEP, ContextTraffic
 from hotswitch.backend.sim.device import DeviceSpec
@@ -58,7 +58,7 @@ def flops_parts(config: ModelConfig, length: int, ckpt: bool = False) -> tuple[f
 
 def attention_forward_flops(config: ModelConfig, length: int) -> float:
     """One sequence's causal attention forward, every layer: two products over half the scores."""
-    return 4.0 * config.n_layers * config.dim * length * length / 2
+    return 4.0 * config.q_dim * attended_pairs(config, length)
 
 
 def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:
@@ -181,7 +181,7 @@ class SimulatedStrategy:
         if s.cp == 1 or s.ulysses:
             return 0.0
         passes = 1.5 if s.ckpt else 1.0
-        per_layer = RING_STEP.split_s(c.n_heads // s.tp, tokens / s.cp, c.head_dim, s.cp, self.spec.hbm_bw)
+        per_layer = RING_STEP.split_s(c.n_heads // s.tp, tokens / s.cp, c.head_size, s.cp, self.spec.hbm_bw)
         return c.n_layers * passes * per_layer
 
     def documents_s(self, lengths: list[int]) -> float:

@@ -98,7 +98,7 @@ class ContextTraffic:
     def kv_block_bytes(self, tokens: int) -> float:
         """One rank's keys and values for a micro-batch of ``tokens`` (its share: over cp and tp)."""
         s = self.strategy
-        kv = self.config.n_kv_heads * self.config.head_dim
+        kv = self.config.n_kv_heads * self.config.head_size
         return 2 * tokens / s.cp * kv / s.tp * self.precision.param_bytes
 
     def ring_exposed_s(self, tokens: int, attention_s: float) -> float:
@@ -120,8 +120,8 @@ class ContextTraffic:
         s = self.strategy
         if s.cp == 1 or not s.ulysses:
             return 0.0
-        kv = self.config.n_kv_heads * self.config.head_dim
-        return tokens / s.cp * (2 * self.config.dim + 2 * kv) / s.tp * self.precision.param_bytes
+        kv = self.config.n_kv_heads * self.config.head_size
+        return tokens / s.cp * (2 * self.config.q_dim + 2 * kv) / s.tp * self.precision.param_bytes
 
     def ulysses_s(self, tokens: int) -> float:
         """The all-to-alls of a micro-batch of ``tokens``, forward (again when checkpointed) and

@@ -45,12 +45,19 @@ def test_strategy_that_does_not_fit_the_model(strategy, message):
         param_layout(get_config("tiny"), Strategy.parse(strategy))
 
 
-@pytest.mark.parametrize("model", ["tiny", "125m", "1b", "32b"])
-def test_every_parameter_matches_exactly_one_tp_plan_entry(model):
-    names = [name for name, _ in build_model(get_config(model), device="meta").named_parameters()]
-    matches = {name: [p for p in TP_PLAN if fnmatchcase(name, p)] for name in names}
-    assert {name: found for name, found in matches.items() if len(found) != 1} == {}
-    assert {found[0] for found in matches.values()} == set(TP_PLAN)  # and no entry is dead
+# every option that adds a parameter, on the tiny shape
+OPTIONS = {"qkv_bias": True, "o_bias": True, "mlp_bias": True, "qk_norm": "head", "norm_placement": "sandwich"}
+
+
+def test_every_parameter_matches_exactly_one_tp_plan_entry():
+    configs = [get_config(m) for m in ("tiny", "125m", "1b", "32b")] + [get_config("tiny").with_(**OPTIONS)]
+    used = set()
+    for config in configs:
+        names = [name for name, _ in build_model(config, device="meta").named_parameters()]
+        matches = {name: [p for p in TP_PLAN if fnmatchcase(name, p)] for name in names}
+        assert {name: found for name, found in matches.items() if len(found) != 1} == {}, config.name
+        used |= {found[0] for found in matches.values()}
+    assert used == set(TP_PLAN)  # and no entry is dead
 
 
 def test_a_parameter_missing_from_the_tp_plan_is_named():

@@ -26,13 +26,13 @@ HF = "hf:"  # a model or tokenizer from a Hugging Face folder
 
 
 def model_config(model: str) -> ModelConfig:
-    """A preset's config, or a Hugging Face checkpoint's (``"hf:DIR"``, trained untied)."""
+    """A preset's config, or a Hugging Face checkpoint's (``"hf:DIR"``)."""
     if not model.startswith(HF):
         return get_config(model)
     from hotswitch.backend.models.hf_config import config_from_hf
 
     try:
-        return config_from_hf(model[len(HF) :]).with_(tie_embeddings=False)
+        return config_from_hf(model[len(HF) :])
     except (FileNotFoundError, ValueError) as error:
         raise bad_setting("model", model, f"{error}") from None
 

@@ -129,7 +129,7 @@ class Engine:
         c = self.config
         top = min(self.token_budget, c.max_seq_len)
         lengths = [n for n in (512, 2048, 8192) if n < top] + [top]
-        heads = (c.n_heads, c.n_kv_heads, c.head_dim)
+        heads = (c.n_heads, c.n_kv_heads, c.head_size)
         packed = self.token_budget if self.batching.packed else None  # and how a packed row attends documents
         dtype = self.precision.compute_dtype
         box = [chosen(self.device, dtype, heads, lengths, packed) if self.rank == 0 else None]

@@ -37,9 +37,9 @@ def in_flight_bytes(config: ModelConfig, strategy: Strategy, length: int, precis
     if strategy.cp == 1:
         return 0.0
     c, tp = precision.param_bytes, strategy.tp
-    kv, tokens = config.n_kv_heads * config.head_dim, local_tokens(length, strategy.cp)
+    kv, tokens = config.n_kv_heads * config.head_size, local_tokens(length, strategy.cp)
     if strategy.ulysses:
-        return c * tokens * (2 * config.dim + 2 * kv) / tp
+        return c * tokens * (2 * config.q_dim + 2 * kv) / tp
     return 2 * 4 * c * tokens * kv / tp
 
 

@@ -89,10 +89,13 @@ def loss_peak_bytes(
 
 def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision, loss: Loss) -> tuple[float, float]:
     """(bytes one layer keeps, bytes the head keeps) per token on one device."""
-    dim, kv, c, f = config.dim, config.n_kv_heads * config.head_dim, precision.param_bytes, FP32_BYTES
+    dim, kv, c, f = config.dim, config.n_kv_heads * config.head_size, precision.param_bytes, FP32_BYTES
     tp, region = strategy.tp, strategy.tp if strategy.sp else 1
-    inside = c * (4 * config.ffn_dim + 2 * dim + 2 * kv) + f * config.n_heads
-    norms = 2 * (c * dim + f)
+    inside = c * (4 * config.ffn_dim + 2 * config.q_dim + 2 * kv) + f * config.n_heads
+    if config.qk_norm != "none":  # each q/k norm keeps its input and one inverse RMS per row it norms
+        rows = config.n_heads + config.n_kv_heads if config.qk_norm == "head" else 2
+        inside += c * (config.q_dim + kv) + f * rows
+    norms = (2 if config.norm_placement != "sandwich" else 4) * (c * dim + f)
     linear_inputs = 2 * c * dim
     layer = inside / tp + (norms + linear_inputs) / region
     head = loss_kept_bytes(config.vocab_size / tp, precision, tp, loss) + (c * dim + f + c * dim) / region

@@ -55,7 +55,7 @@ def write_checkpoint(
     with torch.device("meta"):
         model = Transformer(config)
     model.load_state_dict(params, assign=True)
-    save_pretrained(model, staging)
+    save_pretrained(model, staging, like=source)
     ids = tokenizer.save_hf(staging)
     _add_token_ids(staging / "config.json", ids)
     generation = source / GENERATION if source is not None else None

@@ -85,25 +85,25 @@ def test_compiling_needs_no_process_group_and_running_unbound_fails():
     assert {c.ranks for c in exec_graph.module.modules() if isinstance(c, Collective)} == {tuple(range(8, 16))}
     assert exec_graph.rank_sets() == {tuple(range(8, 16))}
     shard = exec_graph.module.get_parameter("layers__0__attention__wk__weight")
-    assert tuple(shard.shape) == (config.n_kv_heads * config.head_dim // 8, config.dim)
+    assert tuple(shard.shape) == (config.n_kv_heads * config.head_size // 8, config.dim)
     tiny = LogicalGraph.build(get_config("tiny"), ["tp2"])
     unbound = compile_graph(tiny, "tp2", 0)
     with pytest.raises(RuntimeError, match=r"has no process group; call bind\(\) first"):
         unbound.module.get_submodule("comm_0_0")(torch.zeros(2))
 
 
-class GeluFeedForward(FeedForward):
+class SoftplusFeedForward(FeedForward):
     def forward(self, x):
-        return self.w2(F.gelu(self.w1(x)) * self.w3(x))
+        return self.w2(F.softplus(self.w1(x)) * self.w3(x))
 
 
 def test_an_op_without_a_rule_is_named_with_its_source_line():
     config = get_config("tiny").with_(n_layers=1)
     with torch.device("meta"):
         model = Transformer(config)
-    model.layers[0].feed_forward = GeluFeedForward(config)
+    model.layers[0].feed_forward = SoftplusFeedForward(config)
     with pytest.raises(
-        ValueError, match=r"no deduction rule for call_function gelu .*test_logical_graph.py:\d+ in forward"
+        ValueError, match=r"no deduction rule for call_function softplus .*test_logical_graph.py:\d+ in forward"
     ):
         LogicalGraph(config, ["dp2"], trace(model))
 

@@ -39,17 +39,20 @@ def test_config_carries_every_shape_option(tmp_path):
     assert config.tie_embeddings
 
 
-def test_tied_load_shares_one_parameter_and_the_engine_refuses_it(tmp_path):
+def test_a_tied_checkpoint_is_one_parameter_that_the_head_reads(tmp_path):
     make_checkpoint(tmp_path, tie_word_embeddings=True)
     model = load_pretrained(tmp_path)
-    assert model.output.weight is model.tok_embeddings.weight
+    assert not hasattr(model, "output"), "a tied head has no weight of its own"
     assert "output.weight" not in dict(model.named_parameters())
+    assert list(model.config.param_shapes()) == [n for n, _ in model.named_parameters()]
     assert model.config.n_params == sum(p.numel() for p in model.parameters())
-    with pytest.raises(ValueError, match=r"tie_embeddings=True.*tie_embeddings=False"):
-        model.config.param_shapes()
-    untied = model.config.with_(tie_embeddings=False)
-    assert "output.weight" in untied.param_shapes()
-    assert torch.equal(HFCheckpoint(tmp_path).read("output.weight"), model.tok_embeddings.weight)
+    ids = tokens()
+    model.zero_grad()
+    (model(ids[:, :-1], ids[:, 1:]) / ids[:, 1:].numel()).backward()
+    reference = load_with_transformers(tmp_path)
+    reference(input_ids=ids, labels=ids).loss.backward()
+    grad = reference.model.embed_tokens.weight.grad  # the embedding's and the head's, summed
+    assert torch.allclose(model.tok_embeddings.weight.grad, grad, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -98,20 +101,34 @@ def edit_config(directory, **changes):
 @pytest.mark.parametrize(
     ("changes", "named"),
     [
-        ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "rope_scaling.rope_type='llama3'"),
-        ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}}, "rope_parameters.rope_type='yarn'"),
-        ({"model_type": "mistral"}, "model_type='mistral'"),
+        ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}, "rope_type='longrope'"),
+        ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "rope_type='dynamic'"),
+        ({"model_type": "mixtral"}, "model_type='mixtral'"),
         ({"architectures": ["MistralForCausalLM"]}, "architectures=['MistralForCausalLM']"),
-        ({"attention_bias": True}, "attention_bias=True"),
-        ({"mlp_bias": True}, "mlp_bias=True"),
         ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
-        ({"head_dim": 16}, "head_dim=16"),
+        ({"final_logit_softcapping": 30.0}, "final_logit_softcapping=30.0"),
+        ({"num_local_experts": 8}, "num_local_experts=8"),
+        ({"attention_dropout": 0.1}, "attention_dropout=0.1"),
     ],
 )
 def test_unsupported_options_are_refused_by_name(tmp_path, changes, named):
     make_checkpoint(tmp_path)
     edit_config(tmp_path, **changes)
     with pytest.raises(ValueError, match=re.escape("unsupported Hugging Face option " + named)):
+        load_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"head_dim": 16}, r"model.layers.0.self_attn.q_proj.weight gives layers.0.attention.wq.weight the shape"),
+        ({"attention_bias": True}, r"missing \['model.layers.0.self_attn.k_proj.bias'"),
+    ],
+)
+def test_a_config_that_the_tensors_disagree_with_is_refused_naming_the_tensor(tmp_path, changes, named):
+    make_checkpoint(tmp_path)
+    edit_config(tmp_path, **changes)
+    with pytest.raises(ValueError, match=named):
         load_pretrained(tmp_path)
 
 

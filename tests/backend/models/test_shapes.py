@@ -31,7 +31,7 @@ def test_param_shapes_are_the_meta_models_parameters_in_module_order(case):
 def test_grouped_query_attention_has_narrower_keys_and_values():
     config = get_config("tiny")
     shapes = config.param_shapes()
-    kv = config.n_kv_heads * config.head_dim
+    kv = config.n_kv_heads * config.head_size
     assert kv < config.dim
     assert shapes["layers.0.attention.wq.weight"] == (config.dim, config.dim)
     assert shapes["layers.0.attention.wk.weight"] == shapes["layers.0.attention.wv.weight"] == (kv, config.dim)

@@ -37,7 +37,7 @@ def test_compute_per_rank_is_the_sequence_over_cp_and_the_long_ring_hides_behind
 def test_ulysses_pays_its_all_to_alls_and_copies_and_crosses_servers_slower():
     one_server, two = simulated("dp1ul8"), simulated("dp2ul8tp2", gpus=16)
     assert one_server.context_s([65536]) > 0.0
-    kv = CONFIG.n_kv_heads * CONFIG.head_dim
+    kv = CONFIG.n_kv_heads * CONFIG.head_size
     per_device = 65536 / 8 * (2 * CONFIG.dim + 2 * kv) * 2
     all_to_alls = CONFIG.n_layers * 2 * per_device * 7 / 8 / SPEC.intra_bw
     copies = CONFIG.n_layers * 2 * 2 * 2 * per_device / SPEC.hbm_bw  # fwd+bwd, two copies, read+write

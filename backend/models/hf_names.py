@@ -1,0 +1,107 @@
+"""Our parameter names <-> a Hugging Face family's tensor names, and the fused tensors some
+families store (Phi-3's ``qkv_proj`` and ``gate_up_proj``): split on load, fused on export.
+
+Each of our parameters is a ``Stored`` slice: the rows ``[start, start + rows)`` of one stored
+tensor (the whole tensor where nothing is fused), so any box of a parameter is read straight
+from the file, and the fused tensors are rebuilt by concatenating their parts in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hotswitch.backend.models.config import ModelConfig
+
+# our name (after "layers.N.") -> Hugging Face's (after "model.layers.N."), shared by all families
+_LAYER_NAMES = {
+    "attention_norm.weight": "input_layernorm.weight",
+    "attention.wq.weight": "self_attn.q_proj.weight",
+    "attention.wk.weight": "self_attn.k_proj.weight",
+    "attention.wv.weight": "self_attn.v_proj.weight",
+    "attention.bq": "self_attn.q_proj.bias",
+    "attention.bk": "self_attn.k_proj.bias",
+    "attention.bv": "self_attn.v_proj.bias",
+    "attention.q_norm.weight": "self_attn.q_norm.weight",
+    "attention.k_norm.weight": "self_attn.k_norm.weight",
+    "attention.wo.weight": "self_attn.o_proj.weight",
+    "attention.bo": "self_attn.o_proj.bias",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "feed_forward.w1.weight": "mlp.gate_proj.weight",
+    "feed_forward.w2.weight": "mlp.down_proj.weight",
+    "feed_forward.w3.weight": "mlp.up_proj.weight",
+    "feed_forward.b1": "mlp.gate_proj.bias",
+    "feed_forward.b2": "mlp.down_proj.bias",
+    "feed_forward.b3": "mlp.up_proj.bias",
+}
+# where a family names a norm otherwise: OLMo 2 normalises sublayer outputs, Gemma both ends
+_NORMS = {
+    "olmo2": {
+        "attention_out_norm.weight": "post_attention_layernorm.weight",
+        "ffn_out_norm.weight": "post_feedforward_layernorm.weight",
+    },
+    "gemma3_text": {
+        "attention_out_norm.weight": "post_attention_layernorm.weight",
+        "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+        "ffn_out_norm.weight": "post_feedforward_layernorm.weight",
+    },
+}
+# fused tensors (Phi-3): the stored name and our parts, in their order along dim 0
+_FUSED = {
+    "phi3": {
+        "self_attn.qkv_proj.weight": ("attention.wq.weight", "attention.wk.weight", "attention.wv.weight"),
+        "mlp.gate_up_proj.weight": ("feed_forward.w1.weight", "feed_forward.w3.weight"),
+    }
+}
+_TOP_NAMES = {
+    "tok_embeddings.weight": "model.embed_tokens.weight",
+    "norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+# tensors some checkpoints carry that hold no weights (recomputed from the config)
+IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Where our parameter lies in a checkpoint: rows ``start:start + rows`` of ``name``
+    (``rows`` None: the whole tensor)."""
+
+    name: str
+    start: int = 0
+    rows: int | None = None
+
+
+def hf_name(name: str, family: str = "llama") -> str:
+    """The Hugging Face tensor name of our parameter ``name`` in ``family`` (e.g.
+    ``layers.0.attention.wq.weight`` -> ``model.layers.0.self_attn.q_proj.weight``); a fused
+    part is named by its own, unfused name."""
+    if name in _TOP_NAMES:
+        return _TOP_NAMES[name]
+    head, layer, rest = name.split(".", 2)
+    names = {**_LAYER_NAMES, **_NORMS.get(family, {})}
+    if head != "layers" or rest not in names:
+        raise ValueError(f"parameter {name!r} has no Hugging Face name; is it a parameter of our Transformer?")
+    return f"model.layers.{layer}.{names[rest]}"
+
+
+def stored_layout(config: ModelConfig) -> dict[str, Stored]:
+    """Each of ``config``'s parameters' place in a checkpoint of its family."""
+    shapes = config.param_shapes()
+    layout = {name: Stored(hf_name(name, config.family)) for name in shapes}
+    for layer in range(config.n_layers):
+        prefix = f"layers.{layer}."
+        for fused, parts in _FUSED.get(config.family, {}).items():
+            start = 0
+            for part in parts:
+                rows = shapes[prefix + part][0]
+                layout[prefix + part] = Stored(f"model.layers.{layer}.{fused}", start, rows)
+                start += rows
+    return layout
+
+
+def fused_groups(config: ModelConfig) -> dict[str, list[str]]:
+    """Stored tensor name -> our parameters concatenated (in order) into it, for export."""
+    groups: dict[str, list[str]] = {}
+    for name, stored in stored_layout(config).items():
+        groups.setdefault(stored.name, []).append(name)
+    return groups
