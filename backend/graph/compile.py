@@ -174,8 +174,10 @@ class _StageCompiler:
     def _local_op(self, node: LogicalNode, ins: list[torch.fx.Node]) -> torch.fx.Node:
         graph, strategy, rank, out = self.graph, self.strategy, self.rank, self.out
 
-        def first_row(param: str) -> int:  # where this rank's vocabulary rows begin
-            return self.layout[param].state.local_box(rank, self.layout[param].shape).offset[0]
+        def first_row(weight: str) -> int:  # where this rank's vocabulary rows begin
+            node = graph.nodes[weight]  # the parameter, or (a tied head's) its p2p from the first stage
+            assert node.shape is not None  # parameters and what carries them have shapes
+            return node.states[strategy].local_box(rank, node.shape).offset[0]
 
         weight_split = strategy.tp > 1 and node.op in ("embedding", "loss") and _vocab_split(node, graph, strategy)
         if node.op == "linear" and ins[0] in self.gathered:

@@ -281,7 +281,7 @@ def conversion(actual: Placement, required: Placement, grad_partial: bool) -> tu
     if actual == required:
         return ("copy", None) if grad_partial and actual == R else None
     if actual == P and required == R:
-        return "all_reduce", None
+        return ("all_reduce_ar" if grad_partial else "all_reduce"), None
     if isinstance(actual, Shard) and required == R:
         return ("all_gather_rs" if grad_partial else "all_gather"), actual.dim
     if actual == R and isinstance(required, Shard):

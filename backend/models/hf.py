@@ -200,7 +200,9 @@ def save_pretrained(
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     params = {n: p.detach().to("cpu") for n, p in model.named_parameters()}
-    tensors = {stored: torch.cat([params[n] for n in parts]).contiguous() for stored, parts in fused_groups(config).items()}
+    tensors = {
+        stored: torch.cat([params[n] for n in parts]).contiguous() for stored, parts in fused_groups(config).items()
+    }
     dtype = next(iter(tensors.values())).dtype
     kept = {}
     if like is not None and (Path(like) / "config.json").is_file():

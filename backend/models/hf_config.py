@@ -47,19 +47,70 @@ FAMILIES: dict[str, Family] = {
 
 # keys that change nothing the engine computes: an export keeps them from its source
 SETTINGS = frozenset(
-    "bos_token_id eos_token_id pad_token_id transformers_version initializer_range use_cache auto_map "
-    "output_attentions output_hidden_states return_dict chunk_size_feed_forward is_decoder problem_type "
-    "id2label label2id _name_or_path attn_implementation cache_implementation base_model_tp_plan base_model_pp_plan "
-    "bos_token eos_token tokenizer_class".split()
+    [
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "transformers_version",
+        "initializer_range",
+        "use_cache",
+        "auto_map",
+        "output_attentions",
+        "output_hidden_states",
+        "return_dict",
+        "chunk_size_feed_forward",
+        "is_decoder",
+        "problem_type",
+        "id2label",
+        "label2id",
+        "_name_or_path",
+        "attn_implementation",
+        "cache_implementation",
+        "base_model_tp_plan",
+        "base_model_pp_plan",
+        "bos_token",
+        "eos_token",
+        "tokenizer_class",
+    ]
 )
 # keys this module reads (or that only restate what it reads)
 READ = frozenset(
-    "torch_dtype dtype pretraining_tp tie_word_embeddings original_max_position_embeddings max_window_layers "
-    "no_rope_layer_interval _sliding_window_pattern sliding_window_pattern rope_local_base_freq model_type "
-    "architectures use_sliding_window sliding_window layer_types no_rope_layers rope_parameters rope_scaling "
-    "rope_theta partial_rotary_factor query_pre_attn_scalar hidden_act hidden_activation attention_bias mlp_bias "
-    "head_dim vocab_size hidden_size num_hidden_layers num_attention_heads num_key_value_heads intermediate_size "
-    "max_position_embeddings rms_norm_eps".split()
+    [
+        "torch_dtype",
+        "dtype",
+        "pretraining_tp",
+        "tie_word_embeddings",
+        "original_max_position_embeddings",
+        "max_window_layers",
+        "no_rope_layer_interval",
+        "_sliding_window_pattern",
+        "sliding_window_pattern",
+        "rope_local_base_freq",
+        "model_type",
+        "architectures",
+        "use_sliding_window",
+        "sliding_window",
+        "layer_types",
+        "no_rope_layers",
+        "rope_parameters",
+        "rope_scaling",
+        "rope_theta",
+        "partial_rotary_factor",
+        "query_pre_attn_scalar",
+        "hidden_act",
+        "hidden_activation",
+        "attention_bias",
+        "mlp_bias",
+        "head_dim",
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "rms_norm_eps",
+    ]
 )
 HARMLESS = SETTINGS | READ
 # keys that change the computation, with the value under which they change nothing
@@ -271,7 +322,9 @@ def config_from_dict(raw: dict[str, Any], name: str = "hf", where: Any = "config
             **_options(raw, family, where),
         )
     except KeyError as missing:
-        raise ValueError(f"{where}: config.json lacks {missing}, which a {raw['model_type']} config must give") from None
+        raise ValueError(
+            f"{where}: config.json lacks {missing}, which a {raw['model_type']} config must give"
+        ) from None
 
 
 def config_from_hf(directory: str | Path) -> ModelConfig:

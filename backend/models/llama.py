@@ -94,7 +94,9 @@ def causal_attention(
     return per_document(functools.partial(fused_causal_attention, window=window), q, k, v, documents)
 
 
-def fused_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
+def fused_causal_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None
+) -> torch.Tensor:
     """Causal attention over [batch, seq, heads, head_dim]; k and v may have fewer heads
     (grouped-query attention): each serves ``heads // kv_heads`` consecutive query heads.
     One ``scaled_dot_product_attention`` call with ``enable_gqa`` (no copies of k and v), or

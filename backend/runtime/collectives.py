@@ -6,6 +6,7 @@ kind                Function                                    forward         
 ==================  ==========================================  ===================  ==========================
 ``copy``            ``CopyToParallelRegion``                    identity             sum partial gradients
 ``all_reduce``      ``ReduceFromParallelRegion``                sum partial values   identity
+``all_reduce_ar``   ``ReduceToParallelRegion``                  sum partial values   sum partial gradients
 ``split``           ``ScatterToParallelRegion``                 keep own shard       concatenate grad shards
 ``all_gather``      ``GatherFromParallelRegion``                concatenate shards   keep own shard
 ``all_gather_rs``   ``GatherFromSequenceParallelRegion``        concatenate shards   reduce-scatter gradients
@@ -35,7 +36,7 @@ import torch.distributed as dist
 
 from hotswitch.backend.runtime.group_module import GroupModule
 
-CommKind = Literal["all_reduce", "copy", "all_gather", "all_gather_rs", "split", "reduce_scatter"]
+CommKind = Literal["all_reduce", "all_reduce_ar", "copy", "all_gather", "all_gather_rs", "split", "reduce_scatter"]
 KINDS: tuple[CommKind, ...] = get_args(CommKind)
 
 
@@ -98,6 +99,20 @@ class ReduceFromParallelRegion(torch.autograd.Function):
         return grad, None, None
 
 
+class ReduceToParallelRegion(torch.autograd.Function):
+    """forward: all-reduce (sum) the partial values; backward: all-reduce the partial gradients
+    (a sum read straight by tensor-parallel linears: a family without a norm before them)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, group):
+        ctx.group = group
+        return _all_reduce(x.clone(), group)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _all_reduce(grad.clone(), ctx.group), None, None
+
+
 class ScatterToParallelRegion(torch.autograd.Function):
     """forward: keep this rank's chunk of ``dim``; backward: all-gather the gradient chunks."""
 
@@ -154,6 +169,7 @@ COLLECTIVES: Mapping[CommKind, type[torch.autograd.Function]] = MappingProxyType
     {
         "copy": CopyToParallelRegion,
         "all_reduce": ReduceFromParallelRegion,
+        "all_reduce_ar": ReduceToParallelRegion,
         "split": ScatterToParallelRegion,
         "all_gather": GatherFromParallelRegion,
         "all_gather_rs": GatherFromSequenceParallelRegion,

@@ -9,6 +9,7 @@ from functools import cached_property
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.layout import check_strategy
 from hotswitch.backend.models.config import ModelConfig, get_config
+from hotswitch.backend.models.hf_config import config_from_hf
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.compute import UPDATE_BYTES, SimulatedCost, SimulatedStrategy, update_seconds
 from hotswitch.backend.sim.device import DeviceSpec, device_spec
@@ -24,7 +25,11 @@ LONG_CONTEXT = 131072  # beyond the paper: its shapes at up to 128K, with contex
 
 def sim_model(name: str | ModelConfig, context: int = 0) -> ModelConfig:
     """A model preset; the paper's shapes (7b, 13b, 32b) with the 32K context it trains them at,
-    128K where ``context`` asks for more than 32K (or the longer one a given config already has)."""
+    128K where ``context`` asks for more than 32K (or the longer one a given config already has).
+    ``hf:DIR``: a Hugging Face checkpoint's shape, read from its ``config.json`` alone (no
+    weights are read, so a folder holding just the config prices a cluster)."""
+    if isinstance(name, str) and name.startswith("hf:"):
+        return config_from_hf(name[len("hf:") :])
     config = get_config(name)
     if config.name in PAPER_MODELS:
         longest = LONG_CONTEXT if context > PAPER_CONTEXT else PAPER_CONTEXT

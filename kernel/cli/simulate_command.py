@@ -10,7 +10,12 @@ import sys
 
 def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help="simulate a training step on a described GPU cluster (nothing launched)")
-    p.add_argument("--model", default="7b", help="model config: 7b, 13b, 32b (the paper's shapes) or another preset")
+    p.add_argument(
+        "--model",
+        default="7b",
+        help="model config: 7b, 13b, 32b (the paper's shapes), a released family's preset "
+        "(llama3.2-1b, qwen3-8b, gemma3-4b, ...), or hf:DIR (a checkpoint's config.json alone)",
+    )
     p.add_argument("--gpus", type=int, default=8, help="devices, 8 per server (default 8)")
     p.add_argument("--device", default="A800", help="A800 (default, the paper's), H100 or H200")
     p.add_argument(

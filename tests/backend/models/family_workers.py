@@ -1,0 +1,55 @@
+"""Rank functions for the family tests (importable by spawned processes): each family's
+decoder trained by the engine under hot-switched plans, beside the one-device reference."""
+
+import torch
+
+from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.train.loop.engine import Engine
+from hotswitch.backend.train.loop.reference import ReferenceTrainer
+from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
+from hotswitch.backend.train.state.optim import OptimizerConfig
+
+SEED, BUDGET, STEPS = 0, 96, 2
+LENGTHS = [40, 36, 30, 22, 17, 12, 9, 6]  # every bucket of the plans below trains some
+
+
+def batches(config: ModelConfig, steps: int = STEPS) -> list[list[Sequence]]:
+    generator = torch.Generator().manual_seed(7)
+    return [
+        [
+            Sequence(i, tuple(torch.randint(0, config.vocab_size, (n + 1,), generator=generator).tolist()))
+            for i, n in enumerate(LENGTHS[step:] + LENGTHS[:step])
+        ]
+        for step in range(steps)
+    ]
+
+
+def reference(config: ModelConfig) -> tuple[list[float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """One device: per-step losses, step 1's gradients before clipping, the final weights."""
+    trainer = ReferenceTrainer(config, OptimizerConfig(), SEED, BUDGET)
+    grads: list[dict[str, torch.Tensor]] = []
+    losses = [
+        trainer.step(batch, before_update=lambda m: grads.append({n: p.grad.clone() for n, p in m.named_parameters()}))
+        for batch in batches(config)
+    ]
+    return losses, grads[0], {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+
+
+def family_runs(rank: int, world: int, configs: dict[str, ModelConfig], plans: dict[str, list]):
+    """Per family: (losses, step 1's gradients, final weights, strategies that trained) of the
+    engine under the family's plan, on rank 0."""
+    out = {}
+    for name, config in configs.items():
+        plan = HotSwitchPlan.of(plans[name])
+        instantiation = instantiation_strategy(plan.strategies)
+        engine = Engine(config, plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET)
+        order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
+        losses, grads, used = [], [], set()
+        for batch in batches(config):
+            groups = plan.assign(batch)
+            used |= {str(s) for s, seqs in groups.items() if seqs}
+            losses.append(engine.step(groups, order, lambda m, keep=grads: keep.append(m.global_grads())).loss)
+        params = engine.master.global_params()  # collective: every rank gathers
+        out[name] = (losses, grads[0], params, sorted(used)) if rank == 0 else None
+    return out
