@@ -176,42 +176,77 @@ class ModelConfig:
 # which their Hugging Face checkpoints load into.
 PAPER_VOCAB = 30592
 
-LLAMA3_ROPE = dict(kind="llama3", low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192)
-SLIDING_5_1 = ("sliding",) * 5 + ("full",)  # Gemma 3: five local layers to one global
+SLIDING_5_1: tuple[LayerKind, ...] = ("sliding",) * 5 + ("full",)  # Gemma 3: five local layers to one global
+
+
+def _llama3_rope(factor: float) -> RopeScaling:
+    return RopeScaling("llama3", factor, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192)
 
 
 def _released() -> tuple[ModelConfig, ...]:
     """The released families' shapes as their published config.json files set them (weights
     aside): presets to simulate and size clusters with; ``hf:DIR`` reads the same from a folder."""
-    llama32 = dict(vocab_size=128256, n_kv_heads=8, ffn_dim=8192, max_seq_len=131072, rope_theta=500000.0)
-    qwen3 = dict(vocab_size=151936, n_kv_heads=8, head_dim=128, max_seq_len=40960, rope_theta=1e6, qk_norm="head")
+    llama32 = ModelConfig(
+        "llama3.2-1b",
+        vocab_size=128256,
+        dim=2048,
+        n_layers=16,
+        n_heads=32,
+        n_kv_heads=8,
+        ffn_dim=8192,
+        max_seq_len=131072,
+        rope_theta=500000.0,
+        rope_scaling=_llama3_rope(32.0),
+        tie_embeddings=True,
+    )
+    qwen3 = ModelConfig(
+        "qwen3-8b",
+        vocab_size=151936,
+        dim=4096,
+        n_layers=36,
+        n_heads=32,
+        n_kv_heads=8,
+        ffn_dim=12288,
+        head_dim=128,
+        max_seq_len=40960,
+        rope_theta=1e6,
+        qk_norm="head",
+        family="qwen3",
+    )
     return (
-        ModelConfig("llama3.2-1b", dim=2048, n_layers=16, n_heads=32, tie_embeddings=True,
-                    rope_scaling=RopeScaling(factor=32.0, **LLAMA3_ROPE), **llama32),
-        ModelConfig("llama3.2-3b", dim=3072, n_layers=28, n_heads=24, tie_embeddings=True,
-                    rope_scaling=RopeScaling(factor=32.0, **LLAMA3_ROPE), **llama32),
-        ModelConfig("llama3.1-8b", vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
-                    ffn_dim=14336, max_seq_len=131072, rope_theta=500000.0,
-                    rope_scaling=RopeScaling(factor=8.0, **LLAMA3_ROPE)),
-        ModelConfig("qwen3-1.7b", dim=2048, n_layers=28, n_heads=16, ffn_dim=6144, tie_embeddings=True,
-                    family="qwen3", **qwen3),
-        ModelConfig("qwen3-8b", dim=4096, n_layers=36, n_heads=32, ffn_dim=12288, family="qwen3", **qwen3),
-        ModelConfig("qwen2.5-7b", vocab_size=152064, dim=3584, n_layers=28, n_heads=28, n_kv_heads=4,
-                    ffn_dim=18944, max_seq_len=32768, rope_theta=1e6, qkv_bias=True, family="qwen2"),
-        ModelConfig("mistral-7b", vocab_size=32768, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
-                    ffn_dim=14336, max_seq_len=32768, rope_theta=1e6, family="mistral"),
-        ModelConfig("gemma3-4b", vocab_size=262208, dim=2560, n_layers=34, n_heads=8, n_kv_heads=4, head_dim=256,
-                    ffn_dim=10240, max_seq_len=131072, norm_eps=1e-6, rope_theta=1e6,
-                    rope_scaling=RopeScaling("linear", 8.0), local_rope_theta=10000.0, qk_norm="head",
-                    norm_placement="sandwich", norm_offset=1.0, embed_scale=2560**0.5, activation="gelu_tanh",
-                    attention_scale=256**-0.5, sliding_window=1024, layer_kinds=(SLIDING_5_1 * 6)[:34],
-                    tie_embeddings=True, family="gemma3_text"),
-        ModelConfig("olmo2-7b", vocab_size=100352, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32,
-                    ffn_dim=11008, max_seq_len=4096, norm_eps=1e-6, rope_theta=500000.0, qk_norm="projection",
-                    norm_placement="post", family="olmo2"),
-        ModelConfig("smollm3-3b", vocab_size=128256, dim=2048, n_layers=36, n_heads=16, n_kv_heads=4,
-                    ffn_dim=11008, max_seq_len=65536, norm_eps=1e-6, rope_theta=5e6, tie_embeddings=True,
-                    no_rope_layers=tuple(range(3, 36, 4)), family="smollm3"),
+        llama32,
+        llama32.with_(name="llama3.2-3b", dim=3072, n_layers=28, n_heads=24),
+        ModelConfig(
+            "llama3.1-8b", vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336,
+            max_seq_len=131072, rope_theta=500000.0, rope_scaling=_llama3_rope(8.0),
+        ),
+        qwen3.with_(name="qwen3-1.7b", dim=2048, n_layers=28, n_heads=16, ffn_dim=6144, tie_embeddings=True),
+        qwen3,
+        ModelConfig(
+            "qwen2.5-7b", vocab_size=152064, dim=3584, n_layers=28, n_heads=28, n_kv_heads=4, ffn_dim=18944,
+            max_seq_len=32768, rope_theta=1e6, qkv_bias=True, family="qwen2",
+        ),
+        ModelConfig(
+            "mistral-7b", vocab_size=32768, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336,
+            max_seq_len=32768, rope_theta=1e6, family="mistral",
+        ),
+        ModelConfig(
+            "gemma3-4b", vocab_size=262208, dim=2560, n_layers=34, n_heads=8, n_kv_heads=4, head_dim=256,
+            ffn_dim=10240, max_seq_len=131072, norm_eps=1e-6, rope_theta=1e6, rope_scaling=RopeScaling("linear", 8.0),
+            local_rope_theta=10000.0, qk_norm="head", norm_placement="sandwich", norm_offset=1.0,
+            embed_scale=2560**0.5, activation="gelu_tanh", attention_scale=256**-0.5, sliding_window=1024,
+            layer_kinds=(SLIDING_5_1 * 6)[:34], tie_embeddings=True, family="gemma3_text",
+        ),
+        ModelConfig(
+            "olmo2-7b", vocab_size=100352, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008,
+            max_seq_len=4096, norm_eps=1e-6, rope_theta=500000.0, qk_norm="projection", norm_placement="post",
+            family="olmo2",
+        ),
+        ModelConfig(
+            "smollm3-3b", vocab_size=128256, dim=2048, n_layers=36, n_heads=16, n_kv_heads=4, ffn_dim=11008,
+            max_seq_len=65536, norm_eps=1e-6, rope_theta=5e6, tie_embeddings=True,
+            no_rope_layers=tuple(range(3, 36, 4)), family="smollm3",
+        ),
     )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import zlib
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -109,7 +109,8 @@ def fused_causal_attention(
     length = q.shape[1]
     if in_force().rounds_lengths and rounded(length) > length:
         extra = (0, 0, 0, 0, 0, rounded(length) - length)
-        return fused_causal_attention(*(F.pad(x, extra) for x in (q, k, v)), window)[:, :length]
+        padded_q, padded_k, padded_v = (F.pad(x, extra) for x in (q, k, v))
+        return fused_causal_attention(padded_q, padded_k, padded_v, window)[:, :length]
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     options: dict[str, Any] = {"is_causal": True}
     if window is not None and window < length:
@@ -260,8 +261,8 @@ class Transformer(nn.Module):
 
     def _tables(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.config.local_rope_theta is not None and self.config.layer_kind(layer) == "sliding":
-            return self.rope_local_cos, self.rope_local_sin
-        return self.rope_cos, self.rope_sin
+            return cast(torch.Tensor, self.rope_local_cos), cast(torch.Tensor, self.rope_local_sin)
+        return cast(torch.Tensor, self.rope_cos), cast(torch.Tensor, self.rope_sin)
 
     def forward(
         self, tokens: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None = None

@@ -204,7 +204,8 @@ def _time_kernel(
 
     total = 0.0
     for length in lengths:
-        attend = partial(fused_causal_attention, *_inputs(device, dtype, heads, length))
+        q, k, v = _inputs(device, dtype, heads, length)
+        attend = partial(fused_causal_attention, q, k, v)
         seconds = _timed(form, device, attend)
         if seconds is None:
             return None
