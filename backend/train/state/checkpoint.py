@@ -13,7 +13,7 @@ import os
 import shutil
 from dataclasses import MISSING, asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -123,6 +123,20 @@ def save(engine: Engine, path: str | Path, extra: dict) -> Path:
     return path
 
 
+def _as_json(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=asdict))
+
+
+def _defaults() -> dict[str, object]:
+    out: dict[str, object] = {}
+    for f in fields(ModelConfig):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
 def read_meta(path: str | Path, config: ModelConfig) -> dict:
     """The checkpoint's metadata, after checking it holds ``config``'s model."""
     meta_file = Path(path) / META
@@ -136,9 +150,9 @@ def read_meta(path: str | Path, config: ModelConfig) -> dict:
         ) from None
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
         raise CheckpointError(f"{meta_file} holds no model config; the checkpoint is damaged, give another")
-    ours = asdict(config)
+    ours = _as_json(asdict(config))  # as it was written: tuples as lists, options as dicts
     # a field added to ModelConfig since the checkpoint was written reads as its default
-    saved = {**{f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}, **meta["config"]}
+    saved = _as_json({**_defaults(), **meta["config"]})
     if saved != ours:
         diff = {
             k: (saved.get(k), ours.get(k)) for k in sorted(saved.keys() | ours.keys()) if saved.get(k) != ours.get(k)

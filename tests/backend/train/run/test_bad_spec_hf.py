@@ -34,7 +34,7 @@ def folder(tmp_path_factory):
 CASES = [
     ({"model": "hf:empty"}, ["no config.json", "folder of a Hugging Face checkpoint"]),
     ({"model": "hf:missing"}, ["no config.json"]),
-    ({"model": "hf:gpt2"}, ["model_type='gpt2'", "only 'llama' is implemented"]),
+    ({"model": "hf:gpt2"}, ["model_type='gpt2'", "the families that load are llama, mistral, qwen2"]),
     ({"model": 7}, ["give a model name such as 'tiny', or 'hf:DIR'"]),
     ({"model": "hf:small", "tokenizer": "hf:big-tokenizer"}, ["more than hf:small's vocabulary of 320"]),
     ({"tokenizer": "hf:empty"}, ["has no tokenizer.json", "Hugging Face tokenizer folder"]),
