@@ -130,7 +130,8 @@ class HFCheckpoint:
                 whole = Box((0,) * len(self.shape(name)), self.shape(name))
                 index = (box or whole).slices()
                 rows = slice(index[0].start + stored.start, index[0].stop + stored.start)
-                tensor = f.get_slice(stored.name)[(rows,) + tuple(index[1:])]
+                key = (rows, *index[1:])
+                tensor = f.get_slice(stored.name)[key]
         return tensor.to(torch.float32)
 
 
