@@ -30,6 +30,7 @@ def test_forward_and_backward_of_every_kind_on_gloo():
 
         expected = {
             "all_reduce": (sum(xs), grads((4, 2))[r]),
+            "all_reduce_ar": (sum(xs), sum(grads((4, 2)))),
             "copy": (xs[r], sum(grads((4, 2)))),
             "all_gather": (whole, grads((8, 2))[r].chunk(WORLD)[r]),
             "all_gather_rs": (whole, sum(grads((8, 2))).chunk(WORLD)[r]),
