@@ -24,7 +24,8 @@ import torch
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.attention import kernels
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.hf_config import config_to_dict, hf_name
+from hotswitch.backend.models.hf_config import config_to_dict
+from hotswitch.backend.models.hf_names import hf_name
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.strategy import Strategy
