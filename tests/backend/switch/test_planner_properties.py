@@ -131,12 +131,13 @@ def model_switches(draw):
     (pp1, dp1, tp1), (pp2, dp2, tp2) = factor3(draw, world), factor3(draw, world)
     tp = int(np.lcm(tp1, tp2))
     kv_heads = tp * draw(st.integers(1, 2))
+    n_heads = kv_heads * draw(st.integers(1, 2))
     config = ModelConfig(
         "random",
         vocab_size=tp * draw(st.integers(1, 4)),
-        dim=kv_heads * draw(st.integers(1, 2)) * 2,
+        dim=n_heads * 2 * draw(st.integers(1, 2)),  # an even head width, as rotary needs
         n_layers=max(pp1, pp2) * draw(st.integers(1, 2)),
-        n_heads=kv_heads * draw(st.integers(1, 2)),
+        n_heads=n_heads,
         n_kv_heads=kv_heads,
         ffn_dim=tp * draw(st.integers(1, 3)),
     )
