@@ -1,7 +1,7 @@
 """The sides that ``benchmarks/peers.py`` times on the same batches: the engine's one-device
-step and Hugging Face transformers' ``LlamaForCausalLM`` (eager or under ``torch.compile``),
-and the measurement they share. Not a script: the leading underscore keeps it out of the smoke
-test.
+step and Hugging Face transformers' causal LM of the model's family (eager or under
+``torch.compile``), and the measurement they share (``benchmarks/families.py`` times them
+too). Not a script: the leading underscore keeps it out of the smoke test.
 
 One step on either side is forward, backward, gradient clipping and AdamW (on CUDA fused: PyTorch's
 multi-tensor kernel for transformers, the engine's one compiled kernel where its runs compile) over
@@ -18,12 +18,14 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.attention import kernels
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.hf import hf_initializer
 from hotswitch.backend.models.hf_config import config_to_dict
 from hotswitch.backend.models.hf_names import hf_name
 from hotswitch.backend.models.llama import init_param
@@ -147,11 +149,21 @@ class EngineSide:
     instantiation strategy, in ``precision`` (bf16: fp32 master weights, bf16 compute);
     ``compiled``: its runs of tensor math torch.compiled (a run configuration's ``compile``).
     Rows of documents are packed, as a run with ``packing`` trains them; rows of one sequence
-    each are cut as the transformers peer cuts them."""
+    each are cut as the transformers peer cuts them. ``checkpoint``: a Hugging Face folder whose
+    weights it starts from (else the engine's own initial values)."""
 
-    def __init__(self, config: ModelConfig, device: torch.device, precision: Precision, compiled: bool = False):
+    def __init__(
+        self,
+        config: ModelConfig,
+        device: torch.device,
+        precision: Precision,
+        compiled: bool = False,
+        checkpoint: Path | None = None,
+    ):
         self.single = Strategy()
         options = {"device": device, "precision": precision, "compiled": compiled, "packed": True}
+        if checkpoint is not None:
+            options["initial"] = hf_initializer(checkpoint)
         # the token budget reaches the longest row: attention's kernels ("auto") are timed up to it,
         # and a packed row that long chooses how its documents are attended
         self.engine = Engine(config, [self.single], self.single, OptimizerConfig(), SEED, config.max_seq_len, **options)
@@ -189,32 +201,46 @@ class EngineSide:
         return self.engine.step({self.single: batch}, [self.single]).loss
 
 
-def _llama(config: ModelConfig, device: torch.device, same_weights: bool):
+def _transformers_model(config: ModelConfig, device: torch.device, same_weights: bool, checkpoint: Path | None):
+    """transformers' causal LM of the config's family: the checkpoint's weights where one is
+    given, else the engine's initial values (``same_weights``) or transformers' own."""
     try:
-        from transformers import LlamaConfig, LlamaForCausalLM
+        from transformers import AutoConfig, AutoModelForCausalLM
     except ImportError:
         raise ImportError("the transformers peer needs transformers: pip install 'hotswitch[hf]'") from None
+    if checkpoint is not None:
+        return AutoModelForCausalLM.from_pretrained(checkpoint, attn_implementation="sdpa").to(device)
+    settings = config_to_dict(config)
     with torch.device(device):
-        model = LlamaForCausalLM(LlamaConfig(**config_to_dict(config), attn_implementation="sdpa"))
+        hf_config = AutoConfig.for_model(settings.pop("model_type"), **settings, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_config(hf_config)
     if same_weights:  # the engine's initial values, so that the first losses agree
         hf_params = dict(model.named_parameters())
         with torch.no_grad():
             for name, shape in config.param_shapes().items():
-                hf_params[hf_name(name)].copy_(init_param(name, shape, SEED))
+                hf_params[hf_name(name, config.family)].copy_(init_param(name, shape, SEED))
     return model
 
 
 class TransformersSide:
-    """transformers' ``LlamaForCausalLM`` with SDPA attention and fp32 weights, trained as its
-    single-GPU users do: under bf16 autocast when ``mixed``, padded rows with no attention
-    mask (causal attention never lets a real token see the right padding), gradient
-    accumulation over micro-batches, the loss divided by the batch's token count
+    """transformers' causal LM of the config's family (``LlamaForCausalLM`` for LLaMA) with SDPA
+    attention and fp32 weights, trained as its single-GPU users do: under bf16 autocast when
+    ``mixed``, padded rows with no attention mask (causal attention never lets a real token see
+    the right padding), gradient accumulation over micro-batches, the loss divided by the batch's token count
     (``num_items_in_batch``), clipping and AdamW with the engine's settings. ``compiled``:
     the model under ``torch.compile`` (default options). ``same_weights``: the engine's initial
-    weights rather than transformers' own."""
+    weights rather than transformers' own; ``checkpoint``: a Hugging Face folder's weights."""
 
-    def __init__(self, config: ModelConfig, device: torch.device, mixed: bool, compiled: bool, same_weights: bool):
-        model = _llama(config, device, same_weights)
+    def __init__(
+        self,
+        config: ModelConfig,
+        device: torch.device,
+        mixed: bool,
+        compiled: bool,
+        same_weights: bool,
+        checkpoint: Path | None = None,
+    ):
+        model = _transformers_model(config, device, same_weights, checkpoint)
         self.device, self.mixed, self.optim = device, mixed, OptimizerConfig()
         self.params = list(model.parameters())
         self.optimizer = self.optim.adamw(self.params)

@@ -2,21 +2,28 @@
 renders it (a sandboxed Jinja environment with the same filters and functions), and a
 conversation cut into what trains and what does not.
 
-Which text is an assistant's is found by rendering the conversation turn by turn: the text a
-template renders for the turns before an assistant's, ending with the generation prompt
-(``add_generation_prompt``), is context; what the assistant's turn adds after it (its content
-and the template's end-of-turn marker) trains. Templates need no ``{% generation %}`` markers
-for this, which few carry; a template that renders earlier turns differently once later ones
-follow (one that drops earlier reasoning, say) is refused by name.
+Which text is an assistant's: where the template marks it with ``{% generation %}`` (as
+transformers' assistant mask and TRL's ``assistant_only_loss`` read it), the marked text trains
+and nothing else. A template without markers is rendered turn by turn: the text it renders for
+the turns before an assistant's, ending with the generation prompt (``add_generation_prompt``),
+is context; what the assistant's turn adds after it (its content and the template's end-of-turn
+marker, and whatever the template writes before the next turn) trains; such a template that
+renders earlier turns differently once later ones follow (one that drops earlier reasoning, say)
+is refused by name.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
 ASSISTANT = "assistant"
+# where a {% generation %} block begins and ends in a rendering: private-use characters, removed
+# from the text the conversation is written as
+START, END = "\ue000", "\ue001"
+MARKS = re.compile(f"([{START}{END}])")
 
 
 class ChatTemplateError(ValueError):
@@ -25,17 +32,23 @@ class ChatTemplateError(ValueError):
 
 def _generation_extension():
     """``{% generation %}...{% endgeneration %}`` (transformers' marker of an assistant's text)
-    rendered as its body: the turn-by-turn rendering finds that text without it."""
+    rendered as its body between ``START`` and ``END``; a template that has one is ``marked``."""
     from jinja2 import nodes
     from jinja2.ext import Extension
 
     class Generation(Extension):
         tags = frozenset({"generation"})
 
+        def __init__(self, environment):
+            super().__init__(environment)
+            environment.extend(generation_marked=False)
+
         def parse(self, parser):
             line = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return nodes.Scope(body, lineno=line)
+            self.environment.generation_marked = True
+            begin, end = nodes.Output([nodes.TemplateData(START)]), nodes.Output([nodes.TemplateData(END)])
+            return [begin, nodes.Scope(body, lineno=line), end]
 
     return Generation
 
@@ -80,8 +93,13 @@ class ChatTemplate:
         except jinja2.TemplateSyntaxError as error:
             raise ChatTemplateError(f"the chat template is not valid Jinja: {error}") from None
         self.tokens = tokens
+        self.marked: bool = environment.generation_marked  # whether it has {% generation %} blocks
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
+        """The conversation as the template writes it (``apply_chat_template(tokenize=False)``)."""
+        return MARKS.sub("", self._render(messages, add_generation_prompt))
+
+    def _render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         from jinja2 import TemplateError
 
         try:
@@ -94,6 +112,8 @@ class ChatTemplate:
         """The conversation rendered, cut into (text, trains) pieces in order: the text of each
         assistant turn from message ``first`` on trains, the rest (system, user and tool turns,
         the template's headers, a prompt's turns before ``first``) does not."""
+        if self.marked:
+            return self._marked_pieces(messages, first)
         whole = self.render(messages)
         pieces, at = [], 0
         for turn, message in enumerate(messages):
@@ -111,6 +131,21 @@ class ChatTemplate:
             at = len(through)
         pieces.append((whole[at:], False))
         return [(text, trains) for text, trains in pieces if text]
+
+    def _marked_pieces(self, messages: list[dict], first: int) -> list[tuple[str, bool]]:
+        """The pieces of a template with ``{% generation %}`` blocks: what they mark trains,
+        past the text the prompt's messages (those before ``first``) render."""
+        if any(MARKS.search(str(m.get("content", ""))) for m in messages):
+            raise ChatTemplateError("a message holds a private-use character U+E000 or U+E001, which mark the turns")
+        prompt = len(self.render(messages[:first])) if first else 0
+        pieces, inside, at = [], False, 0
+        for part in MARKS.split(self._render(messages)):
+            if part in (START, END):
+                inside = part == START
+            elif part:
+                pieces.append((part, inside and at >= prompt))
+                at += len(part)
+        return pieces
 
 
 def check_messages(messages, where: str) -> list[dict]:

@@ -1,5 +1,5 @@
 """Model definitions: configs (shapes, no torch needed), the LLaMA-style decoder in plain torch,
-and Hugging Face LLaMA checkpoints in and out of it (``hf``)."""
+and Hugging Face checkpoints of the families that load in and out of it (``hf``)."""
 
 from hotswitch.backend.exports import lazy_exports
 

@@ -159,7 +159,7 @@ def load_pretrained(
     directory: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> Transformer:
     """The checkpoint in ``directory`` as our ``Transformer`` on ``device`` in ``dtype`` (see the
-    module docstring on tied embeddings); errors name what does not match a LLaMA checkpoint."""
+    module docstring on tied embeddings); errors name what does not match the checkpoint."""
     source = HFCheckpoint(directory)
     config = source.config
     with torch.device("meta"):
@@ -190,7 +190,7 @@ def _shards(tensors: dict[str, torch.Tensor], max_shard_bytes: int | None) -> li
 def save_pretrained(
     model: Transformer, directory: str | Path, max_shard_bytes: int | None = None, like: str | Path | None = None
 ) -> None:
-    """Write ``model`` as a Hugging Face LLaMA checkpoint into ``directory`` (created):
+    """Write ``model`` as a Hugging Face checkpoint of its family into ``directory`` (created):
     ``config.json`` and one ``model.safetensors``, or shards of at most ``max_shard_bytes``
     with ``model.safetensors.index.json``. Tensors keep the model's dtype; a tied head is
     stored once, as the embedding; fused tensors are fused again. ``like``: the checkpoint the

@@ -21,16 +21,18 @@ LONG_DOCUMENTS = ("cut", "split")
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """The architecture that trains: a preset's, or a Hugging Face LLaMA checkpoint's (weights too)."""
+    """The architecture that trains: a preset's, or a Hugging Face checkpoint's (weights too)."""
 
-    name: str = setting("tiny", "tiny, 125m, 1b, 7b, ..., or hf:DIR (a Hugging Face LLaMA checkpoint)", key="model")
+    name: str = setting(
+        "tiny", "tiny, 1b, 7b, llama3.2-1b, qwen3-8b, ..., or hf:DIR (a Hugging Face checkpoint)", key="model"
+    )
 
     def check(self) -> ModelSettings:
         """This section checked; an ``hf:`` folder made absolute."""
         return ModelSettings(check_model(self.name))
 
     def architecture(self) -> ModelConfig:
-        """The ``ModelConfig`` of a checked section (an ``hf:`` checkpoint's trains untied)."""
+        """The ``ModelConfig`` of a checked section (an ``hf:`` checkpoint's as its config.json sets it)."""
         return model_config(self.name)
 
 

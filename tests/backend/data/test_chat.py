@@ -23,6 +23,11 @@ CHATML = (
     "{% endgeneration %}{% else %}{{ message['content'] + '<|im_end|>\\n' }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+# Qwen's published shape: the newline after the end-of-turn marker outside the marked text, so
+# it does not train (rendered turn by turn it would: it comes before the next turn)
+CHATML_OUTSIDE = CHATML.replace(
+    "'<|im_end|>\\n' }}{% endgeneration %}", "'<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
+)
 # LLaMA 3's shape: the beginning token written by the template, a role check, contents trimmed
 HEADERS = (
     "{{ bos_token }}{% for m in messages %}{% if m.role not in ['system', 'user', 'assistant'] %}"
@@ -65,7 +70,7 @@ def chats(tmp_path, template: str) -> ChatDocuments:
     return source.use_tokenizer(f"hf:{folder}")
 
 
-@pytest.mark.parametrize("template", [CHATML, HEADERS], ids=["chatml", "headers"])
+@pytest.mark.parametrize("template", [CHATML, CHATML_OUTSIDE, HEADERS], ids=["chatml", "chatml-outside", "headers"])
 def test_the_ids_are_transformers_and_the_assistant_turns_alone_train(tmp_path, template):
     from transformers import AutoTokenizer
 
@@ -88,7 +93,8 @@ def test_the_ids_are_transformers_and_the_assistant_turns_alone_train(tmp_path, 
         trained = [t != IGNORE for t in targets]
         assert trained == [bool(m) for m in expected["assistant_masks"][1:]]
         assert sequence.trained == sum(expected["assistant_masks"][1:]) == sum(trained)
-    assert len(source.document(1)[1]) == 2  # the system and first user turns, the second user turn
+    # the system and first user turns, the second user turn (and the last newline, outside the marks)
+    assert len(source.document(1)[1]) == (3 if template is CHATML_OUTSIDE else 2)
 
 
 def _only(source, index):
@@ -109,6 +115,17 @@ def test_a_split_conversation_trains_each_assistant_token_once(tmp_path):
     in_context = {i for a, b in context for i in range(a, b)}
     assert learnt == [t for i, t in enumerate(tokens) if i and i not in in_context]
     assert all(p.trained for p in pieces) and len(pieces) < -(-(len(tokens) - 1) // 7)  # some were all context
+
+
+def test_a_marked_template_that_rewrites_earlier_turns_trains_what_it_marks(tmp_path):
+    rewrites = (
+        "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}"
+        "{{ m.content if loop.last else m.content[:1] }}{% endgeneration %}{% else %}{{ m.content }}{% endif %}"
+        "{% endfor %}"
+    )
+    source = chats(tmp_path, rewrites)
+    pieces = source.template().pieces(CONVERSATIONS[1])
+    assert [text for text, trains in pieces if trains] == ["d", "two  spaces # 🎉"]
 
 
 def test_a_template_that_rewrites_earlier_turns_is_refused_by_name(tmp_path):

@@ -60,13 +60,14 @@ FAMILIES: dict[str, tuple[str, str, dict]] = {
 SLIDING = ("mistral", "gemma3")
 
 
-def make_family(directory: Path, family: str, seed: int = 0):
-    """A random ``family`` checkpoint saved into ``directory``; every weight random (norms and
+def make_family(directory: Path, family: str, seed: int = 0, **shape):
+    """A random ``family`` checkpoint saved into ``directory``, ``SHAPE`` unless ``shape``
+    changes it (``benchmarks/families.py`` times a larger one); every weight random (norms and
     biases too), so a misplaced tensor changes the loss. Returns transformers' model."""
     import transformers
 
     config_class, model_class, options = FAMILIES[family]
-    config = getattr(transformers, config_class)(**SHAPE, **options)
+    config = getattr(transformers, config_class)(**{**SHAPE, **shape}, **options)
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(config).eval()
     with torch.no_grad():

@@ -53,3 +53,21 @@ def family_runs(rank: int, world: int, configs: dict[str, ModelConfig], plans: d
         params = engine.master.global_params()  # collective: every rank gathers
         out[name] = (losses, grads[0], params, sorted(used)) if rank == 0 else None
     return out
+
+
+def sft_runs(rank: int, world: int, specs: dict[str, dict], folder: str):
+    """Per family: each step's loss of fine-tuning on conversations through the recipe, then
+    the export (``export_hf``), on rank 0."""
+    import os
+
+    from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, build, export_hf
+
+    os.environ[ENV_NOTEBOOK_DIR] = folder
+    out = {}
+    for name, spec in specs.items():
+        events: list[dict] = []
+        trainer, checked = build(spec, events.append)
+        trainer.train(checked["steps"])
+        export_hf(trainer, checked)
+        out[name] = [e["loss"] for e in events if e["type"] == "step"]
+    return out if rank == 0 else None
