@@ -32,21 +32,19 @@ class ChatTemplateError(ValueError):
 
 def _generation_extension():
     """``{% generation %}...{% endgeneration %}`` (transformers' marker of an assistant's text)
-    rendered as its body between ``START`` and ``END``; a template that has one is ``marked``."""
+    rendered as its body between ``START`` and ``END``; the class is ``marked`` once a template
+    it compiles has one (a class a template, made afresh for each)."""
     from jinja2 import nodes
     from jinja2.ext import Extension
 
     class Generation(Extension):
         tags = frozenset({"generation"})
-
-        def __init__(self, environment):
-            super().__init__(environment)
-            environment.extend(generation_marked=False)
+        marked = False
 
         def parse(self, parser):
             line = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            self.environment.generation_marked = True
+            type(self).marked = True
             begin, end = nodes.Output([nodes.TemplateData(START)]), nodes.Output([nodes.TemplateData(END)])
             return [begin, nodes.Scope(body, lineno=line), end]
 
@@ -82,8 +80,9 @@ class ChatTemplate:
         import jinja2.ext
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+        generation = _generation_extension()
         environment = ImmutableSandboxedEnvironment(
-            trim_blocks=True, lstrip_blocks=True, extensions=[_generation_extension(), jinja2.ext.loopcontrols]
+            trim_blocks=True, lstrip_blocks=True, extensions=[generation, jinja2.ext.loopcontrols]
         )
         environment.filters["tojson"] = _tojson
         environment.globals["raise_exception"] = _raise
@@ -93,7 +92,7 @@ class ChatTemplate:
         except jinja2.TemplateSyntaxError as error:
             raise ChatTemplateError(f"the chat template is not valid Jinja: {error}") from None
         self.tokens = tokens
-        self.marked: bool = environment.generation_marked  # whether it has {% generation %} blocks
+        self.marked: bool = generation.marked  # whether it has {% generation %} blocks
 
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         """The conversation as the template writes it (``apply_chat_template(tokenize=False)``)."""
