@@ -4,8 +4,18 @@ kernel, magics, ``Job``, ``jobs``), ``launch`` (starting ranks: the launcher int
 
 ``%load_ext hotswitch.kernel`` loads the ``%%train`` magics into any IPython. IPython is imported
 only inside the two hooks below: worker processes import this package and must stay free of
-Jupyter machinery.
+Jupyter machinery. Its public names (``__all__``) are imported on first use.
 """
+
+from hotswitch.backend.lazy_import import lazy_exports
+
+_EXPORTS = {
+    "progress_table": "hotswitch.kernel.cli.progress:table",  # a run's summary as the terminal shows it
+    "Job": "hotswitch.kernel.notebook.jobs.job",
+}
+__all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension"])
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def load_ipython_extension(ipython) -> None:

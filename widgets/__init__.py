@@ -3,7 +3,7 @@
 Names are imported on first use: showing a job's ``Dashboard`` does not load the engine.
 """
 
-from hotswitch.backend.exports import lazy_exports
+from hotswitch.backend.lazy_import import lazy_exports
 
 _EXPORTS = {
     "Dashboard": "hotswitch.widgets.dashboard",
@@ -12,6 +12,9 @@ _EXPORTS = {
     "PlanView": "hotswitch.widgets.plan.plan_view",
     "show": "hotswitch.widgets.show_object",
     "SwitchPlanView": "hotswitch.widgets.plan.switch_plan_view",
+    "timeline_figure": "hotswitch.widgets.simulation.timeline",
+    "speedup_figure": "hotswitch.widgets.simulation.speedup",
+    "PAPER_YARDSTICKS": "hotswitch.widgets.simulation.speedup",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1,7 +1,7 @@
 """Model definitions: configs (shapes, no torch needed), the LLaMA-style decoder in plain torch,
 and Hugging Face checkpoints of the families that load in and out of it (``hf``)."""
 
-from hotswitch.backend.exports import lazy_exports
+from hotswitch.backend.lazy_import import lazy_exports
 
 _EXPORTS = {
     "CONFIGS": "hotswitch.backend.models.config",

@@ -6,13 +6,15 @@ This package is the step model the library uses; the HotSPa paper's experiment (
 measured logs, calibrations and grids) is ``sim.paper``, which reads this package and which
 nothing else under ``backend/`` imports."""
 
-from hotswitch.backend.exports import lazy_exports
+from hotswitch.backend.lazy_import import lazy_exports
 
 _EXPORTS = {
     "Setup": "hotswitch.backend.sim.setup",
     "simulate_step": "hotswitch.backend.sim.step",
     "batch_lengths": "hotswitch.backend.sim.datasets",
     "device_spec": "hotswitch.backend.sim.device",
+    "run_auto": "hotswitch.backend.sim.contenders",
+    "plan_floor": "hotswitch.backend.sim.floor",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -3,12 +3,15 @@
 logs, the calibrations fitted to them, and the grids of settings. It reads ``backend.sim``;
 nothing else under ``backend/`` imports it (``tests/backend/test_import_layers.py``)."""
 
-from hotswitch.backend.exports import lazy_exports
+from hotswitch.backend.lazy_import import lazy_exports
 
 _EXPORTS = {
     "compare": "hotswitch.backend.sim.paper.compare",
     "paper_grid": "hotswitch.backend.sim.paper.grid",
     "paper_contenders": "hotswitch.backend.sim.paper.baselines",
+    "context_row": "hotswitch.backend.sim.paper.context_grid",
+    "calibration_report": "hotswitch.backend.sim.paper.calibrate:report",
+    "HELD_OUT_LIMIT": "hotswitch.backend.sim.paper.calibrate",
 }
 __all__ = sorted(_EXPORTS)
 
