@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MAPS = ("backend/train/README.md", "kernel/README.md", "backend/sim/README.md")
+MAPS = ("backend/README.md", "backend/train/README.md", "kernel/README.md", "backend/sim/README.md")
 FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 PY_FILE = re.compile(r"[\w./-]*\w\.py\b")

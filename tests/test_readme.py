@@ -23,11 +23,17 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert "pytest" in commands[1]
 
 
-def test_the_command_line_reference_covers_every_subcommand():
+def test_the_readme_is_a_landing_page():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, f"the README has {len(lines)} lines; move the detail to docs/"
+    linked = re.findall(r"\]\((docs/[\w.-]+\.md|[A-Z]+(?:\.md)?)\)", "\n".join(lines))
+    assert linked and [path for path in linked if not (ROOT / path).is_file()] == []
+
+
+def test_the_command_line_guide_covers_every_subcommand():
     usage = subprocess.run(
         [sys.executable, "-m", "hotswitch.kernel.cli", "--help"], capture_output=True, text=True, check=True
     ).stdout
     subcommands = re.search(r"\{([a-z,-]+)\}", usage).group(1).split(",")
-    readme = (ROOT / "README.md").read_text()
-    reference = readme[readme.index("## Command line") :]
-    assert [name for name in subcommands if f"`hotswitch {name}" not in reference] == []
+    guide = (ROOT / "docs" / "command-line.md").read_text()
+    assert [name for name in subcommands if f"`hotswitch {name}" not in guide] == []

@@ -278,6 +278,8 @@ CONFIGS: dict[str, ModelConfig] = {
 
 
 def get_config(name: str | ModelConfig) -> ModelConfig:
+    """The preset called ``name`` (``tiny``, ``7b``, ``llama3.2-1b``, ``qwen3-8b``..., any case),
+    or ``name`` itself when it is a ``ModelConfig``; ValueError listing the presets otherwise."""
     if isinstance(name, ModelConfig):
         return name
     try:

@@ -71,6 +71,19 @@ def lab_argv(root: str, ip: str, port: int, no_browser: bool, allow_root: bool) 
     return argv + ["--no-browser"] * no_browser + ["--allow-root"] * allow_root
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]  # the source checkout's root, for an editable install
+
+
+def docs_line(checkout: Path = CHECKOUT) -> str:
+    """Where the docs are: the built site of a source checkout, how to build it, or the pages."""
+    site = checkout / "docs" / "_build" / "html" / "index.html"
+    if site.is_file():
+        return f"the docs: {site.as_uri()}"
+    if (checkout / "docs" / "conf.py").is_file():
+        return f"the docs: {checkout / 'docs'} (build the site: python -m sphinx -b html docs docs/_build/html)"
+    return "the docs: the docs/ folder of hotswitch's source (Markdown pages, built by Sphinx)"
+
+
 def run(args) -> int:
     if importlib.util.find_spec("jupyterlab") is None:
         raise ValueError("JupyterLab is not installed in this environment; install it: pip install 'hotswitch[lab]'")
@@ -91,6 +104,7 @@ def run(args) -> int:
     host = f"[{host}]" if ":" in host else host
     if args.ip not in ("127.0.0.1", "localhost", "::1"):
         print(f"listening on {args.ip}: anyone who can reach this port and has the token can run code here")
+    print(docs_line())
     print(f"JupyterLab on {root}: http://{host}:{port}/lab?token={token}", flush=True)
     # The token travels in the environment, not on the command line other users can read.
     os.execve(

@@ -27,13 +27,19 @@ COMMANDS = [
 ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_line() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``hotswitch`` parser and each subcommand's (the docs print their help)."""
     parser = argparse.ArgumentParser(
         prog="hotswitch", description="Interactive LLM training with parallelism hot switching."
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
+    return parser, dict(sub.choices)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, _ = command_line()
     args = parser.parse_args(argv)
     try:
         return args.run(args) or 0

@@ -36,6 +36,8 @@ def speedup_figure(
     contenders: dict[str, str] = CONTENDERS,
     title: str = "speedup over the best static strategy (simulated)",
 ) -> FigureWidget:
+    """The speedup over the best static strategy against context length, a line per contender
+    (``contenders``: row key -> legend), from the rows of ``sim.paper.paper_grid``."""
     fig = go.Figure()
     for name, line in speedup_series(rows, contenders).items():
         fig.add_scatter(

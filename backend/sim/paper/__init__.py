@@ -6,7 +6,8 @@ nothing else under ``backend/`` imports it (``tests/backend/test_import_layers.p
 from hotswitch.backend.lazy_import import lazy_exports
 
 _EXPORTS = {
-    "compare": "hotswitch.backend.sim.paper.compare",
+    # not ``compare``: the module of that name would shadow it once imported
+    "compare_contenders": "hotswitch.backend.sim.paper.compare:compare",
     "paper_grid": "hotswitch.backend.sim.paper.grid",
     "paper_contenders": "hotswitch.backend.sim.paper.baselines",
     "context_row": "hotswitch.backend.sim.paper.context_grid",

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from hotswitch.kernel.cli.lab_command import FIRST_PORT, ensure_kernelspec, free_port
+from hotswitch.kernel.cli.lab_command import FIRST_PORT, docs_line, ensure_kernelspec, free_port
 from hotswitch.kernel.cli.tutorials import installed_tutorials, working_folder
 from hotswitch.kernel.notebook.kernelspec import install_kernelspec
 
@@ -135,3 +135,17 @@ def test_a_kernel_installed_into_a_prefix_is_removed_from_there(tmp_path, capsys
     assert not folder.exists() and f"removed {folder}" in capsys.readouterr().out
     assert main(["kernel", "uninstall", "--prefix", str(tmp_path)]) == 2
     assert f"no 'hotswitch' kernelspec is installed under --prefix {tmp_path}" in capsys.readouterr().err
+
+
+def test_lab_says_where_the_docs_are(tmp_path):
+    assert docs_line(tmp_path).startswith("the docs: the docs/ folder")  # an installed package: no checkout
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "conf.py").write_text("")
+    assert (
+        docs_line(tmp_path)
+        == f"the docs: {tmp_path / 'docs'} (build the site: python -m sphinx -b html docs docs/_build/html)"
+    )
+    site = tmp_path / "docs" / "_build" / "html"
+    site.mkdir(parents=True)
+    (site / "index.html").write_text("<html></html>")
+    assert docs_line(tmp_path) == f"the docs: {(site / 'index.html').as_uri()}"
