@@ -11,9 +11,12 @@ from hotswitch.backend.train.loop.run_totals import summarize
 from hotswitch.kernel.cli import progress
 from hotswitch.kernel.cli.headless import check_launch, follow
 from hotswitch.kernel.cli.train_flags import add_training_flags, given_settings
-from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, LAUNCHERS, launcher_options, make_launcher
+from hotswitch.kernel.launch.named import launcher_options, make_launcher
+from hotswitch.kernel.launch.options import LAUNCHER_OPTIONS, add_launch_options
 from hotswitch.kernel.notebook.jobs.job import Job
 
+# the launch options it takes (``launch/options.py``); --device is a training setting here
+TRAIN_COMMAND_OPTIONS = ("nproc", *LAUNCHER_OPTIONS, "timeout", "channel_host")
 BODY = """\
 from hotswitch.backend.train.run.recipe import run
 run({spec!r}, job.emit, job.control)
@@ -27,37 +30,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
         description="Settings come from the defaults, then --config run.toml, then the flags given.",
         argument_default=argparse.SUPPRESS,  # a flag not given leaves the config's value
     )
-    p.add_argument("-n", "--nproc", type=int, default=4, help="ranks per node (default 4)")
-    add_launcher_arguments(p)
+    add_launch_options(p.add_argument, TRAIN_COMMAND_OPTIONS)
     p.add_argument("--config", help="a TOML run configuration (the settings' keys); flags override it")
-    add_training_flags(p)
-    p.add_argument("--timeout", type=float, default=None, help="seconds before the job is stopped")
+    add_training_flags(p)  # --device among them: the run setting's, which the launch reads
     p.add_argument("--json", action="store_true", default=False, help="print the summary as JSON")
     p.set_defaults(run=run)
     return p
-
-
-def add_launcher_arguments(p) -> None:
-    """Where the ranks run: the launcher and its options (those of ``%%train``)."""
-    p.add_argument(
-        "--launcher", choices=LAUNCHERS, default="local", help="local (torchrun here), ray, slurm or kubeflow"
-    )
-    p.add_argument("--nodes", type=int, default=1, help="nodes, with --launcher ray, slurm or kubeflow (default 1)")
-    p.add_argument("--ray-address", default=None, help="--launcher ray: the head's HOST:PORT ($RAY_ADDRESS)")
-    p.add_argument("--partition", default=None, help="--launcher slurm: the partition")
-    p.add_argument("--time", default=None, help="--launcher slurm: the time limit, e.g. 2:00:00")
-    p.add_argument("--gpus-per-node", type=int, default=None, help="--launcher slurm: GPUs per node")
-    p.add_argument(
-        "--channel-host",
-        default="127.0.0.1",
-        help="address the ranks reach this process on (other machines: encrypted)",
-    )
-    p.add_argument("--namespace", default=None, help="--launcher kubeflow: the TrainJob's Kubernetes namespace")
-    p.add_argument("--image", default=None, help="--launcher kubeflow: the pods' image, with hotswitch and torch")
-    p.add_argument("--resources", default=None, help="--launcher kubeflow: per node, e.g. cpu=8,memory=32Gi,gpu=4")
-    p.add_argument(
-        "--kubeflow-backend", choices=KUBEFLOW_BACKENDS, default=None, help="--launcher kubeflow: kubernetes or local"
-    )
 
 
 def spec_from(args) -> dict:

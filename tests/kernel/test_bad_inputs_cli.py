@@ -50,8 +50,8 @@ CASES = [
     (["train", "--plan", "dp3x"], ["cannot parse strategy 'dp3x'", "like 'dp2cp2tp2pp1'"]),
     (["train", "--plan", "tp4:x,dp4:0"], ["bucket 'tp4:x'", "like 'tp4:128,dp4:0'"]),
     (["train", "--plan", "tp4:128"], ["one of them 0", "[('tp4', 256), ('dp4', 0)]"]),
-    (["train", "--plan", "dp8"], ["uses 8 devices but the cluster has 4", "product dp*cp*tp*pp is 4"]),
-    (["train", "--plan", "cp3"], ["cp=3 does not divide the 4 devices", "degree dividing 4"]),
+    (["train", "--plan", "dp8"], ["uses 8 devices but the cluster has 2", "product dp*cp*tp*pp is 2"]),  # -n: 2
+    (["train", "--plan", "cp3"], ["cp=3 does not divide the 2 devices", "degree dividing 2"]),
     (["train", "--plan", "tp2ckptsel"], ["selective recompute (sel) and full activation checkpointing (ckpt)"]),
     (["train", "--checkpoint", "{tmp}/existing"], ["already exists", "choose a new checkpoint path"]),
     (["train", "--resume-from", "{tmp}/missing"], ["missing is not a folder", "checkpoint folder"]),

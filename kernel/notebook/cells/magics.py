@@ -11,10 +11,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from hotswitch.backend.runtime.devices import DEVICE_KINDS, ENV_DEVICE
-from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
+from hotswitch.backend.runtime.devices import ENV_DEVICE
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
-from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, launcher_options, make_launcher
+from hotswitch.kernel.launch.named import launcher_options, make_launcher
+from hotswitch.kernel.launch.options import CHANNEL_HOST, DEFAULT_NPROC, LAUNCHER_OPTIONS, magic_launch_options
 from hotswitch.kernel.notebook.cells.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.cells.push import push_names, pushed_values, write_pushed
 from hotswitch.kernel.notebook.cells.train_options import (
@@ -37,7 +37,9 @@ from hotswitch.kernel.notebook.pools.pool_start import POOL_FILE, newest_of_name
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-CHANNEL_HOST = "127.0.0.1"
+# %%train's launch options (``launch/options.py``): where and how its ranks start
+TRAIN_OPTIONS = ("nproc", "node_rank", "rdzv_endpoint", "rdzv_id", "device", "detach", "env", "timeout")
+TRAIN_OPTIONS += (*LAUNCHER_OPTIONS, "channel_host", "max_message_bytes")
 
 
 def launcher_of(args) -> Launcher:
@@ -88,47 +90,12 @@ class TrainMagics(Magics):
         self.jobs.close()
 
     @magic_arguments()
-    @argument("-n", "--nproc", type=int, default=None, help="processes (ranks) per node; default 2 (a pool's size)")
     @argument("--pool", default=None, help="run on the warm ranks of %%train_pool start NAME instead of new ones")
-    @argument("--nodes", type=int, default=1, help="nodes in the job; >1 with --launcher local needs --rdzv-endpoint")
-    @argument("--node-rank", type=int, default=0, help="this node's index, 0..nodes-1 (node 0 hosts rendezvous)")
-    @argument("--rdzv-endpoint", default=None, help="HOST:PORT of the c10d rendezvous, the same on every node")
-    @argument("--rdzv-id", default=None, help="rendezvous id, the same on every node of one job")
-    @argument("--device", choices=DEVICE_KINDS, default=None, help="cpu (gloo, the default) or cuda (one GPU per rank)")
     @argument("--name", default=None, help="job name in `jobs`; default job1, job2, ...")
     @argument("--wait", action="store_true", help="block the cell until the job ends (interrupt stops it)")
-    @argument(
-        "--detach", action="store_true", help="the job outlives this kernel; %%train_attach NAME follows it again"
-    )
-    @argument("--env", action="append", metavar="K=V", help="environment variable for every rank; repeatable")
-    @argument("--timeout", type=float, default=None, help="stop the job after SECONDS and mark it 'timed out'")
     @argument("--run-dir", default=None, help="where run folders go (default $HOTSWITCH_RUNS or ~/.hotswitch/runs)")
     @argument("--push", default=None, metavar="A,B", help="notebook variables the body sees, by name")
-    @argument(
-        "--launcher",
-        default="local",
-        help="how ranks start: local (torchrun here), ray, slurm or kubeflow (every node)",
-    )
-    @argument("--partition", default=None, help="with --launcher slurm: the partition (default: the cluster's)")
-    @argument("--time", default=None, help="with --launcher slurm: the time limit, e.g. 2:00:00")
-    @argument("--gpus-per-node", type=int, default=None, help="with --launcher slurm: GPUs per node")
-    @argument("--ray-address", default=None, help="with --launcher ray: the head's HOST:PORT (default $RAY_ADDRESS)")
-    @argument("--namespace", default=None, help="with --launcher kubeflow: the Kubernetes namespace of the TrainJob")
-    @argument("--image", default=None, help="with --launcher kubeflow: the pods' image (with hotswitch and torch)")
-    @argument("--resources", default=None, help="with --launcher kubeflow: per node, e.g. cpu=8,memory=32Gi,gpu=4")
-    @argument(
-        "--kubeflow-backend",
-        choices=KUBEFLOW_BACKENDS,
-        default=None,
-        help="with --launcher kubeflow: kubernetes (default) or local (the SDK's local backend, one node here)",
-    )
-    @argument("--channel-host", default=CHANNEL_HOST, help="address the kernel listens on (--pool: the pool's)")
-    @argument(
-        "--max-message-bytes",
-        type=int,
-        default=DEFAULT_MAX_MESSAGE_BYTES,
-        help="largest channel message accepted; bigger ones are dropped and counted",
-    )
+    @magic_launch_options(TRAIN_OPTIONS, nproc=None)
     @cell_magic
     def train(self, line: str, cell: str):
         """Run the cell body on every rank with torchrun; return a ``Job`` at once.
@@ -142,7 +109,7 @@ class TrainMagics(Magics):
         compile_body(cell)
         pool = pool_launcher_of(args, self.pools) if args.pool else None
         if args.nproc is None:
-            args.nproc = pool.pool.size if pool else 2
+            args.nproc = pool.pool.size if pool else DEFAULT_NPROC
         args.device = args.device or (pool.pool.device if pool else "cpu")
         check_options(args)
         if not pool:

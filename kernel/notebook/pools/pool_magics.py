@@ -12,16 +12,16 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from hotswitch.backend.runtime.devices import DEVICE_KINDS
-from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
-from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS
+from hotswitch.kernel.launch.options import LAUNCHER_OPTIONS, magic_launch_options
 from hotswitch.kernel.notebook.cells.cell_output import output_for_current_cell
 from hotswitch.kernel.notebook.cells.train_options import MIN_MESSAGE_BYTES, NAME_RULE, compile_body, valid_name
 from hotswitch.kernel.notebook.pools.pool import Pool, PoolError
 from hotswitch.kernel.notebook.pools.pool_registry import PoolRegistry
 from hotswitch.kernel.notebook.pools.pool_start import attach_pool, pool_name, pool_run, start_pool
 
-DEFAULT_IDLE_TIMEOUT_S = 3600.0
+# %train_pool start's launch options (``launch/options.py``)
+POOL_OPTIONS = ("nproc", "device", *LAUNCHER_OPTIONS, "detach", "env", "idle_timeout", "channel_host")
+POOL_OPTIONS += ("max_message_bytes",)
 
 
 def check_pool_name(name: str) -> str:
@@ -45,33 +45,7 @@ class PoolMagics(Magics):
     @magic_arguments()
     @argument("action", nargs="?", choices=("start", "attach", "stop", "list"), default="list", help="what to do")
     @argument("name", nargs="?", default=None, help="the pool's name (attach: or its run folder)")
-    @argument("-n", "--nproc", type=int, default=2, help="ranks per node; default 2")
-    @argument("--nodes", type=int, default=1, help="nodes (--launcher ray, slurm or kubeflow); default 1")
-    @argument("--device", choices=DEVICE_KINDS, default="cpu", help="cpu (gloo) or cuda (one GPU per rank)")
-    @argument("--launcher", default="local", help="how ranks start: local (torchrun here), ray, slurm or kubeflow")
-    @argument("--detach", action="store_true", help="the pool outlives this kernel; %%train_pool attach NAME finds it")
-    @argument("--env", action="append", metavar="K=V", help="environment variable for every rank; repeatable")
-    @argument(
-        "--idle-timeout",
-        type=float,
-        default=DEFAULT_IDLE_TIMEOUT_S,
-        help="stop the pool after SECONDS without a cell (default 3600; 0: never)",
-    )
-    @argument("--channel-host", default="127.0.0.1", help="address the kernel listens on for the ranks")
-    @argument(
-        "--max-message-bytes",
-        type=int,
-        default=DEFAULT_MAX_MESSAGE_BYTES,
-        help="largest message on the pool's channel (a cell's body and pushed values must fit)",
-    )
-    @argument("--ray-address", default=None, help="with --launcher ray: the head's HOST:PORT (default $RAY_ADDRESS)")
-    @argument("--partition", default=None, help="with --launcher slurm: the partition (default: the cluster's)")
-    @argument("--time", default=None, help="with --launcher slurm: the time limit, e.g. 2:00:00")
-    @argument("--gpus-per-node", type=int, default=None, help="with --launcher slurm: GPUs per node")
-    @argument("--namespace", default=None, help="with --launcher kubeflow: the Kubernetes namespace")
-    @argument("--image", default=None, help="with --launcher kubeflow: the pods' image (with hotswitch and torch)")
-    @argument("--resources", default=None, help="with --launcher kubeflow: per node, e.g. cpu=8,memory=32Gi,gpu=4")
-    @argument("--kubeflow-backend", choices=KUBEFLOW_BACKENDS, default=None, help="with --launcher kubeflow")
+    @magic_launch_options(POOL_OPTIONS)
     @line_magic
     def train_pool(self, line: str = ""):
         """``%train_pool start NAME -n 4 [--launcher ray|slurm|kubeflow ...] [--detach]``: start warm

@@ -11,9 +11,10 @@ import pytest
 from hotswitch.backend.train.config.run_config import SETTINGS, RunConfig
 from hotswitch.kernel.cli import train_command
 from hotswitch.kernel.cli.train_flags import default_text, flag, flag_options, given_settings
+from hotswitch.kernel.launch.options import add_launch_options
 
-# What ``hotswitch train`` takes beside the run's settings and the launcher's options.
-COMMAND_FLAGS = {"--nproc", "--config", "--timeout", "--json"}
+# What ``hotswitch train`` takes beside the run's settings and its launch options.
+COMMAND_FLAGS = {"--config", "--json"}
 
 
 def flags_in(parser: argparse.ArgumentParser) -> set[str]:
@@ -27,7 +28,7 @@ def train_parser() -> argparse.ArgumentParser:
 
 def launcher_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
-    train_command.add_launcher_arguments(parser)
+    add_launch_options(parser.add_argument, train_command.TRAIN_COMMAND_OPTIONS)
     return parser
 
 
