@@ -17,9 +17,10 @@ def files(tmp_path):
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / "hotswitch.json").write_text("{not json")
-    (tmp_path / "typo.toml").write_text("steps = 3\n[optim]\nlearning_rate = 1e-3\n")
+    (tmp_path / "typo.toml").write_text("steps = 3\n[optimizer]\nlearning_rate = 1e-3\n")
+    (tmp_path / "table.toml").write_text("steps = 3\n[optim]\nlr = 1e-3\n")
     (tmp_path / "broken.toml").write_text("steps = \n")
-    (tmp_path / "twice.toml").write_text("lr = 1e-3\n[optim]\nlr = 2e-3\n")
+    (tmp_path / "twice.toml").write_text("lr = 1e-3\n[optimizer]\nlr = 2e-3\n")
     (tmp_path / "bad-value.toml").write_text('precision = "fp16"\n')
     listed = tmp_path / "listed"
     listed.mkdir()
@@ -81,6 +82,7 @@ CASES = [
     (["train", "--config", "{tmp}/typo.toml"], ["unknown training settings ['learning_rate']", "known: model"]),
     (["train", "--config", "{tmp}/broken.toml"], ["broken.toml is not valid TOML", "line 1"]),
     (["train", "--config", "{tmp}/twice.toml"], ["'lr' is given twice"]),
+    (["train", "--config", "{tmp}/table.toml"], ["[optim] is not a section; did you mean [optimizer]?"]),
     (["train", "--config", "{tmp}/missing.toml"], ["cannot read the run configuration", "missing.toml"]),
     (["train", "--config", "{tmp}/bad-value.toml"], ["'precision' = 'fp16'", "choose one of fp32, bf16"]),
     (["train", "--grad-dtype", "bf16"], ["'grad_dtype' = 'bf16'", "under precision 'fp32'; drop it"]),
@@ -138,7 +140,7 @@ def test_a_malformed_option_is_a_usage_error(argv, fragment, no_launch, capsys):
 def test_flags_override_the_run_configuration(files):
     from hotswitch.kernel.cli.train_command import spec_from
 
-    (files / "run.toml").write_text('steps = 50\nplan = "dp4"\n[optim]\nlr = 3e-4\nbetas = [0.9, 0.99]\n')
+    (files / "run.toml").write_text('steps = 50\nplan = "dp4"\n[optimizer]\nlr = 3e-4\nbetas = [0.9, 0.99]\n')
     parser = argparse.ArgumentParser()
     train_command.add_parser(parser.add_subparsers())
     args = parser.parse_args(["train", "--config", str(files / "run.toml"), "--steps", "7", "--plan", "tp4:64,dp4:0"])

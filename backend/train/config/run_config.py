@@ -164,9 +164,27 @@ def unknown_keys(keys, where: str) -> ValueError:
     return ValueError(f"unknown training settings {sorted(keys, key=str)} in {where}{hint}; known: {', '.join(KNOWN)}")
 
 
+def _table(path: Path, name: str, table: dict) -> dict:
+    """The settings of TOML table ``[name]``: it must be a section, and each of its keys a
+    setting of that section; ValueError naming the table (dotted, as written) and the fix."""
+    if name not in SECTIONS:
+        close = difflib.get_close_matches(name, list(SECTIONS), n=1)
+        meant = f"; did you mean [{close[0]}]?" if close else ""
+        raise ValueError(f"{path}: [{name}] is not a section{meant} The sections: {', '.join(SECTIONS)}")
+    for key, value in table.items():
+        if isinstance(value, dict):
+            raise ValueError(f"{path}: [{name}.{key}] is not a section; the settings of [{name}] are plain keys")
+        setting = SETTINGS.get(key)
+        if setting is not None and setting.section != name:
+            home = f"[{setting.section}]" if setting.section else "the top of the file, before any table"
+            raise ValueError(f"{path}: {key!r} is not a setting of [{name}]; it goes under {home}")
+    return table
+
+
 def load_toml(path: str | os.PathLike) -> dict:
-    """The settings a TOML run configuration gives, by key: tables are headings for reading
-    (``[optimizer]`` with ``lr = 3e-4``), their keys the settings' own. A setting left out takes
+    """The settings a TOML run configuration gives, by key: a table is a section (``[optimizer]``
+    with ``lr = 3e-4``) holding that section's settings, the run's own (``steps``, ``seed``)
+    before any table. A setting left out takes
     its default; ``None`` is written by leaving it out. ValueError naming a key that is not a
     setting (with the known ones), one given twice, or where the file cannot be parsed."""
     path = Path(path)
@@ -178,7 +196,7 @@ def load_toml(path: str | os.PathLike) -> dict:
         raise ValueError(f"{path} is not valid TOML: {error}") from None
     settings: dict = {}
     for key, value in document.items():
-        table = value if isinstance(value, dict) else {key: value}
+        table = _table(path, key, value) if isinstance(value, dict) else {key: value}
         for name, given in table.items():
             if name in settings:
                 raise ValueError(f"{path}: training setting {name!r} is given twice")

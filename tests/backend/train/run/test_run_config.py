@@ -22,13 +22,13 @@ model = "tiny"
 steps = 40
 plan = [["tp4", 128], ["dp4", 0]]
 
-[optim]
+[optimizer]
 lr = 3e-4
 lr_schedule = "cosine"
 warmup_steps = 4
 betas = [0.9, 0.99]
 
-[eval]
+[evaluation]
 eval_every = 10
 """
 
@@ -78,16 +78,33 @@ def test_a_toml_file_a_dict_and_a_run_config_give_the_same_run(tmp_path, monkeyp
 
 
 def test_a_typo_in_toml_names_the_key_and_lists_the_known_ones(tmp_path):
-    (tmp_path / "typo.toml").write_text("[optim]\nlearning_rate = 1e-3\n")
+    (tmp_path / "typo.toml").write_text("[optimizer]\nlearning_rate = 1e-3\n")
     with pytest.raises(ValueError) as error:
         load_toml(tmp_path / "typo.toml")
     assert "unknown training settings ['learning_rate']" in str(error.value)
     assert "known: model, data, text_field, prompt_field, chat_field, tokenizer" in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[optim]\nlr = 1e-3\n", "[optim] is not a section; did you mean [optimizer]?"),
+        ("[optimizer]\nmax_len = 64\n", "'max_len' is not a setting of [optimizer]; it goes under [data]"),
+        ("[data]\nsteps = 3\n", "'steps' is not a setting of [data]; it goes under the top of the file"),
+        ("[optimizer.adamw]\nlr = 1e-3\n", "[optimizer.adamw] is not a section"),
+    ],
+)
+def test_a_toml_table_must_be_the_section_its_settings_are_in(tmp_path, text, said):
+    (tmp_path / "tables.toml").write_text(text)
+    with pytest.raises(ValueError) as error:
+        load_toml(tmp_path / "tables.toml")
+    assert said in str(error.value)
+
+
 @pytest.mark.parametrize("key", ["shard_optimizer", "context_parallel"])
 def test_three_way_switches_are_settings_checked_by_type(tmp_path, key):
-    (tmp_path / "switch.toml").write_text(f"[optimizer]\n{key} = false\n")
+    section = SETTINGS[key].section
+    (tmp_path / "switch.toml").write_text(f"[{section}]\n{key} = false\n")
     assert check_spec(str(tmp_path / "switch.toml"))[key] is False
     assert check_spec({})[key] is None  # the default decides by the run (dp > 1; sequences from 4,096 tokens)
     for bad in (1, "yes"):
