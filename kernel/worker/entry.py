@@ -20,6 +20,7 @@ from hotswitch.kernel.channel.messages import EndMessage
 from hotswitch.kernel.channel.secrets import WorkerSecret
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.fd_capture import BelowPython, say_on_agent_log
 from hotswitch.kernel.worker.heartbeat import heartbeat_timeout, start_heartbeat
 from hotswitch.kernel.worker.pushed import read_pushed
 from hotswitch.kernel.worker.rank_log import (
@@ -76,7 +77,7 @@ def body_exit_status(stop: SystemExit) -> int:
 
 def report_own_error(rank: int, error: BaseException) -> None:
     """The worker itself failed (not the body): say why on the agent's output, where the kernel reads it."""
-    print(f"{WORKER_ERROR_MARK} rank {rank}: {type(error).__name__}: {error}", file=sys.__stderr__, flush=True)
+    say_on_agent_log(f"{WORKER_ERROR_MARK} rank {rank}: {type(error).__name__}: {error}\n")
 
 
 def main(argv: list[str]) -> int:
@@ -125,37 +126,18 @@ def connect(rank: int) -> tuple[WorkerChannel, WorkerContext]:
 
 
 def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, namespace: dict | None = None) -> int:
-    """Run the body (in ``namespace``, see ``run_body``) with output on the channel; report its
-    end; its exit status. ``sys.stdout`` and ``sys.stderr`` are as they were once it returns."""
+    """Run the body (in ``namespace``, see ``run_body``) with its output on the channel, what it
+    writes below Python too (``fd_capture``); report its end; its exit status. ``sys.stdout``,
+    ``sys.stderr`` and fd 1 and 2 are as they were once it returns."""
     log = open_rank_log(job.rank)
     stacks_on_signal(log)
-    stdout, stderr = sys.__stdout__, sys.__stderr__
-    if stdout is None or stderr is None:  # torchrun gives every rank both
-        raise RuntimeError("a rank needs the process's stdout and stderr; start it with torchrun, not pythonw")
-    for original in (stdout, stderr):
-        # A pipe or file is block-buffered: a rank killed at teardown would take its last lines
-        # (the ones a person debugging needs) with it. Each line goes out as it is written.
-        original.reconfigure(line_buffering=True)
+    below = BelowPython(channel.send_line, log)
+    out, err = below.start()  # the descriptors as they were: the agent's log
     outer = sys.stdout, sys.stderr
-    sys.stdout = RankStream(channel, "stdout", Tee(stdout, log))
-    sys.stderr = RankStream(channel, "stderr", Tee(stderr, log))
-    status = 0
-    report: EndMessage = {"kind": "finished"}
+    sys.stdout = RankStream(channel, "stdout", Tee(out, log))
+    sys.stderr = RankStream(channel, "stderr", Tee(err, log))
     try:
-        run_body(body_path, job, namespace)
-    except SystemExit as stop:
-        status = body_exit_status(stop)
-        if status:
-            if not isinstance(stop.code, int):
-                print(stop.code, file=sys.stderr)
-            error = f"SystemExit: the body called sys.exit({stop.code!r}); exit status {status}"
-            report = {"kind": "error", "error": error, "traceback": error}
-    except BaseException as error:
-        status = 1
-        # Drop this module's own frame: the user's body is the first frame they see.
-        caught = error.__traceback__  # never None in an except block
-        text = "".join(traceback.format_exception(type(error), error, caught.tb_next if caught else None))
-        report = {"kind": "error", "error": f"{type(error).__name__}: {error}", "traceback": text}
+        status, report = run_catching(body_path, job, namespace)
     finally:
         try:
             sys.stdout.flush()
@@ -163,6 +145,10 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
         except Exception as error:
             report_own_error(job.rank, error)
         sys.stdout, sys.stderr = outer
+        if not below.stop():
+            note_in_rank_log(job.rank, "hotswitch: a process the body started still writes to its output")
+        out.close()
+        err.close()
         no_stacks_on_signal()
     if log is not None:
         with log:
@@ -175,6 +161,26 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
         report_own_error(job.rank, error)
         return status or 1
     return status
+
+
+def run_catching(body_path: str, job: WorkerContext, namespace: dict | None) -> tuple[int, EndMessage]:
+    """The body run; its exit status and the report of its end (its traceback where it raised)."""
+    try:
+        run_body(body_path, job, namespace)
+    except SystemExit as stop:
+        status = body_exit_status(stop)
+        if not status:
+            return 0, {"kind": "finished"}
+        if not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+        error = f"SystemExit: the body called sys.exit({stop.code!r}); exit status {status}"
+        return status, {"kind": "error", "error": error, "traceback": error}
+    except BaseException as error:
+        # Drop this module's own frame: the user's body is the first frame they see.
+        caught = error.__traceback__  # never None in an except block
+        text = "".join(traceback.format_exception(type(error), error, caught.tb_next if caught else None))
+        return 1, {"kind": "error", "error": f"{type(error).__name__}: {error}", "traceback": text}
+    return 0, {"kind": "finished"}
 
 
 if __name__ == "__main__":

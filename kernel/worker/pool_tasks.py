@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 
 from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.channel.secrets import SECRET_FILE
@@ -26,6 +27,7 @@ from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, close_reported, connect, run_reported
+from hotswitch.kernel.worker.fd_capture import BelowPython
 from hotswitch.kernel.worker.rank_stream import LineStream
 
 MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
@@ -60,12 +62,12 @@ class TaskStream(LineStream):
     """``sys.stdout``/``sys.stderr`` during a ``%%ranks`` cell: each line goes to the kernel as
     a ``pool.log`` event of the task (and through to the rank's own stream)."""
 
-    def __init__(self, pool: WorkerContext, task: int, name: str, original):
+    def __init__(self, send: Callable[[str, str], None], name: str, original):
         super().__init__(name, original)
-        self._pool, self._task = pool, task
+        self.send = send  # (stream, line)
 
     def send_line(self, line: str) -> None:
-        self._pool.emit({"type": "pool.log", "task": self._task, "stream": self._name, "line": cut_line(line)})
+        self.send(self._name, line)
 
 
 def portable(value):
@@ -93,14 +95,36 @@ def execute(code: str, namespace: dict):
 
 
 def run_ranks(message: dict, namespace: dict, pool: WorkerContext) -> int:
-    """Run a ``%%ranks`` cell; report its value or traceback; 0, or 1 if it raised."""
+    """Run a ``%%ranks`` cell, what it writes below Python captured too; report its value or
+    traceback; 0, or 1 if it raised."""
     task = int(message["task"])
+
+    def send(stream: str, line: str) -> None:
+        pool.emit({"type": "pool.log", "task": task, "stream": stream, "line": cut_line(line)})
+
+    below = BelowPython(send, None)
+    out, err = below.start()
     outer = sys.stdout, sys.stderr
-    sys.stdout = TaskStream(pool, task, "stdout", outer[0])
-    sys.stderr = TaskStream(pool, task, "stderr", outer[1])
+    sys.stdout = TaskStream(send, "stdout", out)
+    sys.stderr = TaskStream(send, "stderr", err)
+    try:
+        result = run_cell(message["code"], namespace, task)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = outer
+        below.stop()
+        out.close()
+        err.close()
+    pool.emit(result)
+    return 1 if "error" in result else 0
+
+
+def run_cell(code: str, namespace: dict, task: int) -> dict:
+    """The ``pool.result`` of running ``code``: its value, or its traceback."""
     result: dict = {"type": "pool.result", "task": task}
     try:
-        result["value"] = portable(execute(message["code"], namespace))
+        result["value"] = portable(execute(code, namespace))
     except BaseException as error:  # the cell's failure is reported; the pool goes on
         # Drop this module's own frames: the cell's code is the first frame shown.
         frames = traceback.extract_tb(error.__traceback__)
@@ -110,9 +134,4 @@ def run_ranks(message: dict, namespace: dict, pool: WorkerContext) -> int:
             tb = tb.tb_next if tb is not None else None
         result["error"] = f"{type(error).__name__}: {error}"
         result["traceback"] = "".join(traceback.format_exception(type(error), error, tb))
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        sys.stdout, sys.stderr = outer
-    pool.emit(result)
-    return 1 if "error" in result else 0
+    return result

@@ -4,8 +4,9 @@ Why the worker reports its own output instead of torchrun's ``--redirects``/``--
 travel on the same ordered channel as events and tracebacks, carry the rank wherever the rank
 runs (another node, later a Ray actor) with no shared filesystem or log-file polling, and do not
 depend on torchrun's log layout, which changes between versions. Output written below Python
-(C extensions writing to fd 1/2) still goes to the original stream, which the launcher keeps in
-the job's agent log.
+(C extensions, subprocesses writing to fd 1/2) is captured apart (``fd_capture``) and sent on
+the same channel; both also reach the original descriptors, which the launcher keeps in the
+job's agent log.
 """
 
 from __future__ import annotations

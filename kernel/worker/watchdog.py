@@ -15,6 +15,8 @@ import threading
 
 import psutil
 
+from hotswitch.kernel.worker.fd_capture import say_on_agent_log
+
 CHECK_EVERY_S = 0.5
 
 
@@ -39,10 +41,11 @@ def process_gone(process: psutil.Process) -> bool:
 
 
 def exit_worker(why: str) -> None:
-    """End this worker at once (status 1), saying ``why`` on its original stderr."""
-    if sys.__stderr__ is not None:  # a process without a stderr still exits
-        sys.__stderr__.write(f"hotswitch worker {os.getpid()}: {why}; exiting\n")
+    """End this worker at once (status 1), saying ``why`` on its original stderr (the agent's
+    log, past any capture of fd 2: the process ends before a pipe would be read)."""
+    if sys.__stderr__ is not None:
         sys.__stderr__.flush()
+    say_on_agent_log(f"hotswitch worker {os.getpid()}: {why}; exiting\n")
     os._exit(1)
 
 

@@ -72,6 +72,7 @@ class PoolMagics(Magics):
             raise UsageError(f"--idle-timeout {args.idle_timeout:g}: give seconds without a cell, or 0 for never")
         if args.max_message_bytes < MIN_MESSAGE_BYTES:
             raise UsageError(f"--max-message-bytes {args.max_message_bytes}: give at least {MIN_MESSAGE_BYTES}")
+        args.device = args.device or "cpu"  # as %%train without a pool: gloo on the CPU
         name = check_pool_name(args.name)
         if self.pools.in_use(name):
             raise UsageError(f"a pool named {name!r} runs already ({self.pools[name].status}); pick another name")

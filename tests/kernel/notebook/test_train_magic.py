@@ -91,6 +91,27 @@ def test_train_wait_delivers_every_step_event_and_labelled_rank_output(kernel):
         assert kept == [x.split("] ", 1)[1] for x in text.splitlines() if x.startswith(f"[stdout:{rank}] step ")]
 
 
+BELOW_PYTHON = """
+import os, subprocess
+print("from python", flush=True)
+os.write(2, b"below python on rank %d\\n" % job.rank)
+subprocess.run(["sh", "-c", "echo from a child of rank $RANK"], check=True)
+"""
+
+
+def test_what_a_rank_writes_below_python_reaches_the_cell_and_its_log(kernel):
+    msg_id, reply = kernel.execute("%%train -n 2 --wait --name below\n" + BELOW_PYTHON)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    text = kernel.text(msg_id)
+    folder = Path(re.search(r"job 'below': events recorded in (\S+)", text).group(1))
+    for rank in (0, 1):
+        assert f"[stderr:{rank}] below python on rank {rank}" in text, text
+        assert f"[stdout:{rank}] from a child of rank {rank}" in text, text
+        kept = (folder / "logs" / f"rank-{rank}.log").read_text()
+        assert f"below python on rank {rank}" in kept and f"from a child of rank {rank}" in kept
+    assert kernel.value('jobs["below"].channel_stats.dropped') == 0
+
+
 def test_cell_returns_at_once_and_switch_reaches_rank_zero(kernel):
     msg_id, reply = kernel.execute("%%train -n 2 --name switchy\n" + WAIT_FOR_CONTROL)  # no --wait
     assert reply["status"] == "ok", kernel.text(msg_id)

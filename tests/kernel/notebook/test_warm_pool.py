@@ -164,6 +164,16 @@ def test_ranks_output_streams_while_the_cell_runs(kernel, tmp_path):
     assert "Out[0]: 0" in kernel.text(msg_id) and "Out[1]: 1" in kernel.text(msg_id)
 
 
+def test_a_ranks_cell_shows_what_its_ranks_write_below_python(kernel):
+    code = "%%ranks warm\nimport os, subprocess\nos.write(2, b'below %d\\n' % rank)\n_ = subprocess.run(['echo', 'child'])"
+    msg_id, reply = kernel.execute(code)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    kernel.drain(0.5)
+    text = kernel.text(msg_id)
+    for rank in (0, 1):
+        assert f"[stderr:{rank}] below {rank}" in text and f"[stdout:{rank}] child" in text, text
+
+
 def test_a_plan_for_another_world_size_fails_its_job_saying_so(kernel):
     body = (
         "from hotswitch.backend import get_config\nfrom hotswitch.backend.data import BatchStream, stdlib_documents\n"
