@@ -79,7 +79,7 @@ class BelowPython:
             originals.append(open(copy, "w", encoding="utf-8", errors="replace", buffering=1))  # noqa: SIM115  # the caller closes it after stop()
         _agent_stderr.append(originals[1].fileno())
         self.faults = faulthandler.is_enabled()
-        faulthandler.enable(file=originals[1], all_threads=True)  # a crash's trace: past the pipe
+        faulthandler.enable(file=originals[1], all_threads=False)  # a crash's trace: past the pipe
         return originals[0], originals[1]
 
     def stop(self, linger_s: float = LINGER_S) -> bool:

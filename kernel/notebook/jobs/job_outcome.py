@@ -17,6 +17,29 @@ def worker_errors(agent_output: str) -> list[str]:
     return [line.split(WORKER_ERROR_MARK, 1)[1].strip() for line in lines if WORKER_ERROR_MARK in line]
 
 
+CRASH_MARK = "Fatal Python error:"  # faulthandler's first line, which a rank writes as it crashes
+CRASH_LINES = 12
+
+
+def crash_traces(agent_output: str) -> list[str]:
+    """Each crash a rank's fault handler wrote to the agent's output (a segfault, an abort): its
+    first line and the stack under it, up to ``CRASH_LINES`` lines (a prefix the agent puts
+    before each of a rank's lines, ``[rank1]:``, taken off)."""
+    lines, traces = agent_output.splitlines(), []
+    for i, line in enumerate(lines):
+        if CRASH_MARK not in line:
+            continue
+        prefix = line[: line.index(CRASH_MARK)]
+        block = [line[len(prefix) :]]
+        for follow in lines[i + 1 : i + CRASH_LINES]:
+            follow = follow.removeprefix(prefix)
+            if CRASH_MARK in follow or (follow.strip() and not follow.startswith((" ", "Current thread", "Thread", "Stack"))):
+                break
+            block.append(follow)
+        traces.append("\n".join(block).rstrip())
+    return traces
+
+
 def all_rejected(stats) -> str | None:
     """Why no message of the job counted, when the kernel dropped every one; else None."""
     if stats.accepted or not stats.dropped:
@@ -47,4 +70,5 @@ def ending(
         reason = f"{reason}: {'; '.join(causes)}"
     tail = "\n".join(agent_output.splitlines()[-AGENT_TAIL_LINES:])
     text = "".join(f"[hotswitch] worker error: {cause}\n" for cause in causes)
+    text += "".join(f"[hotswitch] a rank crashed:\n{trace}\n" for trace in crash_traces(agent_output))
     return "failed", reason, f"{text}[hotswitch] torchrun output:\n{tail}\n"

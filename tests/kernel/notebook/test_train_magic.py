@@ -278,6 +278,30 @@ def test_a_killed_worker_fails_the_job_with_the_reason(kernel):
     assert processes_mentioning(kernel.value('str(jobs["killed"].job_dir)')) == []
 
 
+SEGFAULT = """
+import os, signal, time
+if job.rank == 1:
+    os.write(2, b"last words below python\\n")
+    print("last words from python", flush=True)
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGSEGV)
+time.sleep(120)
+"""
+
+
+def test_a_rank_killed_by_a_signal_says_which_with_its_last_lines(kernel):
+    msg_id, reply = kernel.execute("%%train -n 2 --wait --name crash\n" + SEGFAULT)
+    assert reply["status"] == "ok"
+    text = kernel.text(msg_id)
+    assert kernel.value('jobs["crash"].status') == "failed"
+    reason = kernel.value('jobs["crash"].exit_reason')
+    assert "SIGSEGV" in reason or "signal 11" in reason, reason
+    assert "[stderr:1] last words below python" in text and "[stdout:1] last words from python" in text, text
+    crash = text.split("[hotswitch] a rank crashed:\n", 1)[1]  # the crash's trace, from the agent's log
+    assert crash.startswith("Fatal Python error: Segmentation fault") and "in <module>" in crash, text
+    assert processes_mentioning(kernel.value('str(jobs["crash"].job_dir)')) == []
+
+
 # threads, and what every open file descriptor points at (the one listing them closes meanwhile)
 RESOURCES_HELPER = """
 import gc as _gc, os as _os, threading as _threading
