@@ -12,13 +12,21 @@ DISPLAY_NAME = "Python 3 (hotswitch)"
 
 
 def kernel_json(python: str = sys.executable) -> dict:
-    """The kernel.json contents: this Python running ``python -m hotswitch.kernel``."""
-    return {
+    """The kernel.json contents: this Python running ``python -m hotswitch.kernel``, with the
+    message protocol version the kernel speaks (that of the ipykernel it is built on), as
+    ipykernel's own kernelspec carries it."""
+    from ipykernel.kernelspec import get_kernel_dict
+
+    stock = get_kernel_dict()
+    spec = {
         "argv": [python, "-m", "hotswitch.kernel", "-f", "{connection_file}"],
         "display_name": DISPLAY_NAME,
         "language": "python",
         "metadata": {"debugger": True},
     }
+    if "kernel_protocol_version" in stock:
+        spec["kernel_protocol_version"] = stock["kernel_protocol_version"]
+    return spec
 
 
 def install_kernelspec(user: bool = False, prefix: str | None = None) -> str:

@@ -19,6 +19,7 @@ def worker_errors(agent_output: str) -> list[str]:
 
 CRASH_MARK = "Fatal Python error:"  # faulthandler's first line, which a rank writes as it crashes
 CRASH_LINES = 12
+STACK_LINES = (" ", "Current thread", "Thread", "Stack")  # how the lines under it begin
 
 
 def crash_traces(agent_output: str) -> list[str]:
@@ -33,7 +34,7 @@ def crash_traces(agent_output: str) -> list[str]:
         block = [line[len(prefix) :]]
         for follow in lines[i + 1 : i + CRASH_LINES]:
             follow = follow.removeprefix(prefix)
-            if CRASH_MARK in follow or (follow.strip() and not follow.startswith((" ", "Current thread", "Thread", "Stack"))):
+            if CRASH_MARK in follow or (follow.strip() and not follow.startswith(STACK_LINES)):
                 break
             block.append(follow)
         traces.append("\n".join(block).rstrip())

@@ -165,7 +165,8 @@ def test_ranks_output_streams_while_the_cell_runs(kernel, tmp_path):
 
 
 def test_a_ranks_cell_shows_what_its_ranks_write_below_python(kernel):
-    code = "%%ranks warm\nimport os, subprocess\nos.write(2, b'below %d\\n' % rank)\n_ = subprocess.run(['echo', 'child'])"
+    code = "%%ranks warm\nimport os, subprocess\nos.write(2, b'below %d\\n' % rank)\n"
+    code += "_ = subprocess.run(['echo', 'child'])"
     msg_id, reply = kernel.execute(code)
     assert reply["status"] == "ok", kernel.text(msg_id)
     kernel.drain(0.5)
