@@ -80,23 +80,19 @@ def check(spec: dict, nproc: int) -> dict:
     the full spec, flat."""
     from hotswitch.backend.layout import check_strategy
     from hotswitch.backend.strategy import Strategy
-    from hotswitch.backend.train.planning.auto import auto_candidates
-    from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, check_device_groups, instantiation_strategy
+    from hotswitch.backend.train.planning.dispatch import check_device_groups
     from hotswitch.backend.train.run.spec import check_run
 
     checked = check_run(spec)
     run, model = checked.config, checked.model  # model: a preset's or an hf:DIR checkpoint's
-    parallelism, max_len = run.parallelism, run.data.max_len
+    parallelism = run.parallelism
     plan = parallelism.hot_switch_plan()
     chosen = Strategy.parse(parallelism.instantiation) if parallelism.instantiation else None
-    parallelism.check_world(nproc)
+    run.check_world(model, nproc)
     for strategy in [*([] if isinstance(plan, str) else plan.strategies), *([chosen] if chosen else [])]:
         check_strategy(model, strategy)
     if not isinstance(plan, str):  # a named plan; the string is "auto"
         check_device_groups(plan.strategies, nproc)
-    else:  # auto instantiates on the candidate splitting the model states most, as the trainer does
-        candidates = auto_candidates(model, nproc, max_len, parallelism.context_parallel)
-        run.precision.check_budget(model, HotSwitchPlan.of(chosen or instantiation_strategy(candidates)), max_len)
     return run.as_spec()
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, get_type_hints
 
+from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.train.config.checkpoints import CheckpointSettings
 from hotswitch.backend.train.config.model_data import DataSettings, ModelSettings
 from hotswitch.backend.train.config.optimizer import OptimizerSettings
@@ -89,6 +90,27 @@ class RunConfig:
             why = f"more than steps ({run.steps}): nothing would be evaluated, yet documents would be held out"
             raise bad_setting("eval_every", evaluation.eval_every, f"{why}; give at most {run.steps}, or leave it out")
         return replace(run, evaluation=evaluation, tracking=self.tracking.check())
+
+    def check_world(self, model: ModelConfig, world_size: int) -> None:
+        """What a checked configuration needs the world size for, before any work: the plan's
+        strategies fit ``world_size`` devices; under ``auto`` a declared memory budget holds the
+        model states of the strategy it would instantiate on (refused at once, not after
+        profiling), as a named plan's budget is checked by ``check``."""
+        from hotswitch.backend.strategy import Strategy
+        from hotswitch.backend.train.planning.auto import auto_candidates
+        from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
+
+        parallelism = self.parallelism
+        parallelism.check_world(world_size)
+        if parallelism.plan != "auto":
+            return
+        if parallelism.instantiation is not None:
+            chosen = Strategy.parse(parallelism.instantiation)
+        else:
+            chosen = instantiation_strategy(
+                auto_candidates(model, world_size, self.data.max_len, parallelism.context_parallel)
+            )
+        self.precision.check_budget(model, HotSwitchPlan.of(chosen), self.data.max_len)
 
     def check_training(self, max_len: int) -> RunConfig:
         """The sections a trainer reads (steps and seed, optimizer, parallelism, precision,

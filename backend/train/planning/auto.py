@@ -14,6 +14,7 @@ from hotswitch.backend.train.planning.boundaries import BoundarySearch, Shared
 from hotswitch.backend.train.planning.context import context_candidates, one_flavour
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
+from hotswitch.backend.train.planning.memory import size_text
 
 
 def candidate_strategies(config: ModelConfig, world: int, context_parallel: bool = False) -> list[Strategy]:
@@ -82,7 +83,7 @@ def check_feasible(plan: HotSwitchPlan, cost: CostModel, max_len: int) -> None:
         if upper > bucket.above and not cost.fits(bucket.strategy, upper):
             longest = cost.longest(bucket.strategy, upper)
             raise ValueError(
-                f"{bucket.strategy} cannot hold sequences of {upper} tokens within {cost.budget / 2**30:.2f} GiB "
+                f"{bucket.strategy} cannot hold sequences of {upper} tokens within {size_text(cost.budget)} "
                 f"per device (at most {longest}); raise its lower bound to {longest} or use more tensor parallelism"
             )
 
@@ -160,7 +161,7 @@ def auto_plan(
     if best is None:
         holds = {str(s): cost.longest(s, max_len) for s in strategies}
         raise ValueError(
-            f"no strategy holds sequences of {max_len} tokens within {cost.budget / 2**30:.2f} GiB per device "
+            f"no strategy holds sequences of {max_len} tokens within {size_text(cost.budget)} per device "
             f"(longest each can hold: {holds}); shorten the sequences or raise the memory budget"
         )
     return best[1], best[0]

@@ -149,9 +149,13 @@ def budget_holding(config: ModelConfig, strategy: Strategy, length: int, precisi
     return model_state_bytes(config, strategy, precision) + activation_bytes(config, strategy, length, precision)
 
 
-def gib(size: float) -> str:
-    """``size`` bytes in GiB, with the digits that tell small sizes apart: "0.0123 GiB"."""
-    return f"{size / GIB:.3g} GiB"
+def size_text(size: float) -> str:
+    """``size`` bytes in the unit that reads best, three significant digits: "4.77 MiB",
+    "13.5 GiB", "512 bytes" (a budget of 5e6 is never "0.00 GiB")."""
+    for unit, scale in (("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(size) >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size:.0f} byte{'' if size == 1 else 's'}"
 
 
 def check_budget_holds_states(
@@ -167,9 +171,10 @@ def check_budget_holds_states(
         return
     holding = budget_holding(config, worst, longest[worst], precision)
     raise ValueError(
-        f"a memory budget of {gib(budget)} per device is below what the model states of {worst} "
-        f"alone need: {gib(states[worst])} per device (the {precision} parameters and gradients of {config.name}, "
+        f"a memory budget of {size_text(budget)} per device is below what the model states of {worst} "
+        f"alone need: {size_text(states[worst])} per device (the {precision} parameters and gradients of "
+        f"{config.name}, "
         f"split over tp x pp = {worst.tp * worst.pp}); raise memory_budget above {states[worst]:.0f} bytes "
-        f"(by the model's shapes about {holding:.0f} bytes, {gib(holding)}, hold its sequences of up to "
+        f"(by the model's shapes about {holding:.0f} bytes, {size_text(holding)}, hold its sequences of up to "
         f"{longest[worst]} tokens) or use a strategy that shards the model states (more tp or pp)"
     )

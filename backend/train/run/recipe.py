@@ -159,7 +159,7 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
     stream = _stream(run, training, run.seed)
     device = local_device(run.parallelism.device)
     init_from_env(device)
-    run.parallelism.check_world(dist.get_world_size())
+    run.check_world(model, dist.get_world_size())
     if run.tracking.track and dist.get_rank() == 0:
         run_name = os.environ.get("HOTSWITCH_JOB_NAME", "hotswitch")
         trackers = [open_tracker(t, run_name, run.as_spec(), notebook_dir()) for t in run.tracking.track]

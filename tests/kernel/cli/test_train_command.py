@@ -15,7 +15,7 @@ from hotswitch.backend.models.config import get_config
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.auto import auto_candidates
 from hotswitch.backend.train.planning.dispatch import instantiation_strategy
-from hotswitch.backend.train.planning.memory import gib, model_state_bytes
+from hotswitch.backend.train.planning.memory import model_state_bytes, size_text
 from tests.kernel.kernel_session import CAP_S, wait_progressing
 
 VOCAB = 320
@@ -158,7 +158,7 @@ def test_a_budget_below_the_model_states_is_refused_before_any_rank_starts(tmp_p
     )
     assert out.returncode == 2, out.stderr[-3000:]
     strategy = _instantiated(plan, 2, 64)
-    states = gib(model_state_bytes(get_config("tiny"), strategy))
+    states = size_text(model_state_bytes(get_config("tiny"), strategy))
     assert f"model states of {strategy} alone need: {states} per device" in out.stderr, out.stderr
     assert "raise memory_budget above" in out.stderr
     assert not runs.exists() or not any(runs.iterdir())

@@ -65,6 +65,9 @@ def test_kernelspec_is_listed_by_jupyter(prefix):
     spec = json.loads(out.stdout)["kernelspecs"]["hotswitch"]["spec"]
     assert spec["display_name"] == "Python 3 (hotswitch)"
     assert spec["argv"][1:3] == ["-m", "hotswitch.kernel"]
+    from ipykernel.kernelspec import get_kernel_dict
+
+    assert spec["kernel_protocol_version"] == get_kernel_dict()["kernel_protocol_version"]  # as the stock kernel's
 
 
 def test_train_wait_delivers_every_step_event_and_labelled_rank_output(kernel):

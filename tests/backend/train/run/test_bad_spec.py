@@ -8,7 +8,7 @@ import pytest
 
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.memory import gib, model_state_bytes
+from hotswitch.backend.train.planning.memory import model_state_bytes, size_text
 from hotswitch.backend.train.run import recipe
 from hotswitch.backend.train.run.recipe import ENV_NOTEBOOK_DIR, check_spec
 
@@ -131,7 +131,7 @@ def test_a_budget_below_the_model_states_alone_is_refused_naming_their_gib_and_t
         check_spec({"model": "tiny", "plan": "dp2", "memory_budget": 1, "max_len": 64})
     message = str(error.value)
     assert message.startswith("training setting 'memory_budget' = 1 is not valid"), message
-    assert f"model states of dp2tp1pp1 alone need: {gib(_states('dp2'))} per device" in message
+    assert f"model states of dp2tp1pp1 alone need: {size_text(_states('dp2'))} per device" in message
     assert f"raise memory_budget above {_states('dp2'):.0f} bytes" in message
     assert "hold its sequences of up to 64 tokens" in message and "shards the model states (more tp or pp)" in message
 
@@ -145,3 +145,18 @@ def test_every_bucket_strategy_must_hold_its_model_states_and_one_that_does_pass
     assert "sequences of up to 32 tokens" in str(error.value)  # dp2's bucket, not max_len
     holding = _states("dp2") + 1
     assert check_spec({"model": "tiny", "plan": plan, "memory_budget": holding})["memory_budget"] == holding
+
+
+def test_a_budget_auto_cannot_instantiate_under_is_refused_before_any_profiling():
+    from hotswitch.backend.train.run.spec import check_run
+
+    checked = check_run({"model": "tiny", "plan": "auto", "memory_budget": 1})
+    with pytest.raises(ValueError) as error:
+        checked.config.check_world(checked.model, 4)
+    message = str(error.value)
+    assert "'memory_budget' = 1 is not valid: a memory budget of 1 byte per device" in message
+    assert f"alone need: {size_text(_states('dp1tp4'))} per device" in message
+
+
+def test_sizes_read_in_the_unit_that_fits():
+    assert [size_text(n) for n in (1, 512, 5e6, 13.5 * 2**30)] == ["1 byte", "512 bytes", "4.77 MiB", "13.5 GiB"]
