@@ -75,7 +75,15 @@ class KernelChannel:
             self._socket.curve_server = True
             self._socket.curve_publickey, self._socket.curve_secretkey = curve.public, curve.secret
         if port is None:
-            port = self._socket.bind_to_random_port(f"tcp://{host}")
+            try:
+                port = self._socket.bind_to_random_port(f"tcp://{host}")
+            except zmq.ZMQError as error:
+                self._socket.close(linger=0)
+                self._context.term()
+                raise ValueError(
+                    f"--channel-host {host}: cannot listen there ({error.strerror}); give an address of this "
+                    "machine (127.0.0.1 for ranks here, or this machine's address on the network its nodes share)"
+                ) from None
         else:  # the address a detached job's ranks know
             try:
                 self._socket.bind(f"tcp://{host}:{port}")

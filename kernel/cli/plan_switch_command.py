@@ -37,7 +37,14 @@ def run(args) -> int:
         )
     if args.bytes_per_param < 1:
         raise ValueError(f"--bytes-per-param {args.bytes_per_param} moves nothing; give 2 (bf16) or 4 (fp32)")
-    gpus = args.gpus or max(s.offset + s.world_size for s in map(Strategy.parse, (args.src, args.dst)))
+    src_strategy, dst_strategy = Strategy.parse(args.src), Strategy.parse(args.dst)
+    if src_strategy.world_size != dst_strategy.world_size and not (src_strategy.is_group or dst_strategy.is_group):
+        raise ValueError(
+            f"{args.src} spans {src_strategy.world_size} devices and {args.dst} {dst_strategy.world_size}: a switch "
+            "moves parameters between two layouts of the same devices; give two strategies of one size (e.g. "
+            f"dp{src_strategy.world_size} -> tp{src_strategy.world_size})"
+        )
+    gpus = args.gpus or max(s.offset + s.world_size for s in (src_strategy, dst_strategy))
     cluster = Cluster.of_gpus(gpus)
     src, dst = model_layouts(args.model, args.src, args.dst, cluster)
     plans = {a: plan_switch(src, dst, cluster, a, args.bytes_per_param) for a in ALGORITHMS}

@@ -92,6 +92,7 @@ CASES = [
     (["plan-switch", "dp4", "tp4", "--bytes-per-param", "0"], ["--bytes-per-param 0", "give 2 (bf16) or 4"]),
     (["plan-switch", "dp4", "tp4x", "--model", "tiny"], ["cannot parse strategy 'tp4x'", "like 'dp2cp2tp2pp1'"]),
     (["plan-switch", "dp4", "tp4", "--model", "huge"], ["unknown model 'huge'", "choose one of"]),
+    (["plan-switch", "dp2", "dp4"], ["dp2 spans 2 devices and dp4 4", "two strategies of one size"]),
     (["kernel", "install", "--prefix", "{tmp}/a-file"], ["cannot install the kernel", "--prefix"]),
 ]
 

@@ -136,7 +136,7 @@ class TrainMagics(Magics):
                 host=pool.pool.channel_host if pool and args.channel_host == CHANNEL_HOST else args.channel_host,
                 max_bytes=args.max_message_bytes,
             )
-        except PoolError as error:  # busy, or gone since the check
+        except (PoolError, ValueError) as error:  # busy, gone since the check, or an address not of this machine
             raise UsageError(str(error)) from None
         self.jobs.add(job)
         try:  # an interrupt from here on stops the launched job: the cell never handed it over

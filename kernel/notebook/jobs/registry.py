@@ -12,6 +12,9 @@ from hotswitch.kernel.notebook.jobs.job import Job
 JOBS_PREFIX = "hotswitch-jobs-"
 
 
+WHY_CHARS = 80  # the longest reason %jobs shows on a job's line
+
+
 class JobRegistry:
     """Indexable by position (``jobs[-1]``) or name (``jobs["run1"]``); ``close`` stops them all."""
 
@@ -70,13 +73,17 @@ class JobRegistry:
     def __iter__(self):
         return iter(list(self._jobs))
 
-    def table(self) -> str:
-        """One line per job: name, status, ranks, events, seconds running."""
-        rows = [f"{'name':<12}{'status':<12}{'ranks':>6}{'events':>8}{'seconds':>9}"]
+    def table(self, why_chars: int = WHY_CHARS) -> str:
+        """One line per job: name, status, ranks, events, seconds running, and why it ended
+        where it did not succeed (cut to ``why_chars``; ``jobs[NAME].exit_reason`` holds it whole)."""
+        rows = [f"{'name':<12}{'status':<12}{'ranks':>6}{'events':>8}{'seconds':>9}  why"]
         for job in self._jobs:
             end = job.ended_at or time.time()
             ranks = job.spec.nproc * job.spec.nodes
-            rows.append(f"{job.name:<12}{job.status:<12}{ranks:>6}{len(job.events):>8}{end - job.started_at:>9.1f}")
+            why = job.exit_reason or ""
+            why = why if len(why) <= why_chars else why[: why_chars - 1] + "…"
+            line = f"{job.name:<12}{job.status:<12}{ranks:>6}{len(job.events):>8}{end - job.started_at:>9.1f}  {why}"
+            rows.append(line.rstrip())
         return "\n".join(rows)
 
     def close(self, grace: float = 2.0) -> None:

@@ -37,6 +37,7 @@ PRE_LAUNCH = [
     ),
     ("--launcher ray --ray-address 127.0.0.1:1 --namespace t", "pass", ["--namespace: for --launcher kubeflow"]),
     ("--launcher k8s", "pass", ["--launcher 'k8s' is not available", "choose one of local, ray, slurm"]),
+    ("--channel-host 8.8.8.8", "pass", ["--channel-host 8.8.8.8: cannot listen there", "give an address of this"]),
     ("--name a/b", "pass", ["--name 'a/b' is not a valid job name", "letters, digits"]),
     ("--name .hidden", "pass", ["--name '.hidden' is not a valid job name"]),
     ("--name a:b", "pass", ["--name 'a:b' is not a valid job name"]),

@@ -302,6 +302,9 @@ def test_a_rank_killed_by_a_signal_says_which_with_its_last_lines(kernel):
     assert "[stderr:1] last words below python" in text and "[stdout:1] last words from python" in text, text
     crash = text.split("[hotswitch] a rank crashed:\n", 1)[1]  # the crash's trace, from the agent's log
     assert crash.startswith("Fatal Python error: Segmentation fault") and "in <module>" in crash, text
+    listed, _ = kernel.execute("%jobs")
+    line = next(x for x in kernel.text(listed).splitlines() if x.startswith("crash "))
+    assert "failed" in line and "rank 1 killed by SIGSEGV" in line, kernel.text(listed)  # why, on its line
     assert processes_mentioning(kernel.value('str(jobs["crash"].job_dir)')) == []
 
 
