@@ -113,7 +113,8 @@ def save(engine: Engine, path: str | Path, extra: dict) -> Path:
     try:
         dcp.save(_dtensor_state(engine, _meshes(engine), engine.master.master_weights()), checkpoint_id=str(staging))
     except CheckpointException as error:  # every rank has every rank's failures: all raise alike
-        raise CheckpointError(explain(error, "writing", path)) from None
+        # the causes name the folder being written; the user gave (and knows) the checkpoint's path
+        raise CheckpointError(explain(error, "writing", path).replace(str(staging), str(path))) from None
     if dist.get_rank() == 0:
         meta = {"config": asdict(engine.config), "instantiation": str(engine.instantiation), **extra}
         (staging / META).write_text(json.dumps(meta, indent=1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -22,8 +23,12 @@ def checkpoint_target(path: str | os.PathLike | None, notebook_dir: Path) -> str
         parent = parent.parent
     if not parent.is_dir():
         raise ValueError(f"checkpoint path {target}: {parent} is not a folder; choose a path under a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"checkpoint path {target}: {parent} is not writable; choose a folder you can write")
+    try:  # a folder made and removed: permissions alone do not say (root may not write /proc)
+        os.rmdir(tempfile.mkdtemp(prefix=".hotswitch-probe-", dir=parent))
+    except OSError as error:
+        why = error.strerror or str(error)
+        fix = "choose a folder you can write"
+        raise ValueError(f"checkpoint path {path}: {parent} is not writable ({why}); {fix}") from None
     return str(target)
 
 
