@@ -39,10 +39,30 @@ def value_type(setting: Setting) -> type:
     return kinds[0] if len(kinds) == 1 and kinds[0] in NUMBERS else str
 
 
+NONE = "none"  # the word that unsets a setting --config gave, where the setting may be None
+
+
+def unsettable(setting: Setting) -> bool:
+    """Whether ``setting`` may be None (its default is), so that ``--flag none`` unsets it."""
+    return setting.default is None and not (setting.hint is bool or bool in get_args(setting.hint))
+
+
+def or_none(kind: type):
+    """``kind`` read from a flag's text, or None for the word ``none``."""
+
+    def read(text: str):
+        return None if text.lower() == NONE else kind(text)
+
+    read.__name__ = kind.__name__  # argparse names the type in its error
+    return read
+
+
 def flag_options(setting: Setting) -> dict:
     """``add_argument``'s keywords for ``setting`` (no default: the field holds it)."""
     shown = default_text(setting)
     text = setting.help + (f" (default: {shown})" if shown is not None else "")
+    if unsettable(setting):
+        text += f"; '{NONE}' unsets it"
     options: dict = {"dest": setting.key, "help": text.replace("%", "%%")}
     if setting.hint is bool or bool in get_args(setting.hint):
         return {**options, "action": argparse.BooleanOptionalAction}
@@ -52,8 +72,11 @@ def flag_options(setting: Setting) -> dict:
         options["nargs"] = setting.many
     if setting.choices:
         options["choices"] = setting.choices
-    if value_type(setting) is not str:
-        options["type"] = value_type(setting)
+    if value_type(setting) is not str or unsettable(setting):
+        options["type"] = or_none(value_type(setting)) if unsettable(setting) else value_type(setting)
+    if setting.choices and unsettable(setting):
+        options["choices"] = (*setting.choices, None)
+        options["metavar"] = "{" + ",".join(map(str, (*setting.choices, NONE))) + "}"
     return options
 
 
@@ -70,5 +93,7 @@ def given_settings(args: argparse.Namespace) -> dict:
     for setting in SETTINGS.values():
         if hasattr(args, setting.key):
             value = getattr(args, setting.key)
-            given[setting.key] = setting.parse(value) if setting.parse else value
+            if isinstance(value, list) and None in value:  # ``--eval-data none``: the word alone unsets it
+                value = None
+            given[setting.key] = setting.parse(value) if setting.parse and value is not None else value
     return given

@@ -229,4 +229,32 @@ def load_toml(path: str | os.PathLike) -> dict:
     for key, value in settings.items():  # TOML has arrays only: a tuple setting's becomes one
         if isinstance(SETTINGS[key].default, tuple) and isinstance(value, list):
             settings[key] = tuple(value)
-    return settings
+    return anchored(settings, path.resolve().parent)
+
+
+# the settings that name files or folders (where a prefix, "hf:" or "tensorboard:", leads the path)
+FOLDER_KEYS = ("checkpoint", "resume_from", "export_hf")
+PREFIXED = {"model": "hf:", "tokenizer": "hf:", "track": "tensorboard:"}
+NOT_PATHS = ("stdlib", "synthetic:")  # data that names no file
+
+
+def anchored(settings: dict, folder: Path) -> dict:
+    """``settings`` of a TOML file with each relative path in them made absolute against the
+    file's ``folder``, as a user reads the file (not against the notebook's folder)."""
+
+    def anchor(text: str, prefix: str = "") -> str:
+        if not text.startswith(prefix) or text.startswith(NOT_PATHS):
+            return text
+        rest = text[len(prefix) :]
+        return text if Path(rest).expanduser().is_absolute() else prefix + str(folder / rest)
+
+    def each(value, prefix: str = ""):
+        if isinstance(value, str):
+            return anchor(value, prefix)
+        return type(value)(anchor(v, prefix) if isinstance(v, str) else v for v in value)
+
+    out = dict(settings)
+    for key in ("data", "eval_data", *FOLDER_KEYS, *PREFIXED):
+        if out.get(key) is not None:
+            out[key] = each(out[key], PREFIXED.get(key, ""))
+    return out

@@ -103,3 +103,32 @@ def test_the_command_line_checks_a_run_without_importing_torch():
     done = subprocess.run([sys.executable, "-c", CHECK_WITHOUT_TORCH], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"the command line imported torch: {done.stdout}"
+
+
+def test_the_word_none_unsets_what_the_config_gave(tmp_path):
+    from hotswitch.kernel.cli.train_command import spec_from
+
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[checkpoints]\ncheckpoint_every = 10\n[parallelism]\ndevice = "cpu"\n[evaluation]\neval_data = ["v.txt"]\n'
+    )
+    argv = ["--config", str(config), "--checkpoint-every", "none", "--device", "none", "--eval-data", "none"]
+    spec = spec_from(train_parser().parse_args(argv))
+    assert spec["checkpoint_every"] is None and spec["device"] is None and spec["eval_data"] is None
+    with pytest.raises(SystemExit):  # a word that is neither a number nor none is refused, as before
+        train_parser().parse_args(["--checkpoint-every", "often"])
+
+
+def test_relative_paths_in_a_config_are_the_configs_folders(tmp_path):
+    from hotswitch.backend.train.config.run_config import load_toml
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "run.toml").write_text(
+        'model = "hf:ckpt"\ntrack = ["tensorboard:tb", "wandb"]\n[data]\ndata = ["docs/*.txt", "stdlib"]\n'
+        'tokenizer = "bpe:512"\n[checkpoints]\nexport_hf = "out"\nresume_from = "/abs/ck"\n'
+    )
+    settings = load_toml(folder / "run.toml")
+    assert settings["model"] == f"hf:{folder / 'ckpt'}" and settings["export_hf"] == str(folder / "out")
+    assert settings["data"] == [str(folder / "docs/*.txt"), "stdlib"] and settings["tokenizer"] == "bpe:512"
+    assert settings["track"] == (f"tensorboard:{folder / 'tb'}", "wandb") and settings["resume_from"] == "/abs/ck"
