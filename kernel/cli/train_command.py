@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from pathlib import Path
 
 from hotswitch.backend.runtime.devices import local_gpus_problem
 from hotswitch.backend.train.loop.events import NOTICES, notice
@@ -44,6 +46,14 @@ def spec_from(args) -> dict:
 
     spec = load_toml(args.config) if getattr(args, "config", None) else {}
     return {**spec, **given_settings(args)}
+
+
+def tracked_name(spec: dict, config: str | None) -> str:
+    """What trackers call a ``hotswitch train`` run without a ``run_name``: the ``--config``
+    file's name, else the model's (an ``hf:`` folder's name), and the time it started."""
+    model = str(spec.get("model", "tiny"))
+    base = Path(config).stem if config else Path(model.removeprefix("hf:")).name or model
+    return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def train(
@@ -105,7 +115,10 @@ def run(args) -> int:
             f"--nodes {args.nodes} with --launcher local: this command starts ranks on this machine only; "
             "give --launcher ray, slurm or kubeflow to start every node from here"
         )
-    spec = check(spec_from(args), args.nproc * args.nodes)
+    given = spec_from(args)
+    if given.get("track") and not given.get("run_name"):
+        given["run_name"] = tracked_name(given, getattr(args, "config", None))
+    spec = check(given, args.nproc * args.nodes)
     if spec["device"] == "cuda" and args.launcher == "local" and (problem := local_gpus_problem(args.nproc)):
         raise ValueError(f"--device cuda: {problem}")
     launcher = make_launcher(args.launcher, **launcher_options(args))

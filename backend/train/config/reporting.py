@@ -56,12 +56,19 @@ class TrackingSettings:
     each tracker (the ``tracking`` extra)."""
 
     track: tuple[str, ...] = setting((), "tensorboard:DIR, mlflow:URI or wandb; repeatable", many="append")
+    run_name: str | None = setting(
+        None,
+        "the name trackers give the run; default: the job's (%%train --name), for hotswitch train the --config "
+        "file's, else the model's, with the time it started",
+    )
 
     def check(self) -> TrackingSettings:
         """This section checked, each tracker's folder made absolute."""
         if not isinstance(self.track, list | tuple):
             raise bad_setting("track", self.track, "give a list like ['tensorboard:runs/tb', 'mlflow:mlruns', 'wandb']")
+        if self.run_name is not None and (not isinstance(self.run_name, str) or not self.run_name.strip()):
+            raise bad_setting("run_name", self.run_name, "give a name (a non-empty string), or leave it out")
         try:
-            return TrackingSettings(tuple(check_track(t, resolve) for t in self.track))
+            return TrackingSettings(tuple(check_track(t, resolve) for t in self.track), self.run_name)
         except ValueError as error:
             raise bad_setting("track", self.track, str(error)) from None

@@ -161,7 +161,7 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
     init_from_env(device)
     run.check_world(model, dist.get_world_size())
     if run.tracking.track and dist.get_rank() == 0:
-        run_name = os.environ.get("HOTSWITCH_JOB_NAME", "hotswitch")
+        run_name = run.tracking.run_name or os.environ.get("HOTSWITCH_JOB_NAME", "hotswitch")
         trackers = [open_tracker(t, run_name, run.as_spec(), notebook_dir()) for t in run.tracking.track]
         sink = TrackedSink(sink, trackers)
     try:

@@ -132,3 +132,10 @@ def test_relative_paths_in_a_config_are_the_configs_folders(tmp_path):
     assert settings["model"] == f"hf:{folder / 'ckpt'}" and settings["export_hf"] == str(folder / "out")
     assert settings["data"] == [str(folder / "docs/*.txt"), "stdlib"] and settings["tokenizer"] == "bpe:512"
     assert settings["track"] == (f"tensorboard:{folder / 'tb'}", "wandb") and settings["resume_from"] == "/abs/ck"
+
+
+def test_a_tracked_command_line_run_is_named_after_its_config_or_its_model():
+    from hotswitch.kernel.cli.train_command import tracked_name
+
+    assert tracked_name({"model": "hf:/ckpts/my-llama"}, None).startswith("my-llama-2")
+    assert tracked_name({}, "/work/sweeps/lr3e-4.toml").startswith("lr3e-4-2")

@@ -17,6 +17,7 @@ SPEC = {
     "token_budget": 256,
     "eval_every": 2,
     "track": ["tensorboard:tb", "mlflow:mlruns", "wandb:wb"],
+    "run_name": "lr-sweep-1",
 }
 
 
@@ -48,6 +49,7 @@ def test_mlflow_local_store_holds_the_run_metrics(tracked):
     client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlruns' / 'mlflow.db'}")
     runs = client.search_runs(experiment_ids=[e.experiment_id for e in client.search_experiments()])
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    assert runs[0].info.run_name == "lr-sweep-1"  # the run's own name, not the job's
     assert runs[0].info.artifact_uri.startswith((folder / "mlruns" / "artifacts").as_uri())  # not the job's folder
     assert (runs[0].data.params["steps"], runs[0].data.params["plan"]) == (str(STEPS), "dp2")  # the run's settings
     history = client.get_metric_history(runs[0].info.run_id, "train/loss")
