@@ -18,3 +18,21 @@ def notebook_dir() -> Path:
 def resolve(path: str | os.PathLike) -> Path:
     """``path`` made absolute against ``notebook_dir()``."""
     return (notebook_dir() / Path(path).expanduser()).resolve()
+
+
+def unwritable(path: str | os.PathLike) -> str | None:
+    """Why no folder can be made at ``path`` (its nearest existing folder is not one, or
+    refuses a new folder: root may not write ``/proc``, permissions alone do not say); None
+    where one can. A probe folder is made there and removed."""
+    import tempfile
+
+    parent = Path(path).expanduser()
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a folder"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".hotswitch-probe-", dir=parent))
+    except OSError as error:
+        return f"{parent} is not writable ({error.strerror or error})"
+    return None

@@ -108,7 +108,48 @@ def check_track(target, resolve) -> str:
         )
     elif kind != "mlflow" and where:
         where = str(resolve(where))
+    problem = unreachable(kind, where)
+    if problem:
+        raise ValueError(f"--track {target}: {problem}")
     return f"{kind}:{where}" if where else kind
+
+
+SERVER_WAIT_S = 5.0  # how long a tracking server may take to answer before the run is refused
+
+
+def unreachable(kind: str, where: str) -> str | None:
+    """Why rank 0 could not write to the tracker (a folder that cannot be made, a server that
+    does not answer within ``SERVER_WAIT_S``); None where it can."""
+    from hotswitch.backend.train.config.paths import unwritable
+
+    folder = where  # tensorboard's or wandb's folder (none: wandb's default)
+    if kind == "mlflow":
+        if where.startswith(("http://", "https://")):
+            return server_silent(where)
+        if not where.startswith("sqlite:///"):
+            return None  # another store (a database server): its own client says what is wrong
+        folder = str(Path(where.removeprefix("sqlite:///")).parent)
+    problem = unwritable(folder) if folder else None
+    return f"{problem}; choose a folder you can write" if problem else None
+
+
+def server_silent(uri: str) -> str | None:
+    """Why the MLflow server at ``uri`` cannot be reached (any HTTP answer, an error status
+    too, means it can)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=SERVER_WAIT_S).close()
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        return (
+            f"the MLflow server did not answer within {SERVER_WAIT_S:g} s ({reason}); start it "
+            "(mlflow server --host 127.0.0.1 --port 5000) or give another URI"
+        )
+    return None
 
 
 def open_tracker(target: str, run_name: str, config: dict, workdir: Path) -> Tracker:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
+
+from hotswitch.backend.train.config.paths import unwritable
 
 
 def checkpoint_target(path: str | os.PathLike | None, notebook_dir: Path) -> str | None:
@@ -18,17 +19,10 @@ def checkpoint_target(path: str | os.PathLike | None, notebook_dir: Path) -> str
     target = (notebook_dir / Path(path).expanduser()).resolve()
     if target.exists():
         raise ValueError(f"checkpoint path {target} already exists; choose a new one (nothing is overwritten)")
-    parent = target.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ValueError(f"checkpoint path {target}: {parent} is not a folder; choose a path under a folder")
-    try:  # a folder made and removed: permissions alone do not say (root may not write /proc)
-        os.rmdir(tempfile.mkdtemp(prefix=".hotswitch-probe-", dir=parent))
-    except OSError as error:
-        why = error.strerror or str(error)
-        fix = "choose a folder you can write"
-        raise ValueError(f"checkpoint path {path}: {parent} is not writable ({why}); {fix}") from None
+    problem = unwritable(target.parent)
+    if problem:
+        fix = "choose a path under a folder" if "not a folder" in problem else "choose a folder you can write"
+        raise ValueError(f"checkpoint path {path}: {problem}; {fix}")
     return str(target)
 
 

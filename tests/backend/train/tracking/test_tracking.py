@@ -77,6 +77,15 @@ def test_a_run_that_raised_is_closed_failed_and_the_next_one_in_its_process_star
     assert [r.info.status for r in runs] == ["FAILED", "FINISHED"]
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.mark.parametrize(
     ("track", "fragment"),
     [
@@ -85,10 +94,15 @@ def test_a_run_that_raised_is_closed_failed_and_the_next_one_in_its_process_star
         (["mlflow"], "needs a place: mlflow:URI"),
         (["mlflow:file:///tmp/runs"], "MLflow 3 keeps its plain-file store for old runs only; give a folder"),
         ("tensorboard:x", "give a list like"),
+        (["tensorboard:/proc/1/tb"], "/proc/1 is not writable"),
+        (["mlflow:/proc/1/ml"], "/proc/1 is not writable"),
+        (["mlflow:http://127.0.0.1:{closed}"], "the MLflow server did not answer within 5 s"),
     ],
 )
 def test_a_bad_tracking_target_is_refused_before_launch(track, fragment, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_NOTEBOOK_DIR, str(tmp_path))
+    if isinstance(track, list):
+        track = [t.format(closed=closed_port()) for t in track]
     with pytest.raises(ValueError) as error:
         check_spec({"track": track})
     assert fragment in str(error.value)
