@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import asdict
 
-from hotswitch.kernel.notebook.jobs.exit_reason import describe_exit, describe_failure
+from hotswitch.kernel.notebook.jobs.exit_reason import describe_exit, describe_failure, observed_exits
 from hotswitch.kernel.worker.entry import WORKER_ERROR_MARK
 
 AGENT_TAIL_LINES = 20
@@ -59,6 +59,11 @@ def ending(
     ``code``, given the first rank failure, the channel's counts and the ranks that started but
     never reported their end (a rank that stopped first without a word comes first in the reason)."""
     rejected = all_rejected(stats)
+    if failure is not None and code < 0 and not observed_exits(agent_output):
+        # the agent itself was signalled (no rank's end reported by it): that is the first cause,
+        # the ranks' errors (a peer gone from a collective) followed from it
+        first = describe_exit(code, agent_output)
+        return "failed", f"{first}; then rank {failure['rank']} raised {failure['error']}", ""
     if failure is not None:
         return "failed", describe_failure(failure, agent_output, unreported), ""
     if rejected:

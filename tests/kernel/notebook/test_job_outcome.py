@@ -42,6 +42,16 @@ def test_a_clean_job_succeeds_and_a_rank_failure_names_the_rank():
     )
 
 
+def test_a_signalled_agent_is_the_first_cause_before_the_errors_its_end_caused():
+    failure = {"rank": 0, "error": "RuntimeError: Connection closed by peer", "traceback": ""}
+    status, reason, _ = ending(-9, failure, "", ChannelStats(accepted=3))
+    assert (status, reason) == (
+        "failed",
+        "the torchrun agent was killed by SIGKILL; its ranks were stopped; then rank 0 raised RuntimeError: "
+        "Connection closed by peer",
+    )
+
+
 # torchrun's report as a 2-rank job ended after rank 1 was SIGKILLed while rank 0 waited on it
 # in a collective: torchrun numbers failures in the order it saw them, [0] first, printed last.
 KILLED_FIRST = """\
