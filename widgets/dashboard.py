@@ -255,7 +255,9 @@ class Dashboard(widgets.VBox):
             return
         rows = [{"strategy": s, "sequences longer than": above} for s, above in plan.get("buckets", [])]
         data = self.state.totals.data  # said before the first plan
-        self.plan_html.value = html_table(rows, caption=f"plan ({plan.get('source')}) from step {plan.get('step')}") + (
+        self.plan_html.value = html_table(
+            rows, caption=f"plan ({plan.get('source')}) from step {plan.get('step', 0) + 1}"
+        ) + (
             f"<br>order: {escape(' -> '.join(plan.get('order', [])))}<br>"
             f"instantiation: {escape(str(plan.get('instantiation')))}" + (f"<br>data: {escape(data)}" if data else "")
         )

@@ -144,7 +144,8 @@ class DashboardState:
         totals = self.totals.summary()
         return {
             "reason": self.done.get("reason"),
-            "steps": self.done.get("step"),
+            "steps": totals["steps"],  # the steps this job trained (a resumed run's numbers go on from its checkpoint)
+            "last_step": self.done.get("step"),
             "tokens": totals["tokens"],
             "tokens_per_s": self.tokens_per_s or 0.0,
             "seconds_per_step": totals["measured_step_s"] or 0.0,

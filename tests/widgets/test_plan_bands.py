@@ -59,4 +59,4 @@ def test_phases_of_one_step_each_over_a_long_run_draw_no_label_at_all():
 def test_a_single_plan_is_labelled_in_full():
     bands = [[0, 8, ["dp4", "tp4"]]]
     (label,) = band_labels(bands, x_extent(list(range(1, 9)), bands), PLOT_PX)
-    assert (label["text"], label["hovertext"]) == ("dp4+tp4", "dp4+tp4 from step 0")
+    assert (label["text"], label["hovertext"]) == ("dp4+tp4", "dp4+tp4 from step 1")

@@ -76,7 +76,7 @@ def band_labels(bands: list[list], x_range: tuple[float, float], plot_px: float)
         labels.append(
             {
                 "text": text,
-                "hovertext": f"{band_text(band)} from step {band[0]}",
+                "hovertext": f"{band_text(band)} from step {band[0] + 1}",  # the plan came after step band[0]
                 "x": x0,
                 "xref": "x",
                 "xanchor": "left",

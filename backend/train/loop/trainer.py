@@ -193,7 +193,7 @@ class Trainer:
                     else:
                         raise ValueError(f"unknown control command {c!r}")
                 except (ValueError, KeyError, OSError) as error:
-                    self.sink(event("warning", message=f"control {c!r} not applied: {error}"))
+                    self.sink(event("warning", message=f"{command_text(c)} not applied: {error}"))
                     continue
                 applied = {k: c[k] for k in ("strategy", "path") if k in c}
                 self.sink(event("control", step=self.step_index, command=kind, **applied))
@@ -297,3 +297,10 @@ class Trainer:
         done = event("done", step=self.step_index, reason=reason, seconds=time.perf_counter() - started, tokens=tokens)
         self.sink(done)
         return done
+
+
+def command_text(control: dict) -> str:
+    """A control command as a user would have written it: ``switch('tp4')``, ``checkpoint('ck')``."""
+    kind = control.get("command", "?")
+    args = [repr(control[k]) for k in ("strategy", "path") if control.get(k) is not None]
+    return f"{kind}({', '.join(args)})"
