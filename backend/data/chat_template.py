@@ -94,6 +94,15 @@ class ChatTemplate:
         self.tokens = tokens
         self.marked: bool = generation.marked  # whether it has {% generation %} blocks
 
+    @classmethod
+    def for_training(cls, source: str, tokens: dict[str, str]) -> ChatTemplate:
+        """The template fine-tuning renders with: ``source`` where it marks the assistant's text,
+        else the training version TRL ships of it where TRL is installed (what TRL's
+        ``assistant_only_loss`` trains with), else ``source`` read turn by turn."""
+        template = cls(source, tokens)
+        training = None if template.marked else trl_training_template(source)
+        return template if training is None else cls(training, tokens)
+
     def render(self, messages: list[dict], add_generation_prompt: bool = False) -> str:
         """The conversation as the template writes it (``apply_chat_template(tokenize=False)``)."""
         return MARKS.sub("", self._render(messages, add_generation_prompt))
@@ -102,6 +111,7 @@ class ChatTemplate:
         from jinja2 import TemplateError
 
         try:
+            messages = aliased(messages)
             return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt, **self.tokens)
         except TemplateError as error:  # an undefined value it reads, say: messages[0] of none
             said = f"the chat template failed on {len(messages)} message(s) of the conversation: {error}"
@@ -121,11 +131,8 @@ class ChatTemplate:
             before = self.render(messages[:turn], add_generation_prompt=True)
             through = self.render(messages[: turn + 1])
             if not (len(before) >= at and through.startswith(before) and whole.startswith(through)):
-                raise ChatTemplateError(
-                    f"the chat template renders the conversation's turns before message {turn} differently once "
-                    "later ones follow (as templates that drop earlier reasoning do), so which text is the "
-                    "assistant's is unclear; give one record per assistant turn"
-                )
+                plain = self.render(messages[:turn])  # without the generation prompt
+                raise ChatTemplateError(unclear_turn(turn, before, through, plain))
             pieces += [(whole[at : len(before)], False), (whole[len(before) : len(through)], True)]
             at = len(through)
         pieces.append((whole[at:], False))
@@ -145,6 +152,61 @@ class ChatTemplate:
                 pieces.append((part, inside and at >= prompt))
                 at += len(part)
         return pieces
+
+
+MARKERS_FIX = (
+    "mark the assistant's text in the template with {% generation %} ... {% endgeneration %}, as TRL's "
+    "training templates do (with trl installed, the training version TRL ships of a template it knows is used)"
+)
+
+
+def unclear_turn(turn: int, before: str, through: str, plain: str) -> str:
+    """Why the assistant's text of message ``turn`` cannot be told from its rendering: the turns
+    before it render as a prefix of it (``plain``) but the generation prompt does not, or they
+    render differently once it follows (or once later turns do)."""
+    if through.startswith(plain) and not through.startswith(before):
+        common = next((i for i, (a, b) in enumerate(zip(before, through, strict=False)) if a != b), len(before))
+        return (
+            f"the chat template's generation prompt for message {turn} ends {before[common:][-40:]!r}, but it "
+            f"renders the assistant's turn as {through[common:][:40]!r} (a reasoning template that opens the "
+            f"turn with its own tag, say), so which text is the assistant's is unclear; {MARKERS_FIX}"
+        )
+    return (
+        f"the chat template renders the conversation up to message {turn} differently once later turns follow "
+        f"(it drops earlier turns' reasoning, say), so which text is the assistant's is unclear; {MARKERS_FIX}, "
+        "or give one record per assistant turn"
+    )
+
+
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")  # the names a message's reasoning goes by
+
+
+def aliased(messages: list[dict]) -> list[dict]:
+    """``messages`` with a message's reasoning under every name templates read it by
+    (``reasoning_content``; ``thinking``, which gpt-oss's reads), as transformers passes them."""
+    out = []
+    for message in messages:
+        reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
+        out.append(message if reasoning is None else {"thinking": reasoning, **message, "reasoning_content": reasoning})
+    return out
+
+
+def trl_training_template(source: str) -> str | None:
+    """The training version TRL ships of the chat template ``source`` (one that marks the
+    assistant's text with ``{% generation %}`` and renders every turn as it renders the last),
+    which TRL's ``assistant_only_loss`` swaps in for it; None where TRL is not installed, or
+    ships none for this template. Read from the installed package, file by file, as TRL reads
+    its own: ``NAME.jinja`` equal to ``source`` -> ``NAME_training.jinja``."""
+    try:
+        import trl
+    except ImportError:
+        return None
+    folder = Path(trl.__file__).parent / "chat_templates"
+    for path in sorted(folder.glob("*.jinja")):
+        training = path.with_name(f"{path.stem}_training.jinja")
+        if not path.stem.endswith("_training") and training.is_file() and path.read_text() == source:
+            return training.read_text()
+    return None
 
 
 def check_messages(messages, where: str) -> list[dict]:

@@ -53,7 +53,7 @@ class HFTokenizer:
     def chat_template(self) -> ChatTemplate | None:
         """The folder's chat template, compiled when first asked for (by conversations only)."""
         template = template_source(self.directory)
-        return None if template is None else ChatTemplate(template, named_tokens(self.directory))
+        return None if template is None else ChatTemplate.for_training(template, named_tokens(self.directory))
 
     def save_hf(self, directory: Path) -> TokenIds:
         return copy_tokenizer(self.directory, directory, self.tokenizer, self.eos)

@@ -66,7 +66,9 @@ class DataSettings:
         "default: the model's own where it is hf:DIR with a tokenizer.json, else byte",
     )
     batch_size: int = setting(16, "sequences per global batch")
-    max_len: int = setting(256, "tokens per sequence at most")
+    max_len: int = setting(
+        256, "targets per sequence at most: a sequence keeps max_len + 1 tokens, each predicting the next"
+    )
     long_documents: str = setting(
         "cut",
         "a document longer than max_len: 'cut', its first max_len tokens train (the paper's setup); "

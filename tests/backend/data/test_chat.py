@@ -130,8 +130,19 @@ def test_a_marked_template_that_rewrites_earlier_turns_trains_what_it_marks(tmp_
 
 def test_a_template_that_rewrites_earlier_turns_is_refused_by_name(tmp_path):
     rewrites = "{% for m in messages %}{{ m.content if loop.last else m.content[:1] }}{% endfor %}"
-    with pytest.raises(ChatTemplateError, match="renders the conversation's turns before message 2 differently"):
+    with pytest.raises(ChatTemplateError, match="renders the conversation up to message 2 differently once later"):
         chats(tmp_path, rewrites).document(1)
+
+
+def test_a_reasoning_prompt_the_turn_does_not_begin_with_is_refused_naming_both(tmp_path):
+    opens = (
+        "{% for m in messages %}{{ '<' + m.role + '>' }}{% if m.role == 'assistant' %}{{ m.content }}"
+        "{% else %}{{ m.content }}{% endif %}{% endfor %}{% if add_generation_prompt %}<assistant><think>\n{% endif %}"
+    )
+    with pytest.raises(ChatTemplateError) as error:
+        chats(tmp_path, opens).document(0)
+    said = str(error.value)
+    assert "generation prompt for message 1 ends '<think>\\n'" in said and "{% generation %}" in said
 
 
 def test_records_that_are_not_conversations_are_refused_naming_their_line(tmp_path):
