@@ -19,11 +19,12 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def load_ipython_extension(ipython) -> None:
-    """Register ``%%train``, ``%jobs``, ``%train_stop``, ``%train_pool``, ``%%ranks``, ``jobs`` and
-    ``pools``; stop every pool and job at exit."""
+    """Register ``%%train``, ``%jobs``, ``%train_stop``, ``%train_pool``, ``%%ranks``,
+    ``%train_debug``, ``%train_stacks``, ``jobs`` and ``pools``; stop every pool and job at exit."""
     import atexit
     import threading
 
+    from hotswitch.kernel.notebook.cells.debug_magics import DebugMagics
     from hotswitch.kernel.notebook.cells.magics import TrainMagics
     from hotswitch.kernel.notebook.pools.pool_magics import PoolMagics
 
@@ -32,6 +33,7 @@ def load_ipython_extension(ipython) -> None:
     magics = TrainMagics(ipython)
     ipython.register_magics(magics)
     ipython.register_magics(PoolMagics(ipython, magics.jobs, magics.pools))
+    ipython.register_magics(DebugMagics(ipython, magics.jobs))
     ipython.hotswitch_magics = magics
     atexit.register(magics.close)
     threading.Thread(target=_warm_dashboard, name="hotswitch-warm-dashboard", daemon=True).start()

@@ -70,9 +70,39 @@ class UnsentMessage(TypedDict):
     total: int  # dropped since the channel opened
 
 
+class DebugMessage(TypedDict):
+    """A rank's pdb asks for a line (``kernel/worker/debugger.py``): what it printed since, and its prompt."""
+
+    kind: Literal["debug"]
+    text: str
+    prompt: str
+
+
+class DebugEndMessage(TypedDict):
+    """A rank's pdb session ended (it continues or quits): what it printed last."""
+
+    kind: Literal["debug_end"]
+    text: str
+
+
+class StacksMessage(TypedDict):
+    """Every thread's Python stack on the rank, as ``%train_stacks`` asked."""
+
+    kind: Literal["stacks"]
+    text: str
+
+
 EndMessage = FinishedMessage | ErrorMessage
+DebuggingMessage = DebugMessage | DebugEndMessage | StacksMessage
 RankMessage = (
-    StartedMessage | LogLineMessage | LogLinesMessage | EventMessage | HeartbeatMessage | EndMessage | UnsentMessage
+    StartedMessage
+    | LogLineMessage
+    | LogLinesMessage
+    | EventMessage
+    | HeartbeatMessage
+    | EndMessage
+    | UnsentMessage
+    | DebuggingMessage
 )
 
 # ---- kernel → rank -----------------------------------------------------------------------------
@@ -97,6 +127,17 @@ class ControlMessage(TypedDict):
     control: ControlCommand
 
 
+class DebugInputMessage(TypedDict):
+    """The line typed at a rank's pdb prompt."""
+
+    kind: Literal["debug_input"]
+    line: str
+
+
+class StacksRequest(TypedDict):
+    kind: Literal["stacks"]
+
+
 class AckMessage(TypedDict):
     """The newest sequence number the kernel has folded in from this rank."""
 
@@ -107,4 +148,4 @@ class AckMessage(TypedDict):
 # A message a job's owner sends with ``Job.send`` (a warm pool's "task" and "interrupt"): any
 # JSON-able dict with a "kind", read by whatever the rank runs (``WorkerContext.messages``).
 OwnerMessage = dict[str, Any]
-KernelMessage = ControlMessage | HeartbeatMessage | AckMessage | OwnerMessage
+KernelMessage = ControlMessage | HeartbeatMessage | AckMessage | DebugInputMessage | StacksRequest | OwnerMessage

@@ -261,6 +261,17 @@ class WorkerChannel:
                 bodies.append(self._inbox.popleft())
         return bodies
 
+    def take(self, kind: str) -> list[dict]:
+        """The messages of ``kind`` the kernel sent since the last call, oldest first, leaving
+        every other message for ``receive_all``; never blocks."""
+        self.pump()
+        with self._lock:
+            taken = [body for body in self._inbox if body.get("kind") == kind]
+            kept = [body for body in self._inbox if body.get("kind") != kind]
+            self._inbox.clear()
+            self._inbox.extend(kept)
+        return taken
+
     def close(self) -> int:
         """Wait until the kernel has confirmed every message (while it is heard from: one silent
         for ``AWAY_S``, or never heard for ``FIRST_WORD_S``, is taken as gone), then release the

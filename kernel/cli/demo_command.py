@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
     p.add_argument("-n", "--nproc", type=int, default=4, help="local ranks (default 4)")
     p.add_argument("--steps", type=int, default=12, help="steps per run (default 12)")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per global batch")
-    p.add_argument("--max-len", type=int, default=256, help="targets per sequence at most (a sequence keeps max-len + 1 tokens)")
+    p.add_argument("--max-len", type=int, default=256, help="targets per sequence at most (max-len + 1 tokens)")
     p.add_argument("--tokenizer", default="bpe:512", help="'byte' or 'bpe:N' trained on the code (default bpe:512)")
     p.add_argument(
         "--memory-budget",

@@ -20,6 +20,7 @@ from hotswitch.kernel.channel.messages import EndMessage
 from hotswitch.kernel.channel.secrets import WorkerSecret
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.debugger import Breakpoints
 from hotswitch.kernel.worker.fd_capture import BelowPython, say_on_agent_log
 from hotswitch.kernel.worker.heartbeat import heartbeat_timeout, start_heartbeat
 from hotswitch.kernel.worker.pushed import read_pushed
@@ -136,9 +137,11 @@ def run_reported(body_path: str, job: WorkerContext, channel: WorkerChannel, nam
     outer = sys.stdout, sys.stderr
     sys.stdout = RankStream(channel, "stdout", Tee(out, log))
     sys.stderr = RankStream(channel, "stderr", Tee(err, log))
+    breakpoints = Breakpoints(channel, job.rank)
     try:
         status, report = run_catching(body_path, job, namespace)
     finally:
+        breakpoints.remove()
         try:
             sys.stdout.flush()
             sys.stderr.flush()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 
+from hotswitch.kernel.worker.debugger import stacks_reply
 from hotswitch.kernel.worker.watchdog import exit_worker
 
 HEARTBEAT_S = 1.0
@@ -32,7 +33,8 @@ def start_heartbeat(channel, timeout: float | None, every: float = HEARTBEAT_S) 
     def beat() -> None:
         while not channel.closed:
             channel.try_send({"kind": "heartbeat"})  # a rank that is sending is heard anyway
-            channel.pump()
+            for _ in channel.take("stacks"):  # %train_stacks: answered here, so a rank stuck in a collective answers
+                channel.send(stacks_reply())
             silent = channel.silent_for()
             if timeout is not None and silent > timeout:
                 exit_worker(f"the kernel has been silent for {silent:.0f} s")

@@ -38,7 +38,16 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
 # %%train's launch options (``launch/options.py``): where and how its ranks start
-TRAIN_OPTIONS = ("nproc", "node_rank", "rdzv_endpoint", "rdzv_id", "device", "detach", "env", "timeout")
+TRAIN_OPTIONS: tuple[str, ...] = (
+    "nproc",
+    "node_rank",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "device",
+    "detach",
+    "env",
+    "timeout",
+)
 TRAIN_OPTIONS += (*LAUNCHER_OPTIONS, "channel_host", "max_message_bytes")
 
 

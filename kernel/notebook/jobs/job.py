@@ -22,6 +22,7 @@ from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
 from hotswitch.kernel.notebook.jobs.attach import Attachment
 from hotswitch.kernel.notebook.jobs.channel_losses import channel_losses, losses_note
+from hotswitch.kernel.notebook.jobs.debug_sessions import DebugSessions, drive
 from hotswitch.kernel.notebook.jobs.job_checks import checked_rank
 from hotswitch.kernel.notebook.jobs.job_controls import JobControls
 from hotswitch.kernel.notebook.jobs.job_display import JobDisplay
@@ -39,6 +40,7 @@ STOP_MESSAGE_WAIT_S = 1.0  # a body that reads no controls: how long a stop wait
 # stop or a timeout waits for that before SIGTERM, within the 30 s Slurm gives a job between
 # SIGTERM and SIGKILL. A second Ctrl-C ends it at once.
 ENDING_S = 15.0
+STACKS_S = 5.0  # how long %train_stacks waits for every rank to answer
 
 
 class Job(JobDisplay, JobEvents, JobControls):
@@ -78,7 +80,10 @@ class Job(JobDisplay, JobEvents, JobControls):
         self._done = threading.Condition()
         self._done_callbacks: list[Callable[[Job], None]] = []
         self._finished = False  # the watcher has seen every process exit and drained the channel
-        self._reports = RankReports(output, on_started=self._on_rank_started, on_failure=self._teardown.set)
+        self.debug = DebugSessions(output, name)  # the breakpoints its ranks stop at
+        self._reports = RankReports(
+            output, on_started=self._on_rank_started, on_failure=self._teardown.set, on_debug=self.debug.receive
+        )
         for event in attached.events if attached else []:  # what the run folder recorded before
             self._reports.log.append(event)
         # encrypted beyond loopback; kept in a detached job's run folder for the kernels that attach
@@ -132,6 +137,10 @@ class Job(JobDisplay, JobEvents, JobControls):
         """Where each rank that started runs: ``{rank: {"node", "host", "pid"}}``."""
         return dict(self._reports.placement)
 
+    def running_ranks(self) -> list[int]:
+        """The ranks that reported starting and not yet their end."""
+        return self._reports.running_ranks()
+
     @property
     def failure(self) -> dict | None:
         """The first rank error, ``{"rank", "error", "traceback"}``, or None."""
@@ -156,15 +165,45 @@ class Job(JobDisplay, JobEvents, JobControls):
 
     def wait(self, timeout: float | None = None) -> str:
         """Block until the job ends (or ``timeout`` seconds pass); return ``status``. Waits in
-        short slices so a kernel interrupt (KeyboardInterrupt) gets through."""
+        short slices so a kernel interrupt (KeyboardInterrupt) gets through; a rank stopped at a
+        breakpoint meanwhile is driven from here (the cell's stdin), when called on the kernel's
+        main thread (a cell)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._done:
-            while not self.done:
-                left = WATCH_EVERY_S if deadline is None else min(WATCH_EVERY_S, deadline - time.monotonic())
-                if left <= 0:
-                    break
-                self._done.wait(left)
+        here = threading.current_thread() is threading.main_thread()
+        while not self.done:
+            if here and self.debug.waiting() is not None:
+                self.debug_here()
+            left = WATCH_EVERY_S if deadline is None else min(WATCH_EVERY_S, deadline - time.monotonic())
+            if left <= 0:
+                break
+            with self._done:
+                if not self.done:
+                    self._done.wait(left)
         return self._status
+
+    def debug_here(self, rank: int | None = None, output=None) -> int:
+        """Drive the ranks stopped at a breakpoint (``rank``'s only, where given) from this cell
+        (its ``output``; the job's own by default) until none waits; how many lines were sent
+        (``debug_sessions.drive``)."""
+        return drive(
+            self.debug,
+            lambda to, line: self.send(to, {"kind": "debug_input", "line": line}),
+            lambda: not self.done,
+            rank=rank,
+            output=output,
+        )
+
+    def stacks(self, timeout: float = STACKS_S) -> dict[int, str]:
+        """Every running rank's Python stacks now (what a hung job waits on), by rank; a rank
+        that does not answer within ``timeout`` is left out."""
+        ranks = self.running_ranks()
+        self.debug.stacks.clear()
+        for rank in ranks:
+            self.send(rank, {"kind": "stacks"})
+        deadline = time.monotonic() + timeout
+        while set(self.debug.stacks) < set(ranks) and time.monotonic() < deadline and not self.done:
+            self.debug.wait_change(0.1)
+        return {rank: self.debug.stacks[rank] for rank in sorted(self.debug.stacks)}
 
     def stop(self, grace: float = 5.0, ending_s: float | None = None) -> str:
         """Ask rank 0 to stop, then SIGTERM every process, then SIGKILL those left after ``grace`` s.

@@ -8,6 +8,7 @@ import os
 
 from hotswitch.kernel.channel.secrets import SECRET_FILE, KernelSecret
 from hotswitch.kernel.launch.launcher import LaunchSpec
+from hotswitch.kernel.worker.debugger import ENV_DETACHED
 from hotswitch.kernel.worker.entry import ENV_ADDRESS, ENV_JOB_NAME, ENV_KERNEL_PID, ENV_MAX_BYTES, ENV_SECRET_FILE
 from hotswitch.kernel.worker.heartbeat import ENV_HEARTBEAT_TIMEOUT
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
@@ -27,8 +28,9 @@ def rank_env(
         ENV_JOB_NAME: name,
         ENV_LOG_DIR: str(spec.log_dir or spec.job_dir / "logs"),
     }
-    if spec.detach:  # outlives this kernel: no kernel pid to watch, no heartbeat to miss
+    if spec.detach:  # outlives this kernel: no kernel pid to watch, no heartbeat to miss, no one at a breakpoint
         env[ENV_HEARTBEAT_TIMEOUT] = "0"
+        env[ENV_DETACHED] = "1"
     elif ranks_here:
         env[ENV_KERNEL_PID] = str(os.getpid())
     return env

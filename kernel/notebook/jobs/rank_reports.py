@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from hotswitch.kernel.channel.line_limit import MAX_LINE_CHARS, cut_line
+from hotswitch.kernel.notebook.jobs.debug_sessions import DEBUG_KINDS
 from hotswitch.kernel.notebook.jobs.event_log import EventLog
 
 LOG_LINES = 10_000  # output lines kept per rank
@@ -76,8 +77,10 @@ class RankReports:
         max_events: int | None = None,
         max_lines: int | None = None,
         max_chars: int | None = None,
+        on_debug: Callable[[int, dict], None] | None = None,
     ):
         self.log = EventLog(max_events)
+        self._on_debug = on_debug  # a rank's debugger messages (``debug_sessions``)
         self.failure: dict | None = None
         self._output = output
         self._on_started = on_started
@@ -142,6 +145,8 @@ class RankReports:
                 self._rank_failed(rank, body)
         elif kind == "unsent":
             self._gave_up(rank, body)
+        elif kind in DEBUG_KINDS and self._on_debug is not None:
+            self._on_debug(rank, body)
 
     def losses(self) -> dict[int, dict[str, int]]:
         """Per rank, what never reached the kernel: output lines (``missing_lines``) and the

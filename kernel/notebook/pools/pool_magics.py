@@ -20,7 +20,7 @@ from hotswitch.kernel.notebook.pools.pool_registry import PoolRegistry
 from hotswitch.kernel.notebook.pools.pool_start import attach_pool, pool_name, pool_run, start_pool
 
 # %train_pool start's launch options (``launch/options.py``)
-POOL_OPTIONS = ("nproc", "device", *LAUNCHER_OPTIONS, "detach", "env", "idle_timeout", "channel_host")
+POOL_OPTIONS: tuple[str, ...] = ("nproc", "device", *LAUNCHER_OPTIONS, "detach", "env", "idle_timeout", "channel_host")
 POOL_OPTIONS += ("max_message_bytes",)
 
 

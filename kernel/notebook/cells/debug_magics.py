@@ -1,0 +1,67 @@
+"""``%train_debug`` and ``%train_stacks``: look inside a job's ranks from the notebook.
+
+``%train_debug [NAME] [RANK]`` drives the pdb session of a rank stopped at ``breakpoint()``
+from this cell (a ``%%train --wait`` cell drives it at once); for a rank that is gone, it says so
+and shows the traceback the job kept. ``%train_stacks [NAME]`` prints every rank's Python stacks
+now: what a job that seems hung is waiting on.
+"""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from hotswitch.kernel.notebook.cells.cell_output import output_for_current_cell
+from hotswitch.kernel.notebook.jobs.job import Job
+from hotswitch.kernel.notebook.jobs.registry import JobRegistry
+
+
+@magics_class
+class DebugMagics(Magics):
+    """Shares ``jobs`` with ``TrainMagics``."""
+
+    def __init__(self, shell, jobs: JobRegistry):
+        super().__init__(shell)
+        self.jobs = jobs
+
+    def job_named(self, words: list[str]) -> Job:
+        """The job ``words[0]`` names, or the newest job where none is given."""
+        if words:
+            try:
+                return self.jobs[words[0]]
+            except KeyError as error:
+                raise UsageError(str(error.args[0])) from None
+        if not self.jobs.names():
+            raise UsageError("no job in this kernel yet: start one with %%train")
+        return self.jobs[-1]
+
+    @line_magic
+    def train_debug(self, line: str = ""):
+        """``%train_debug [NAME] [RANK]``: drive the pdb prompt of a rank stopped at a breakpoint
+        (the newest job, any rank, where not given); a gone rank's saved traceback otherwise."""
+        words = line.split()
+        job = self.job_named(words[:1])
+        rank = int(words[1]) if len(words) > 1 and words[1].lstrip("-").isdigit() else None
+        if job.debug_here(rank, output_for_current_cell(self.shell)):
+            return
+        who = f"rank {rank}" if rank is not None else "no rank"
+        failure = job.failure
+        if failure is not None and (rank is None or failure["rank"] == rank):
+            print(f"[hotswitch] rank {failure['rank']} of job {job.name!r} is gone ({job.status}); its traceback:")
+            print(failure["traceback"].rstrip())
+            return
+        print(f"[hotswitch] {who} of job {job.name!r} waits at a breakpoint ({job.status})")
+
+    @line_magic
+    def train_stacks(self, line: str = ""):
+        """``%train_stacks [NAME]``: every running rank's Python stacks now."""
+        job = self.job_named(line.split()[:1])
+        if job.done:
+            print(f"[hotswitch] job {job.name!r} has ended ({job.status}): no rank runs to ask")
+            return
+        stacks = job.stacks()
+        for rank, text in stacks.items():
+            print(f"--- rank {rank} ---\n{text.rstrip()}")
+        silent = sorted(set(job.running_ranks()) - set(stacks))
+        if silent:
+            print(f"[hotswitch] ranks {silent} did not answer within a few seconds")
