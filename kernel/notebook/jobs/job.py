@@ -306,6 +306,9 @@ class Job(JobDisplay, JobEvents, JobControls):
                 self._output.write(text, "stderr")
         self._output.write(losses_note(self.channel_losses), "stderr")
         reason = f": {self.exit_reason}" if self.exit_reason else ""
+        flush = getattr(self._output, "flush", None)  # what a flood held back from the cell, said
+        if flush is not None:
+            flush()
         self._output.write(f"[hotswitch] job {self.name!r} {self._status} after {elapsed:.1f} s{reason}\n", "stdout")
         with self._done:
             self._finished = True

@@ -32,7 +32,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     return {
         "%%train": TrainMagics.train.parser,
         "%train_pool": PoolMagics.train_pool.parser,
-        "hotswitch train": train_command.add_parser(argparse.ArgumentParser().add_subparsers()),
+        "hotswitch train": train_command.add_parser(argparse.ArgumentParser(prog="hotswitch").add_subparsers()),
     }
 
 

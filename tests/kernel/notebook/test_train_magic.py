@@ -281,6 +281,19 @@ def test_a_killed_worker_fails_the_job_with_the_reason(kernel):
     assert processes_mentioning(kernel.value('str(jobs["killed"].job_dir)')) == []
 
 
+FLOOD = "for i in range(50_000):\n    print(f'line {i}')\n"
+
+
+def test_a_flood_reaches_the_cell_within_what_iopub_delivers_and_says_what_it_held_back(kernel):
+    msg_id, reply = kernel.execute("%%train -n 1 --wait --name flood\n" + FLOOD, timeout=600)
+    assert reply["status"] == "ok", kernel.text(msg_id)[-2000:]
+    text = kernel.text(msg_id)
+    shown = [x for x in text.splitlines() if x.startswith("[stdout:0] line ")]
+    held = sum(int(n.replace(",", "")) for n in re.findall(r"\[hotswitch\] ([\d,]+) output lines held back", text))
+    assert held > 0 and len(shown) + held == 50_000, (len(shown), held)  # every line shown or counted
+    assert shown[0] == "[stdout:0] line 0" and "job 'flood' succeeded" in text
+
+
 SEGFAULT = """
 import os, signal, time
 if job.rank == 1:
