@@ -22,7 +22,7 @@ class FigureWidget(go.FigureWidget):
         # plotly turns view counting on after its comm opens, and the order matters: a model
         # counting views from its first state gets views that stop applying edits (seen with
         # plotly 7.1 and anywidget 0.11 in JupyterLab 4.6), so keep plotly's order.
-        counting, self._view_count = self._view_count, None
+        counting, self._view_count = self._view_count, None  # type: ignore[has-type]  # plotly's own, untyped
         self.open()
         self._view_count = counting
 

@@ -38,7 +38,7 @@ def _generation_extension():
     from jinja2.ext import Extension
 
     class Generation(Extension):
-        tags = frozenset({"generation"})
+        tags = {"generation"}  # noqa: RUF012  # jinja2 declares a class-level set
         marked = False
 
         def parse(self, parser):

@@ -13,6 +13,7 @@ class HotSwitchKernel(IPythonKernel):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        assert self.shell is not None  # ipykernel's kernel makes its shell as it starts
         self.shell.extension_manager.load_extension("hotswitch.kernel")
 
     def do_shutdown(self, restart):

@@ -122,7 +122,9 @@ class GraphView(widgets.VBox):
         """The uncollapsed nodes and edges of what the controls select."""
         strategy = self.strategy.value
         if self.view.value == LOGICAL:
+            assert self._logical is not None  # the view is offered only with a logical graph
             return logical_nodes(self._logical, strategy), summary_edges(self._logical)
+        assert self._exec_source is not None  # the view is offered only with executable graphs
         summary = self._exec_source(strategy, self.rank.value if not self.rank.disabled else 0)
         return exec_nodes(summary), summary_edges(summary)
 

@@ -50,10 +50,18 @@ def document_mask(positions: torch.Tensor, device: torch.device):
             def causal_in_document(b, h, q_index, kv_index):
                 return (q_index >= kv_index) & (documents[b, q_index] == documents[b, kv_index])
 
-            moved = [t.to(device, non_blocking=True) for t in document_blocks(numbers)]
+            counts, indices, full_counts, full_indices = (
+                t.to(device, non_blocking=True) for t in document_blocks(numbers)
+            )
             length = positions.shape[1]
             return BlockMask.from_kv_blocks(
-                *moved, BLOCK_SIZE=BLOCK, mask_mod=causal_in_document, seq_lengths=(length, length)
+                counts,
+                indices,
+                full_counts,
+                full_indices,
+                BLOCK_SIZE=BLOCK,
+                mask_mod=causal_in_document,
+                seq_lengths=(length, length),
             )
 
     return _MASKS.get(positions, str(device), build)

@@ -51,7 +51,8 @@ def keep_stores_on_loopback() -> None:
             listeners.append(listener)
             port = listener.getsockname()[1]
             kwargs["master_listen_fd"] = listener.fileno()
-        return dist.TCPStore(host_name, port, *args, is_master=is_master, **kwargs)
+        # torch's caller passes the store's other arguments as it names them: forwarded as given
+        return dist.TCPStore(host_name, port, *args, is_master=is_master, **kwargs)  # type: ignore[misc]
 
     # torch names a class here and calls it; the function builds the same store, bound to our socket
     c10d_rendezvous_backend.TCPStore = tcp_store  # type: ignore[misc, assignment]

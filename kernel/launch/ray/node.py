@@ -112,14 +112,20 @@ class NodeAgent:
                 remove_placement_group(group)
         ray.kill(ray.get_runtime_context().current_actor)
 
+    def submitted(self) -> str:
+        """This node's handle; RuntimeError before ``start`` submitted it."""
+        if self.handle is None:
+            raise RuntimeError("this node's ranks have not been started")
+        return self.handle
+
     def status(self) -> int | None:
-        return self.launcher.status(self.handle)
+        return self.launcher.status(self.submitted())
 
     def cancel(self, force: bool) -> None:
-        self.launcher.cancel(self.handle, force)
+        self.launcher.cancel(self.submitted(), force)
 
     def logs(self, rank: int | None) -> str:
-        return self.launcher.logs(self.handle, rank)
+        return self.launcher.logs(self.submitted(), rank)
 
     def remove(self) -> None:
         """Delete this node's job folder (once every process of it has ended)."""
