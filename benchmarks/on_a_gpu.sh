@@ -67,7 +67,7 @@ for what in "${parts[@]}"; do
             tests/backend/models/attention/test_kernels.py tests/backend/graph/test_compiled_regions.py \
             tests/backend/models/test_chunked_loss.py \
             "tests/backend/train/state/test_fused_update.py::test_one_kernel_equals_the_eager_clip_and_adamw_and_writes_the_compute_copy[cuda]" \
-            tests/backend/runtime/test_attention_blocks.py tests/backend/runtime/test_devices.py \
+            tests/backend/parallel/test_attention_blocks.py tests/backend/runtime/test_devices.py \
             "tests/backend/runtime/test_on_read.py::test_a_host_tensor_reaches_the_device_whole[cuda]" \
             tests/backend/train/loop/test_no_stops.py \
             --deselect "tests/backend/graph/test_compiled_regions.py::test_a_compiled_graph_computes_what_the_eager_one_does" \

@@ -26,8 +26,8 @@ from _promised import check_promised
 from hotswitch.backend import Strategy, get_config, param_layout
 from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph
+from hotswitch.backend.parallel.pipeline import SCHEDULES, StageClock, bubble_fraction
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
-from hotswitch.backend.runtime.pipeline import SCHEDULES, StageClock, bubble_fraction
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.runtime.spawn import spawn_ranks
 

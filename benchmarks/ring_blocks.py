@@ -28,9 +28,9 @@ import sys
 import torch
 from _promised import check_promised
 
-from hotswitch.backend.runtime.attention_blocks import blockwise, kernel
+from hotswitch.backend.parallel.attention_blocks import blockwise, kernel
+from hotswitch.backend.parallel.ring_attention import ring_block
 from hotswitch.backend.runtime.devices import device_clock
-from hotswitch.backend.runtime.ring_attention import ring_block
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 SMOKE = dict(heads=2, kv_heads=1, head_dim=8, lengths=[64], cp=[2], repeat=1)

@@ -31,13 +31,13 @@ from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, Mes
 from hotswitch.backend.graph.selective_recompute import recompute_selectively
 from hotswitch.backend.layout import context_flavour, param_layout
 from hotswitch.backend.models.llama import fused_token_loss, token_loss
+from hotswitch.backend.parallel.pipeline import Link
+from hotswitch.backend.parallel.ring_attention import RingAttention
+from hotswitch.backend.parallel.sequence_parallel_linear import GatheredLinear, SequenceParallelGather
+from hotswitch.backend.parallel.ulysses import UlyssesAttention
+from hotswitch.backend.parallel.vocab_parallel import VocabParallelLoss, vocab_parallel_embedding
+from hotswitch.backend.parallel.zigzag import zigzag_rotary
 from hotswitch.backend.runtime.collectives import Collective
-from hotswitch.backend.runtime.pipeline import Link
-from hotswitch.backend.runtime.ring_attention import RingAttention
-from hotswitch.backend.runtime.sequence_parallel_linear import GatheredLinear, SequenceParallelGather
-from hotswitch.backend.runtime.ulysses import UlyssesAttention
-from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss, vocab_parallel_embedding
-from hotswitch.backend.runtime.zigzag import zigzag_rotary
 from hotswitch.backend.strategy import Strategy
 
 __all__ = ["ExecGraph", "compile_graph"]

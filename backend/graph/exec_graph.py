@@ -17,13 +17,13 @@ from torch import nn
 
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.rotary import rotary_buffers
+from hotswitch.backend.parallel.pipeline import Link, StageClock, run_stage
+from hotswitch.backend.parallel.zigzag import pad_rows, zigzag_shard
 from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.grad_accumulation import GradAccumulation
 from hotswitch.backend.runtime.on_read import OnRead
-from hotswitch.backend.runtime.pipeline import Link, StageClock, run_stage
 from hotswitch.backend.runtime.process_groups import ProcessGroups
-from hotswitch.backend.runtime.zigzag import pad_rows, zigzag_shard
 from hotswitch.backend.strategy import Strategy
 
 

@@ -1,4 +1,5 @@
-"""The backend's layers import downwards only: runtime below switch below graph below train,
+"""The backend's layers import downwards only: runtime (communication) below parallel below
+switch below graph below train,
 the engine never imports the notebook side (widgets, kernel), and the library never imports
 the paper's experiment (``sim.paper``: baselines, measured logs, calibrations, grids), which
 only the command line, benchmarks, notebooks and tests read."""
@@ -17,7 +18,13 @@ PAPER = "hotswitch.backend.sim.paper"
 # importer layer -> layers it must not import (a layer is a module and everything under it;
 # a module inside a forbidden layer may import that layer, as the experiment imports itself)
 FORBIDDEN = {
-    "hotswitch.backend.runtime": ("hotswitch.backend.graph", "hotswitch.backend.switch", "hotswitch.backend.train"),
+    "hotswitch.backend.runtime": (
+        "hotswitch.backend.parallel",
+        "hotswitch.backend.graph",
+        "hotswitch.backend.switch",
+        "hotswitch.backend.train",
+    ),
+    "hotswitch.backend.parallel": ("hotswitch.backend.graph", "hotswitch.backend.switch", "hotswitch.backend.train"),
     "hotswitch.backend.switch": ("hotswitch.backend.graph", "hotswitch.backend.train"),
     "hotswitch.backend.graph": ("hotswitch.backend.train",),
     "hotswitch.backend": ("hotswitch.kernel", "hotswitch.widgets", PAPER),
@@ -82,7 +89,7 @@ def backend_imports() -> dict[str, set[str]]:
 
 def test_backend_layers_import_downwards_only():
     imports = backend_imports()
-    assert "hotswitch.backend.runtime.pipeline" in imports["hotswitch.backend.graph.compile"]  # the scan sees imports
+    assert "hotswitch.backend.parallel.pipeline" in imports["hotswitch.backend.graph.compile"]  # the scan sees imports
     assert violations(imports) == []
 
 
@@ -124,7 +131,7 @@ def test_a_violation_is_reported(module, source, offending):
 
 def test_allowed_directions_are_not_reported():
     allowed = {
-        "hotswitch.backend.graph.compile": {"hotswitch.backend.runtime.pipeline", "hotswitch.backend.switch"},
+        "hotswitch.backend.graph.compile": {"hotswitch.backend.parallel.pipeline", "hotswitch.backend.switch"},
         "hotswitch.backend.switch.executor": {"hotswitch.backend.runtime.flat_buffer"},
         "hotswitch.backend.train.loop.engine": {"hotswitch.backend.graph.compile"},
         "hotswitch.backend.runtime.flat_buffer": {

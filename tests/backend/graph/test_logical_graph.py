@@ -11,10 +11,10 @@ from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph, summarize
 from hotswitch.backend.graph.trace import trace
 from hotswitch.backend.models.llama import FeedForward, Transformer
+from hotswitch.backend.parallel.ring_attention import RingAttention
+from hotswitch.backend.parallel.vocab_parallel import VocabParallelLoss
+from hotswitch.backend.parallel.zigzag import zigzag_rotary
 from hotswitch.backend.runtime.collectives import Collective
-from hotswitch.backend.runtime.ring_attention import RingAttention
-from hotswitch.backend.runtime.vocab_parallel import VocabParallelLoss
-from hotswitch.backend.runtime.zigzag import zigzag_rotary
 
 STRATEGIES = [Strategy.parse(s) for s in ("dp4", "tp4", "dp2tp2")]
 ALL_REDUCE = {"dp4tp1pp1": [], "dp1tp4pp1": ["all_reduce[tp]"], "dp2tp2pp1": ["all_reduce[tp]"]}

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from hotswitch.backend.parallel.pipeline import SCHEDULES
 from hotswitch.backend.runtime.p2p import exchanges
-from hotswitch.backend.runtime.pipeline import SCHEDULES
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import torch
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models import IGNORE
-from hotswitch.backend.runtime.zigzag import pad_rows
+from hotswitch.backend.parallel.zigzag import pad_rows
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.batching import MicroBatching, balance, collate, long_tensor, pack
 

@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.models.llama import causal_attention
+from hotswitch.backend.parallel.zigzag import zigzag_shard, zigzag_unshard
 from hotswitch.backend.runtime.group_module import GroupModule
-from hotswitch.backend.runtime.zigzag import zigzag_shard, zigzag_unshard
 
 
 def _exchange(parts: list[torch.Tensor], group) -> list[torch.Tensor]:

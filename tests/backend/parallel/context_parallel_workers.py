@@ -4,9 +4,9 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.models.documents import row_positions, unpacked_positions
-from hotswitch.backend.runtime.ring_attention import RingAttention
-from hotswitch.backend.runtime.ulysses import UlyssesAttention
-from hotswitch.backend.runtime.zigzag import zigzag_shard
+from hotswitch.backend.parallel.ring_attention import RingAttention
+from hotswitch.backend.parallel.ulysses import UlyssesAttention
+from hotswitch.backend.parallel.zigzag import zigzag_shard
 
 BATCH, HEADS, KV_HEADS, HEAD_DIM, LENGTH = 2, 8, 4, 8, 11  # an odd length: padded per chunk
 DOCUMENTS = ([3, 6, 2], [1, 9, 1])  # each row's documents when packed: they straddle the chunks

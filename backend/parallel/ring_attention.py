@@ -27,9 +27,9 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.models.documents import counts_from_zero, same_document
-from hotswitch.backend.runtime.attention_blocks import block_backward, block_forward, grouped, merge, ungrouped
+from hotswitch.backend.parallel.attention_blocks import block_backward, block_forward, grouped, merge, ungrouped
+from hotswitch.backend.parallel.zigzag import zigzag_positions
 from hotswitch.backend.runtime.group_module import GroupModule
-from hotswitch.backend.runtime.zigzag import zigzag_positions
 
 _KV, _GRADS = 1, 2  # tags: k/v, their gradients
 

@@ -13,14 +13,14 @@ from hotswitch.backend.layout import context_flavour
 from hotswitch.backend.models.documents import unpacked_positions
 from hotswitch.backend.models.lean_ops import RotaryFunction
 from hotswitch.backend.models.llama import fused_causal_attention
-from hotswitch.backend.runtime.spawn import spawn_ranks
-from hotswitch.backend.runtime.zigzag import (
+from hotswitch.backend.parallel.zigzag import (
     shard_micro_batch,
     zigzag_positions,
     zigzag_rotary,
     zigzag_shard,
     zigzag_unshard,
 )
+from hotswitch.backend.runtime.spawn import spawn_ranks
 
 from .context_parallel_workers import DOCUMENTS, LENGTH, attention_shards, inputs
 

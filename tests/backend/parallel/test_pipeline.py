@@ -3,7 +3,7 @@
 from hotswitch.backend import get_config
 from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph
-from hotswitch.backend.runtime.pipeline import PipelineStage, bubble_fraction, gpipe, one_f_one_b
+from hotswitch.backend.parallel.pipeline import PipelineStage, bubble_fraction, gpipe, one_f_one_b
 
 
 def test_an_executable_graph_is_a_pipeline_stage():

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hotswitch.backend.runtime import attention_blocks
-from hotswitch.backend.runtime.attention_blocks import blockwise, grouped, kernel
+from hotswitch.backend.parallel import attention_blocks
+from hotswitch.backend.parallel.attention_blocks import blockwise, grouped, kernel
 
 CHUNKS, CHUNK, HEADS, KV_HEADS, HEAD_DIM = 3, 24, 4, 2, 16
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
