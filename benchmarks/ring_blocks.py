@@ -3,7 +3,7 @@ run: how much splitting a sequence into zig-zag blocks costs before any transfer
 
 For each length and cp degree, one rank's share of ring attention (its own two chunks
 causally, then ``cp - 1`` blocks of half its queries or half the keys, merged by log-sum-exp;
-backward block by block from the merged rows: ``runtime.attention_blocks``) is timed for the
+backward block by block from the merged rows: ``parallel.attention_blocks``) is timed for the
 first and the last rank of the ring, against the same kernels run once on the whole sequence.
 ``efficiency`` is the whole attention's seconds over ``cp`` divided by the slower rank's: 1.0
 means the split costs nothing; the simulator's ring model (``sim.context_parallel``) assumes 1.0.

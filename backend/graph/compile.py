@@ -8,10 +8,10 @@ two conversions of one tensor that agree in this strategy run once. Parameters a
 ``get_attr``s that ``ExecGraph.attach`` points at views of the strategy's flat
 buffers. Compiling needs no process group; ``bind`` supplies them. Where context
 parallelism splits the sequence, rotary embedding reads the zig-zag chunks' true positions
-(``runtime.zigzag``) and attention is a ring (or Ulysses) module over the cp group.
+(``parallel.zigzag``) and attention is a ring (or Ulysses) module over the cp group.
 
 A stage's graph takes ``(tokens, targets, positions, *received)`` and returns the loss on the
-last stage, else the tuple of tensors it sends on; ``runtime.pipeline`` moves them
+last stage, else the tuple of tensors it sends on; ``parallel.pipeline`` moves them
 between stages under a schedule (an ``ExecGraph`` is its ``PipelineStage``).
 """
 

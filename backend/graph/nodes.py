@@ -20,7 +20,7 @@ FREE: tuple[NodeKind, ...] = ("input", "buffer")  # every pipeline stage has the
 # the input holding the micro-batch's positions in their documents (``models.documents``):
 # every rank gets its rows whole, whatever splits the tokens, so it is replicated everywhere
 POSITIONS = "positions"
-P2P: Literal["p2p"] = "p2p"  # a tensor crossing pipeline stages: ``runtime.pipeline`` carries it
+P2P: Literal["p2p"] = "p2p"  # a tensor crossing pipeline stages: ``parallel.pipeline`` carries it
 StepKind = CommKind | Literal["p2p"]
 
 

@@ -1,4 +1,4 @@
-"""Ring attention over a context-parallel group, on the zig-zag layout (``runtime.zigzag``).
+"""Ring attention over a context-parallel group, on the zig-zag layout (``parallel.zigzag``).
 
 Every rank keeps its queries; keys and values travel round the ring (rank ``i`` sends to
 ``i + 1`` and receives from ``i - 1``), and after ``cp`` steps each rank has attended its two

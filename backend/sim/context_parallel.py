@@ -129,7 +129,7 @@ class ContextTraffic:
         return self.layer_passes * all_to_all_s(self.ulysses_bytes(tokens), self.strategy, self.cluster)
 
     def ulysses_copy_bytes(self, tokens: int) -> float:
-        """Device memory Ulysses' re-layouts move on one rank (``runtime.ulysses``): each
+        """Device memory Ulysses' re-layouts move on one rank (``parallel.ulysses``): each
         all-to-all's parts are packed before it (a copy) and put back in order after it
         (another), each read and written once; every layer, forward (again when checkpointed)
         and backward. Counted, not measured: like the ring's merges, they run at the memory's

@@ -1,5 +1,5 @@
 """Ring attention's compute on one NVIDIA H200, measured by this project: one rank's blocks
-(``runtime.attention_blocks``: bf16 flash attention, fp32 merge, head_dim 128, batch 1)
+(``parallel.attention_blocks``: bf16 flash attention, fp32 merge, head_dim 128, batch 1)
 forward and backward, against the same kernels on the whole sequence (``whole_s``); ``rank_s``
 is the slower of the ring's first and last rank. The ring model's cost of splitting
 (``sim.context_parallel.RING_STEP``) is fitted on them.

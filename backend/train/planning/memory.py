@@ -13,7 +13,7 @@ lean Functions of ``models.lean_ops``, which keep no fp32 copies):
 - the two norms, split over tp only with sequence parallelism: each its input (c * dim) and one
   fp32 inverse RMS per token;
 - the normed inputs of the column-parallel linears: whole on every tp rank without sequence
-  parallelism, the shard with it (``runtime.sequence_parallel_linear`` all-gathers it again in
+  parallelism, the shard with it (``parallel.sequence_parallel_linear`` all-gathers it again in
   backward): 2 * c * dim, split with sp. With sp and tp this is Megatron's 34 * dim / tp for
   LLaMA shapes, in bf16 (ffn = 8/3 dim, kv = dim);
 - once per sequence position, the head: the final norm and the output layer's input as above,
