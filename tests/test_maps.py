@@ -3,7 +3,7 @@ traces the path from a cell to a step on the ranks by file. Every ``.py`` file a
 backquotes must exist, so that a map cannot silently rot when a file moves or goes.
 
 How a name is looked up: with a folder in it (``loop/engine.py``, ``kernel/worker/entry.py``),
-from the README's own folder or from the repository root; a bare file name (``setup.py``),
+from the README's own folder or from the repository root; a bare file name (``scenario.py``),
 anywhere under the README's folder, so that a map naming files by name and role still holds
 when they move into a subfolder.
 """

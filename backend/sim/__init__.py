@@ -9,7 +9,7 @@ nothing else under ``backend/`` imports."""
 from hotswitch.backend.lazy_import import lazy_exports
 
 _EXPORTS = {
-    "Setup": "hotswitch.backend.sim.setup",
+    "Setup": "hotswitch.backend.sim.scenario",
     "simulate_step": "hotswitch.backend.sim.step",
     "batch_lengths": "hotswitch.backend.sim.datasets",
     "device_spec": "hotswitch.backend.sim.device",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.sim.step import SimulatedStep, simulate_step
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible, with_selective

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from hotswitch.backend.sim.contenders import group_candidates, sim_candidates
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import CostModel
 

@@ -3,7 +3,7 @@ pipeline's and the slower replicas' idle time), gradient syncs, the update.
 
 The step's length is ``CostModel.step_s``, the prediction the trainer makes; this only lays its
 terms out per rank. It works on any ``CostModel``: a measured one (this machine) or a simulated
-one (``sim.setup``).
+one (``sim.scenario``).
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ def _lengths(args) -> tuple[list[int], str]:
     if args.data is None:
         return batch_lengths(_dataset(args), args.context, args.batch), _dataset(args)
     from hotswitch.backend.data.stream import BatchStream
-    from hotswitch.backend.sim.setup import sim_model
+    from hotswitch.backend.sim.scenario import sim_model
     from hotswitch.backend.train.run.recipe import read_documents
 
     model = sim_model(args.model, args.context)
@@ -209,7 +209,7 @@ def _print_table(out: dict) -> None:
 def run(args) -> int:
     from hotswitch.backend.sim.floor import plan_floor
     from hotswitch.backend.sim.paper.compare import compare
-    from hotswitch.backend.sim.setup import Setup, sim_model
+    from hotswitch.backend.sim.scenario import Setup, sim_model
 
     _check(args)
     plan = parse_plan(args.plan) if args.plan else None

@@ -97,7 +97,7 @@ def test_the_library_never_imports_the_papers_experiment():
     imports = backend_imports()
     experiment = {m for m in imports if _within(m, PAPER)}
     assert f"{PAPER}.baselines" in experiment and f"{PAPER}.compare" in experiment  # the scan reaches the subpackage
-    assert "hotswitch.backend.sim.setup" in imports[f"{PAPER}.compare"]  # the experiment reads the step model
+    assert "hotswitch.backend.sim.scenario" in imports[f"{PAPER}.compare"]  # the experiment reads the step model
     reaching = [line for line in violations(imports) if PAPER in line]
     assert reaching == [], "the library must not depend on the paper's experiment; move the import into sim.paper"
 
@@ -113,7 +113,11 @@ def test_the_library_never_imports_the_papers_experiment():
         ("hotswitch.backend.graph.x", "from hotswitch.backend.train.planning.cost import CostModel", "planning.cost"),
         ("hotswitch.backend.layout", "import hotswitch.widgets.graph.graph_view", "hotswitch.widgets"),
         ("hotswitch.backend.models.x", "from hotswitch.kernel import magics", "hotswitch.kernel"),
-        ("hotswitch.backend.sim.setup", "from hotswitch.backend.sim.paper.baselines import X", "sim.paper.baselines"),
+        (
+            "hotswitch.backend.sim.scenario",
+            "from hotswitch.backend.sim.paper.baselines import X",
+            "sim.paper.baselines",
+        ),
         ("hotswitch.backend.sim.step", "from .paper import compare", "sim.paper.compare"),
         ("hotswitch.backend.sim", "from hotswitch.backend.sim.paper import paper_grid", "sim.paper.grid"),
         ("hotswitch.backend.train.planning.x", "import hotswitch.backend.sim.paper.measured", "sim.paper.measured"),
@@ -138,7 +142,7 @@ def test_allowed_directions_are_not_reported():
             "hotswitch.backend.layout",
             "hotswitch.backend.switchboard",
         },  # a name boundary,
-        f"{PAPER}.grid": {f"{PAPER}.compare", "hotswitch.backend.sim.setup"},  # the experiment reads the library
-        "hotswitch.backend.sim.setup": {"hotswitch.backend.sim.paperless"},  # a name boundary
+        f"{PAPER}.grid": {f"{PAPER}.compare", "hotswitch.backend.sim.scenario"},  # the experiment reads the library
+        "hotswitch.backend.sim.scenario": {"hotswitch.backend.sim.paperless"},  # a name boundary
     }
     assert violations(allowed) == []

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from hotswitch.backend import Cluster, Strategy, get_config
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.sim.step import simulate_step
 from hotswitch.backend.switch.planner import model_layouts
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan

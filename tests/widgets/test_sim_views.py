@@ -4,7 +4,7 @@ import pytest
 
 from hotswitch.backend import Strategy
 from hotswitch.backend.sim.datasets import batch_lengths
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.sim.step import simulate_step
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.widgets.simulation.speedup import speedup_figure, speedup_series

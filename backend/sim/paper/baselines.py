@@ -20,7 +20,7 @@ from hotswitch.backend.sim.paper import setups
 from hotswitch.backend.sim.paper.deepspeed import deepspeed_sweep
 from hotswitch.backend.sim.paper.megatron import megatron_sweep
 from hotswitch.backend.sim.paper.rows import bucketed_rows, context_rows
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 

@@ -17,7 +17,7 @@ from hotswitch.backend.sim.datasets import PAPER_BATCH, batch_lengths
 from hotswitch.backend.sim.device import CALIBRATION, DeviceSpec, uncalibrated
 from hotswitch.backend.sim.paper.measured import FIT, HELD_OUT, LOGS, MeasuredStep
 from hotswitch.backend.sim.paper.megatron import megatron_step_s
-from hotswitch.backend.sim.setup import sim_model
+from hotswitch.backend.sim.scenario import sim_model
 from hotswitch.backend.strategy import Strategy
 
 DEVICE = "H800"  # what the logged runs ran on

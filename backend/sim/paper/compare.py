@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from hotswitch.backend.sim.contenders import Contender, run_auto, run_plan, sim_candidates, step_seconds
 from hotswitch.backend.sim.paper import setups
 from hotswitch.backend.sim.paper.baselines import PAPER_CONTENDERS, paper_contenders
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.auto import candidate_strategies
 from hotswitch.backend.train.planning.dispatch import Bucket, HotSwitchPlan, instantiation_strategy

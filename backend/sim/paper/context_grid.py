@@ -22,7 +22,7 @@ from hotswitch.backend.sim.contenders import Contender, run_auto, sim_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
 from hotswitch.backend.sim.floor import fastest_alone, plan_floor
 from hotswitch.backend.sim.paper.grid import versus_sequential_auto
-from hotswitch.backend.sim.setup import LONG_CONTEXT, Setup
+from hotswitch.backend.sim.scenario import LONG_CONTEXT, Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import instantiation_strategy
 

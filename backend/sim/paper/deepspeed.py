@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hotswitch.backend.sim.compute import SimulatedStrategy, flops_parts, ring_s
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.memory import WHOLE, activation_bytes
 

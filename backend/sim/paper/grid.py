@@ -11,7 +11,7 @@ from hotswitch.backend.sim.floor import plan_floor
 from hotswitch.backend.sim.paper import setups
 from hotswitch.backend.sim.paper.compare import Comparison, compare
 from hotswitch.backend.sim.paper.goals import paper_block
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 
 CONTEXTS = (4096, 8192, 16384, 32768)
 

@@ -27,7 +27,7 @@ from hotswitch.backend.sim.datasets import batch_of_tokens
 from hotswitch.backend.sim.floor import plan_floor
 from hotswitch.backend.sim.paper.compare import compare
 from hotswitch.backend.sim.paper.grid import speedup
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 
 SOURCE = "github.com/lhy101/Hydraulis, branch main, commit 4489487"
 REPORTED = (1.32, 2.66)  # the abstract's "outperforms existing systems by 1.32-2.66x"; nothing reads it

@@ -7,7 +7,7 @@ from hotswitch.backend.models.flops import matmul_params, train_flops
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.compute import Links, SimulatedStrategy, executed_flops, ring_s
 from hotswitch.backend.sim.device import PRESETS, device_spec
-from hotswitch.backend.sim.setup import sim_model
+from hotswitch.backend.sim.scenario import sim_model
 
 A800 = PRESETS["A800"]
 CONFIG = sim_model("7b")
@@ -94,7 +94,7 @@ def test_selective_recompute_keeps_less_and_pays_its_elementwise_traffic_only():
 
 def test_plans_are_made_on_the_fitted_costs_and_timed_on_the_device():
     from hotswitch.backend.sim.contenders import run_plan
-    from hotswitch.backend.sim.setup import Setup
+    from hotswitch.backend.sim.scenario import Setup
     from hotswitch.backend.sim.step import simulate_step
     from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 

@@ -11,7 +11,7 @@ from hotswitch.backend.sim.compute import SimulatedStrategy, flops_parts
 from hotswitch.backend.sim.context_parallel import ContextTraffic, all_to_all_s, ring_bandwidth
 from hotswitch.backend.sim.device import device_spec
 from hotswitch.backend.sim.paper.context_grid import longest_alone
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.sim.step import simulate_step
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 

@@ -7,7 +7,7 @@ from hotswitch.backend.sim.contenders import group_candidates, sim_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
 from hotswitch.backend.sim.floor import step_floor
 from hotswitch.backend.sim.paper.compare import compare
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from hotswitch.backend import Strategy
 from hotswitch.backend.sim.contenders import run_auto, run_plan
 from hotswitch.backend.sim.datasets import batch_lengths
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.sim.step import simulate_step
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
 

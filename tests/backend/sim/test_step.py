@@ -8,7 +8,7 @@ from hotswitch.backend import Strategy
 from hotswitch.backend.sim.contenders import run_auto, run_plan, run_static, sim_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
 from hotswitch.backend.sim.paper.compare import check_fits_somewhere, checkpointed_where_needed, compare
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.sim.step import simulate_step
 from hotswitch.backend.train.planning.auto import auto_plan
 from hotswitch.backend.train.planning.cost import pipelined_s

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.strategy import Strategy
 
 

@@ -12,7 +12,7 @@ from hotswitch.backend.sim.paper.compare import compare
 from hotswitch.backend.sim.paper.deepspeed import deepspeed_step_s
 from hotswitch.backend.sim.paper.megatron import megatron_step_s, megatron_sweep
 from hotswitch.backend.sim.paper.rows import bucketed_rows, context_rows, first_fit_rows
-from hotswitch.backend.sim.setup import Setup, sim_model
+from hotswitch.backend.sim.scenario import Setup, sim_model
 from hotswitch.backend.strategy import Strategy
 
 BF16 = Precision.of("bf16")

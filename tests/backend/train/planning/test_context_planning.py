@@ -6,7 +6,7 @@ import pytest
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.contenders import sim_candidates
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.train.planning.auto import (
     CONTEXT_PARALLEL_FROM,
     auto_candidates,

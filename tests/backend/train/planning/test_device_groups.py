@@ -99,7 +99,7 @@ def test_an_adding_switch_adds_every_slice_and_zeroes_nothing():
 
 
 def test_a_plan_with_strategies_the_cost_model_never_measured_is_refused_naming_them():
-    from hotswitch.backend.sim.setup import Setup
+    from hotswitch.backend.sim.scenario import Setup
     from hotswitch.backend.train.planning.auto import check_feasible
 
     plan = HotSwitchPlan.of([("tp2@0-1", 200), ("dp2@2-3", 0)])

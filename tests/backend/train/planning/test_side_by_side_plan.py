@@ -7,7 +7,7 @@ import pytest
 
 from hotswitch.backend.sim.contenders import group_candidates
 from hotswitch.backend.sim.datasets import batch_lengths
-from hotswitch.backend.sim.setup import Setup
+from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.backend.train.planning.side_by_side import (
