@@ -14,7 +14,6 @@ Every ``checkpoint_every`` steps a checkpoint goes to the notebook folder's ``ch
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -46,13 +45,12 @@ Control = Callable[[], list[dict]]
 PAUSE_POLL_S = 0.2
 
 
-def _run_or_plan(run: RunConfig | Mapping | str | list | HotSwitchPlan | None) -> RunConfig | Mapping | str:
-    """``run``, or the run of the plan an older call passed in its place, with a deprecation notice."""
+def _a_run(run: RunConfig | Mapping | str | None) -> RunConfig | Mapping | str:
+    """``run``; TypeError naming the fix for a plan given in its place (as 0.1's calls did)."""
     if not isinstance(run, HotSwitchPlan | list | str) or (isinstance(run, str) and run.endswith(".toml")):
         return run or {}
     plan = run.spec if isinstance(run, HotSwitchPlan) else run
-    warnings.warn(f"Trainer(config, data, plan) is deprecated: pass {{'plan': {plan!r}}}", DeprecationWarning, 3)
-    return {"plan": plan}
+    raise TypeError(f"Trainer(config, data, run) takes a run configuration, not a plan: pass {{'plan': {plan!r}}}")
 
 
 class Trainer:
@@ -70,7 +68,7 @@ class Trainer:
         self,
         config: ModelConfig,
         data: BatchStream,
-        run: RunConfig | Mapping | str | list | None = None,
+        run: RunConfig | Mapping | str | None = None,
         *,
         sink: Sink = discard,
         control: Control | None = None,
@@ -79,7 +77,7 @@ class Trainer:
         initial: InitialValue | None = None,
     ):
         self.config, self.data = config, data
-        self.run = run = RunConfig.of(_run_or_plan(run)).check_training(data.max_len)
+        self.run = run = RunConfig.of(_a_run(run)).check_training(data.max_len)
         ckpt, parallelism, precision = run.checkpoints, run.parallelism, run.precision
         folder = notebook_dir() / "checkpoints"
         self.checkpoints = CheckpointPolicy(folder, ckpt.checkpoint_every, ckpt.keep_checkpoints)
