@@ -82,7 +82,7 @@ def _config(args, layers: int):
 
 
 def _engine(config, strategy: Strategy) -> Engine:
-    return Engine(config, [strategy], strategy, OptimizerConfig(), token_budget=config.max_seq_len, precision=BF16)
+    return Engine(config, [strategy], strategy, OptimizerConfig(), 0, config.max_seq_len, precision=BF16)
 
 
 def _per_token_layer(args, s: Strategy) -> tuple[float, int]:

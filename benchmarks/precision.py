@@ -190,7 +190,8 @@ def gpu_step(
         [single],
         single,
         OptimizerConfig(),
-        token_budget=per_step * max(lengths),
+        SEED,
+        per_step * max(lengths),
         device="cuda:0",
         precision=bf16,
     )

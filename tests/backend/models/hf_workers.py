@@ -24,7 +24,7 @@ def engine_from_checkpoint(rank: int, world: int, directory: str, strategy: str,
     this rank's master boxes, and the loss of one step on ``rows`` (before its update)."""
     checkpoint = RecordingCheckpoint(directory)
     s = Strategy.parse(strategy)
-    engine = Engine(config_from_hf(directory), [s], s, OptimizerConfig(), initial=hf_initializer(checkpoint))
+    engine = Engine(config_from_hf(directory), [s], s, OptimizerConfig(), 0, 4096, initial=hf_initializer(checkpoint))
     boxes = dict(engine.master.state.params.boxes)
     params = engine.master.global_params()
     batch = [Sequence(i, tuple(row)) for i, row in enumerate(rows)]

@@ -72,7 +72,7 @@ def evaluate_under(rank: int, world: int, strategies: list[str]):
     out = {}
     for name in strategies:
         strategy = Strategy.parse(name)
-        engine = Engine(model_config("tiny"), [strategy], strategy, OptimizerConfig(), token_budget=1024)
+        engine = Engine(model_config("tiny"), [strategy], strategy, OptimizerConfig(), 0, 1024)
         out[name] = engine.evaluate(batch)
     return out
 

@@ -15,7 +15,7 @@ def measure(rank: int, world: int, strategies: list[str], lengths: list[int], pr
         for name in strategies:
             s = Strategy.parse(name)
             engine = Engine(
-                get_config("tiny"), [s], s, OptimizerConfig(), token_budget=1024, precision=Precision.of(precision)
+                get_config("tiny"), [s], s, OptimizerConfig(), 0, 1024, precision=Precision.of(precision)
             )
             for length in lengths:
                 out[name, length, precision] = measured_activation_bytes(engine, s, length)
