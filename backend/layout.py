@@ -141,10 +141,11 @@ def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
             raise ValueError(
                 f"{strategy}: tp={tp} does not divide {config.name}'s {what}={value}; choose tp dividing it"
             )
-    if strategy.cp > 1 and "sliding" in config.layer_kinds:
+    if "sliding" in config.layer_kinds and context_flavour(config, strategy) == "ring":
         raise ValueError(
             f"{strategy}: {config.name}'s sliding-window layers (sliding_window={config.sliding_window}) are not "
-            f"computed under context parallelism yet; train its long sequences with tp/sp or pp instead of cp"
+            f"computed under ring attention yet; give Ulysses (ul{strategy.cp}, where each tensor-parallel rank's "
+            "heads split over it), or train its long sequences with tp/sp or pp"
         )
     stage_layers(config.n_layers, strategy.pp)
 

@@ -12,7 +12,8 @@ the engine's loader (``config_from_hf``, what ``--model hf:DIR`` calls). Per fam
   relative, fp32, unpacked rows;
 - ``hot_switched_rel_diff``: the largest relative difference, over the steps, between the loss
   the engine trains to on ``world`` gloo ranks under a hot-switched plan (``plan``: tp2pp2,
-  dp2tp2sp, cp2tp2 and dp4, pp4 in place of cp for sliding-window families) and the one-device
+  dp2tp2sp, cp2tp2 and dp4, Ulysses' ul2tp2 in place of ring attention's cp2tp2 for the sliding-window
+  families) and the one-device
   reference on the same batches; ``hot_switched_grad_rel_diff``: the largest relative norm
   difference of a parameter's step-1 gradient;
 - ``engine_step_s``, ``transformers_step_s``: CPU seconds of one training step (forward,
@@ -83,7 +84,7 @@ OUTPUT_KEYS = (
 # the timed size: big enough that a step is more than Python's overhead, small enough for CI's CPUs
 TIMED_SHAPE = {"hidden_size": 256, "intermediate_size": 704, "num_attention_heads": 8, "num_key_value_heads": 4}
 MIXED = [("tp2pp2", 30), ("dp2tp2sp", 16), ("cp2tp2", 10), ("dp4", 0)]
-WITHOUT_CP = [("tp2pp2", 30), ("dp2tp2sp", 16), ("pp4", 10), ("dp4", 0)]
+ULYSSES = [("ul2tp2", 20), ("dp2tp2sp", 12), ("tp2pp2", 8), ("dp4", 0)]  # Ulysses gets the long: the window acts
 SMOKE_PLAN = [("tp2", 16), ("dp2", 0)]
 ROWS, SEQ = 4, 64
 
@@ -131,7 +132,7 @@ def step_times(config: ModelConfig, directory: Path, timed: int) -> tuple[float,
 
 def hot_switched(configs: dict[str, ModelConfig], world: int, smoke: bool) -> dict[str, dict]:
     """Per family: the plan, and the hot-switched run's loss and gradient differences."""
-    plans = {n: SMOKE_PLAN if smoke else WITHOUT_CP if n in SLIDING else MIXED for n in configs}
+    plans = {n: SMOKE_PLAN if smoke else ULYSSES if n in SLIDING else MIXED for n in configs}
     note(f"hot-switched training of {len(configs)} families on {world} gloo ranks")
     runs = spawn_ranks(family_runs, world, configs, plans, timeout=3600)[0]
     out = {}

@@ -41,7 +41,6 @@ from hotswitch.backend.runtime.collectives import Collective
 from hotswitch.backend.strategy import Strategy
 
 __all__ = ["ExecGraph", "compile_graph"]
-CONTEXT_ATTENTION = {"ring": RingAttention, "ulysses": UlyssesAttention}
 
 
 def _group_ranks(strategy: Strategy, rank: int, mesh_dim: MeshDim) -> tuple[int, ...]:
@@ -220,8 +219,15 @@ class _StageCompiler:
             return self.out.call_function(zigzag_rotary, (*ins, index, self.strategy.cp))
         flavour = context_flavour(self.graph.config, self.strategy)
         assert flavour is not None  # cp > 1 here (``_context_split``)
-        attention = CONTEXT_ATTENTION[flavour]
-        return self._module_node(f"{node.name}_context_parallel", attention(ranks, index), ins)
+        fx = node.fx_node
+        assert fx is not None  # attention keeps its traced call
+        window = fx.args[4] if len(fx.args) > 4 else fx.kwargs.get("window")  # a sliding layer's, else None
+        if flavour == "ulysses":
+            module = UlyssesAttention(ranks, index, window)
+        else:
+            assert window is None  # ``check_strategy`` refuses sliding layers under ring attention
+            module = RingAttention(ranks, index)
+        return self._module_node(f"{node.name}_context_parallel", module, ins)
 
 
 def _vocab_split(node: LogicalNode, graph: LogicalGraph, strategy: Strategy) -> bool:

@@ -60,9 +60,9 @@ class UlyssesAttention(GroupModule):
 
     what = "Ulysses"
 
-    def __init__(self, ranks: tuple[int, ...], index: int):
+    def __init__(self, ranks: tuple[int, ...], index: int, window: int | None = None):
         super().__init__(ranks)
-        self.index = index
+        self.index, self.window = index, window  # window: a sliding-window layer's (the heads see whole rows)
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """``positions``: the whole rows' (``models.documents``), as the heads' attention sees them."""
@@ -71,7 +71,8 @@ class UlyssesAttention(GroupModule):
             if x.shape[2] % len(self.ranks):
                 raise ValueError(f"Ulysses over {len(self.ranks)} ranks cannot split {x.shape[2]} {name} heads")
         q, k, v = (Reshard.apply(x, group, True) for x in (q, k, v))
-        return Reshard.apply(causal_attention(q, k, v, positions), group, False)
+        return Reshard.apply(causal_attention(q, k, v, positions, self.window), group, False)
 
     def extra_repr(self) -> str:
-        return f"ulysses, ranks={list(self.ranks)}, index={self.index}"
+        window = f", window={self.window}" if self.window is not None else ""
+        return f"ulysses, ranks={list(self.ranks)}, index={self.index}{window}"

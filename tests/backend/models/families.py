@@ -56,7 +56,7 @@ FAMILIES: dict[str, tuple[str, str, dict]] = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {"partial_rotary_factor": 0.5, "tie_word_embeddings": False}),
     "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"no_rope_layer_interval": 2, "tie_word_embeddings": True}),
 }
-# families whose layers slide: context parallelism does not run them yet (refused by name)
+# families whose layers slide: ring attention does not run them yet (refused by name); Ulysses does
 SLIDING = ("mistral", "gemma3")
 
 

@@ -1,7 +1,7 @@
 """Every family trains hot-switched on 4 gloo ranks exactly as on one device: per-step loss
 within 1e-5 and every gradient at step 1 (the oracle) within 1e-5, under plans that mix
-dp, tp with sequence parallelism, pipelines and context parallelism (sliding-window families,
-which cp refuses by name, mix the others)."""
+dp, tp with sequence parallelism, pipelines and context parallelism (ring attention; for the
+sliding-window families, which ring attention refuses by name, Ulysses)."""
 
 import pytest
 
@@ -14,7 +14,7 @@ from .families import FAMILIES, SLIDING, make_family
 from .family_workers import family_runs, reference
 
 MIXED = [("tp2pp2", 30), ("dp2tp2sp", 16), ("cp2tp2", 10), ("dp4", 0)]
-WITHOUT_CP = [("tp2pp2", 30), ("dp2tp2sp", 16), ("pp4", 10), ("dp4", 0)]
+ULYSSES = [("ul2tp2", 20), ("dp2tp2sp", 12), ("tp2pp2", 8), ("dp4", 0)]  # Ulysses gets the long: the window acts
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def configs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(configs):
-    plans = {name: WITHOUT_CP if name in SLIDING else MIXED for name in configs}
+    plans = {name: ULYSSES if name in SLIDING else MIXED for name in configs}
     return plans, spawn_ranks(family_runs, 4, configs, plans, timeout=1200)[0]
 
 
@@ -65,6 +65,7 @@ def test_a_tied_model_holds_one_embedding_in_every_layout(configs):
 
 
 @pytest.mark.parametrize("name", SLIDING)
-def test_sliding_window_families_refuse_context_parallelism_by_name(configs, name):
-    with pytest.raises(ValueError, match=r"sliding-window layers \(sliding_window=12\).*instead of cp"):
+def test_sliding_window_families_refuse_ring_attention_by_name_and_take_ulysses(configs, name):
+    with pytest.raises(ValueError, match=r"sliding-window layers \(sliding_window=12\).*give Ulysses \(ul2"):
         param_layout(configs[name], Strategy.parse("cp2tp2"))
+    assert param_layout(configs[name], Strategy.parse("ul2tp2"))
