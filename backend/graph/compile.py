@@ -222,6 +222,8 @@ class _StageCompiler:
         fx = node.fx_node
         assert fx is not None  # attention keeps its traced call
         window = fx.args[4] if len(fx.args) > 4 else fx.kwargs.get("window")  # a sliding layer's, else None
+        assert window is None or isinstance(window, int)  # traced as the layer's constant
+        module: RingAttention | UlyssesAttention
         if flavour == "ulysses":
             module = UlyssesAttention(ranks, index, window)
         else:

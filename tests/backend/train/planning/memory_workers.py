@@ -14,9 +14,7 @@ def measure(rank: int, world: int, strategies: list[str], lengths: list[int], pr
     for precision in precisions:
         for name in strategies:
             s = Strategy.parse(name)
-            engine = Engine(
-                get_config("tiny"), [s], s, OptimizerConfig(), 0, 1024, precision=Precision.of(precision)
-            )
+            engine = Engine(get_config("tiny"), [s], s, OptimizerConfig(), 0, 1024, precision=Precision.of(precision))
             for length in lengths:
                 out[name, length, precision] = measured_activation_bytes(engine, s, length)
     return out
