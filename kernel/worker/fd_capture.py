@@ -87,14 +87,15 @@ class BelowPython:
         process the body started still holds a pipe after ``linger_s`` (its output then goes
         on reaching the agent log and, while the channel is open, the cell)."""
         faulthandler.disable()
-        if self.faults and sys.__stderr__ is not None:
-            faulthandler.enable(file=sys.__stderr__, all_threads=True)
         _agent_stderr.pop()
+        if _agent_stderr:  # inside another capture (a warm pool's task): its agent's log again
+            faulthandler.enable(file=_agent_stderr[-1], all_threads=False)
+        elif self.faults and sys.__stderr__ is not None:
+            faulthandler.enable(file=sys.__stderr__, all_threads=True)
         for fd, original in self.saved:
             os.dup2(original, fd)  # closes this process's end of the pipe
-        deadline = linger_s
         for reader in self.readers:
-            reader.join(deadline)
+            reader.join(linger_s)
         return not any(reader.is_alive() for reader in self.readers)
 
     def forward(self, read: int, original: int, name: str) -> None:
