@@ -100,14 +100,20 @@ class BelowPython:
 
     def forward(self, read: int, original: int, name: str) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        partial = ""
+        partial, unwritten = "", b""
         try:
             while chunk := os.read(read, CHUNK):
-                write_all(original, chunk)
+                # whole lines to the agent's log, so that Python's own lines (written there
+                # directly) fall between lines, not inside one; a long unended line goes anyway
+                unwritten += chunk
+                cut = len(unwritten) if len(unwritten) > CHUNK else unwritten.rfind(b"\n") + 1
+                write_all(original, unwritten[:cut])
+                unwritten = unwritten[cut:]
                 partial += decoder.decode(chunk)
                 *lines, partial = partial.split("\n")
                 for line in lines:
                     self.deliver(name, line)
+            write_all(original, unwritten)
             if partial := partial + decoder.decode(b"", final=True):
                 self.deliver(name, partial)
         finally:
