@@ -44,13 +44,17 @@ class DebugMagics(Magics):
         rank = int(words[1]) if len(words) > 1 and words[1].lstrip("-").isdigit() else None
         if job.debug_here(rank, output_for_current_cell(self.shell)):
             return
-        who = f"rank {rank}" if rank is not None else "no rank"
         failure = job.failure
         if failure is not None and (rank is None or failure["rank"] == rank):
             print(f"[hotswitch] rank {failure['rank']} of job {job.name!r} is gone ({job.status}); its traceback:")
             print(failure["traceback"].rstrip())
             return
-        print(f"[hotswitch] {who} of job {job.name!r} waits at a breakpoint ({job.status})")
+        who = (
+            f"rank {rank} of job {job.name!r} does not wait"
+            if rank is not None
+            else f"no rank of job {job.name!r} waits"
+        )
+        print(f"[hotswitch] {who} at a breakpoint ({job.status})")
 
     @line_magic
     def train_stacks(self, line: str = ""):
