@@ -47,6 +47,10 @@ class Precision:
         """``precision`` with ``grad_dtype`` (default fp32)."""
         return cls(_checked("precision", precision), _checked("grad_dtype", grad_dtype or "fp32"))
 
+    def as_settings(self) -> dict:
+        """The run settings that train in this precision (``precision``, ``grad_dtype``)."""
+        return {"precision": self.compute, "grad_dtype": self.grad if self.mixed else None}
+
     @property
     def mixed(self) -> bool:
         """Whether the master weights are a separate fp32 copy of what strategies compute with."""

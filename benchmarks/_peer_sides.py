@@ -31,6 +31,7 @@ from hotswitch.backend.models.hf_names import hf_name
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.batching import MicroBatching, collate, pack
 from hotswitch.backend.train.state.optim import OptimizerConfig
@@ -161,12 +162,12 @@ class EngineSide:
         checkpoint: Path | None = None,
     ):
         self.single = Strategy()
-        options = {"device": device, "precision": precision, "compiled": compiled, "packed": True}
-        if checkpoint is not None:
-            options["initial"] = hf_initializer(checkpoint)
+        settings = {"seed": SEED, "device": device.type, "compile": compiled, "packing": True}
+        initial = None if checkpoint is None else hf_initializer(checkpoint)
         # the token budget reaches the longest row: attention's kernels ("auto") are timed up to it,
         # and a packed row that long chooses how its documents are attended
-        self.engine = Engine(config, [self.single], self.single, OptimizerConfig(), SEED, config.max_seq_len, **options)
+        run = engine_run(config.max_seq_len, **settings, **precision.as_settings())
+        self.engine = Engine(config, [self.single], self.single, run, initial=initial)
         # the weights every row starts from, kept on the host (the device's peak stays the run's)
         self.initial = host_copy(self.engine.master.master_weights().flat)
         self.packed = False  # whether the row in use is of documents, packed

@@ -40,6 +40,7 @@ from _promised import check_promised
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.runtime.spawn import spawn_ranks
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
 from hotswitch.backend.train.planning.auto import auto_candidates, auto_plan
@@ -112,7 +113,7 @@ def train_auto(model, data, args, budget: float, context_parallel: bool) -> dict
     if args.candidates:  # only these of auto's candidates (a shorter profile)
         strategies = [s for s in strategies if s in {Strategy.parse(c) for c in args.candidates.split(",")}]
     instantiation = instantiation_strategy(strategies)
-    engine = Engine(model, strategies, instantiation, OptimizerConfig(), SEED, args.long)
+    engine = Engine(model, strategies, instantiation, engine_run(args.long, seed=SEED))
     started = time.perf_counter()
     state = max(model_state_bytes(model, s) for s in strategies)
     cost = profile(engine, strategies, profile_lengths(args.long), budget + state, use_cache=False)
@@ -135,7 +136,7 @@ def bench_rank(rank: int, world: int, args) -> dict:
     hot = HotSwitchPlan.of([("cp4", longest_short), ("dp4", 0)])
     plans = (("hot", hot), ("static_cp4", HotSwitchPlan.of("cp4")))
     cp4, dp4 = hot.strategies
-    engines = {name: Engine(model, plan.strategies, cp4, OptimizerConfig(), SEED, args.long) for name, plan in plans}
+    engines = {name: Engine(model, plan.strategies, cp4, engine_run(args.long, seed=SEED)) for name, plan in plans}
     lengths = (args.long, longest_short)
     memory = {f"{s}@{n}": measured_activation_bytes(engines["hot"], s, n) for s in (cp4, dp4) for n in lengths}
     budget = int(args.budget_factor * memory[f"{cp4}@{args.long}"])

@@ -152,6 +152,7 @@ import torch
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.state.optim import OptimizerConfig
 rows, seq, timed = (int(a) for a in sys.argv[1:4])
@@ -160,7 +161,7 @@ torch.distributed.init_process_group("gloo", init_method="file://" + sys.argv[4]
 config = ModelConfig("plain", vocab_size=2048, dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=704,
                      max_seq_len=seq + 1)
 single = Strategy()
-engine = Engine(config, [single], single, OptimizerConfig(), 0, rows * (seq + 1))
+engine = Engine(config, [single], single, engine_run(rows * (seq + 1), seed=0))
 g = torch.Generator().manual_seed(2)
 batch = [Sequence(i, tuple(torch.randint(0, 2048, (seq + 1,), generator=g).tolist())) for i in range(rows)]
 engine.step({single: batch}, [single])

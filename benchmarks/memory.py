@@ -41,11 +41,11 @@ from hotswitch.backend.models.config import get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.measure import filled_batch, slowest
 from hotswitch.backend.train.planning.memory import kept_activation_bytes
 from hotswitch.backend.train.planning.memory_measure import measured_activation_bytes
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 ACTIVATION_STRATEGIES = ["dp2tp2sp", "tp4sp", "dp2tp2", "tp4", "dp4"]
 OPTIMIZER_STRATEGIES = ["dp4", "dp2tp2", "tp4"]
@@ -82,7 +82,7 @@ def _config(args, layers: int):
 
 
 def _engine(config, strategy: Strategy) -> Engine:
-    return Engine(config, [strategy], strategy, OptimizerConfig(), 0, config.max_seq_len, precision=BF16)
+    return Engine(config, [strategy], strategy, engine_run(config.max_seq_len, seed=0, **BF16.as_settings()))
 
 
 def _per_token_layer(args, s: Strategy) -> tuple[float, int]:

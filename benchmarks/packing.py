@@ -39,13 +39,12 @@ from _promised import check_promised
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.attention.kernels import in_force
-from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.sim.datasets import batch_lengths
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.batching import MicroBatching, micro_batch_shape
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 OUTPUT_KEYS = (
     "padding_ratio.packed",
@@ -169,10 +168,8 @@ def time_mode(config, data: list, budget: int, mode: str, args, device: torch.de
     """Seconds a step of a new engine training ``mode`` rows under ``args.plan``, and the
     attention it ran (the kernel; for packed rows, how their documents were attended)."""
     plan = HotSwitchPlan.of(args.plan)
-    engine = Engine(
-        config, plan.strategies, plan.strategies[0], OptimizerConfig(), 0, budget,
-        device=device, precision=Precision.of(args.precision), packed=mode == "packed",
-    )  # fmt: skip
+    run = engine_run(budget, seed=0, device=device.type, precision=args.precision, packing=mode == "packed")
+    engine = Engine(config, plan.strategies, plan.strategies[0], run)
     seconds = timed_steps(engine, plan, data, args.warmup, device)
     choice = in_force()
     del engine

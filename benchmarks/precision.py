@@ -32,6 +32,7 @@ from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
@@ -89,9 +90,8 @@ def hot_switched(rank: int, world: int, steps: int, precisions: list[Precision],
         plan = HotSwitchPlan.of(sizes.plan)
         instantiation = instantiation_strategy(plan.strategies)
         config = get_config(MODEL)
-        engine = Engine(
-            config, plan.strategies, instantiation, OptimizerConfig(), SEED, sizes.budget, precision=precision
-        )
+        run = engine_run(sizes.budget, seed=SEED, **precision.as_settings())
+        engine = Engine(config, plan.strategies, instantiation, run)
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
         batches, losses, switches = stream(source, sizes), [], []
         for _ in range(steps):
@@ -138,7 +138,7 @@ def checkpointing(rank: int, world: int, steps: int, sizes: Sizes) -> dict:
 
     config, plain, ckpt = get_config(MODEL), Strategy(dp=world), Strategy(dp=world, ckpt=True)
     source = stdlib_documents()
-    engine = Engine(config, [plain, ckpt], plain, OptimizerConfig(), SEED, sizes.budget)
+    engine = Engine(config, [plain, ckpt], plain, engine_run(sizes.budget, seed=SEED))
     kept = {s: measured_activation_bytes(engine, s, sizes.max_len) for s in (plain, ckpt)}
     seconds = {}
     for s in (plain, ckpt):
@@ -153,7 +153,7 @@ def checkpointing(rank: int, world: int, steps: int, sizes: Sizes) -> dict:
     if sizes.candidates:  # a shorter profile: only these (the ckpt one among them)
         candidates = [s for s in candidates if str(s) in {str(Strategy.parse(c)) for c in sizes.candidates}]
     budget = 1.05 * budget_holding(config, Strategy(tp=world), sizes.max_len)
-    full = Engine(config, candidates, candidates[0], OptimizerConfig(), SEED, sizes.budget)
+    full = Engine(config, candidates, candidates[0], engine_run(sizes.budget, seed=SEED))
     cost = profile(full, candidates, profile_lengths(sizes.max_len), budget)
     without = dataclasses.replace(cost, strategies={s: c for s, c in cost.strategies.items() if not s.ckpt})
     batches, max_len = stream(source, sizes), sizes.max_len
@@ -185,16 +185,8 @@ def gpu_step(
 
     bf16, single = Precision.of("bf16"), Strategy()
     config = get_config(preset).with_(max_seq_len=max(lengths), **({"n_layers": layers} if layers else {}))
-    engine = Engine(
-        config,
-        [single],
-        single,
-        OptimizerConfig(),
-        SEED,
-        per_step * max(lengths),
-        device="cuda:0",
-        precision=bf16,
-    )
+    run = engine_run(per_step * max(lengths), seed=SEED, device="cuda", **bf16.as_settings())
+    engine = Engine(config, [single], single, run)
     peak, rows = peak_flops(torch.cuda.get_device_name()), []
     for length in lengths:
         batch = [

@@ -42,9 +42,9 @@ from _promised import check_promised
 from hotswitch.backend import get_config
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.runtime.spawn import spawn_ranks
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 MODEL = dict(name="bench", dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=688, vocab_size=512)
 SMOKE = dict(model=dict(MODEL, dim=32, n_layers=2, ffn_dim=96), long_len=64, short_len=16, rounds=1, steps=1)
@@ -87,7 +87,7 @@ def contender(config, spec, args):
     """An engine for one plan and a function training one batch with it (its loss)."""
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
-    engine = Engine(config, plan.strategies, instantiation, OptimizerConfig(), 0, args.token_budget)
+    engine = Engine(config, plan.strategies, instantiation, engine_run(args.token_budget, seed=0))
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     return lambda batch: engine.step(plan.assign(batch), order).loss
 

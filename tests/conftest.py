@@ -45,12 +45,12 @@ CLUSTERS = (
 NOTEBOOK_RUNS = "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom["
 LONGEST = (
     "tests/benchmarks/test_benchmarks_smoke.py",
-    "tests/kernel/notebook/test_train_magic.py",
+    "tests/kernel/notebook/cells/test_train_magic.py",
     "tests/backend/train/loop/test_mixed_precision.py",
     "tests/kernel/notebook/test_kill_scenarios.py",
     "tests/backend/train/loop/test_hot_switch_exact.py",
-    "tests/kernel/notebook/test_detach_attach.py",
-    "tests/kernel/notebook/test_warm_pool.py",
+    "tests/kernel/notebook/jobs/test_detach_attach.py",
+    "tests/kernel/notebook/pools/test_warm_pool.py",
     "tests/backend/train/loop/test_packing_exact.py",
     "tests/widgets/test_browser.py",
     "tests/backend/train/loop/test_training_loop.py",
@@ -60,11 +60,11 @@ LONGEST = (
     "tests/kernel/cli/test_train_command.py",
     "tests/backend/train/state/test_distributed_optimizer.py",
     "tests/backend/train/loop/test_activation_checkpointing.py",
-    "tests/kernel/notebook/test_bad_inputs_magic.py",
+    "tests/kernel/notebook/cells/test_bad_inputs_magic.py",
     "tests/backend/train/planning/test_memory_measured.py",
     "tests/backend/graph/test_compiled_regions.py",
-    "tests/kernel/notebook/test_bounded_jobs.py",
-    "tests/kernel/notebook/test_warm_pool_exact.py",
+    "tests/kernel/notebook/jobs/test_bounded_jobs.py",
+    "tests/kernel/notebook/pools/test_warm_pool_exact.py",
     "tests/backend/switch/test_planner_properties.py",
 )
 FIRST = [path.split("::")[0] for path in CLUSTERS] + list(LONGEST)

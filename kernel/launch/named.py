@@ -4,10 +4,11 @@ from its own options; ValueError saying what to give otherwise.
 ``local`` is torchrun on this machine (one node, or one node of a job whose other nodes run
 their own kernels); ``ray`` starts every node of a job from this kernel on an existing Ray
 cluster (``ray_address``, default ``$RAY_ADDRESS``); ``slurm`` submits it as one batch job
-(``partition``, ``time``, ``gpus_per_node``) to the controller this machine's Slurm commands
-reach; ``kubeflow`` creates a Kubeflow Trainer TrainJob (``namespace``, ``image``,
-``resources``) on the Kubernetes cluster the kube config names, or with ``kubeflow_backend``
-"local" runs it through the Kubeflow SDK's local backend on this machine."""
+(``partition``, ``time``, ``gpus_per_node``, ``account``, ``qos``, and ``slurm_args`` for any
+other sbatch option) to the controller this machine's Slurm commands reach; ``kubeflow`` creates
+a Kubeflow Trainer TrainJob (``namespace``, ``image``, ``resources``, ``runtime``) on the
+Kubernetes cluster the kube config names, or with ``kubeflow_backend`` "local" runs it through
+the Kubeflow SDK's local backend on this machine."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ import os
 from hotswitch.kernel.launch.launcher import Launcher
 
 LAUNCHERS = ("local", "ray", "slurm", "kubeflow")
-# Every launcher option, as ``%%train`` and ``hotswitch train`` name their flags (dashes for
-# underscores); a launcher's ``settings()`` gives back the ones it was made with.
-OPTIONS = ("ray_address", "partition", "time", "gpus_per_node", "namespace", "image", "resources", "kubeflow_backend")
 # The options each launcher takes; the others would do nothing there, so they are refused.
 OWN_OPTIONS = {
     "ray": ("ray_address",),
-    "slurm": ("partition", "time", "gpus_per_node"),
-    "kubeflow": ("namespace", "image", "resources", "kubeflow_backend"),
+    "slurm": ("partition", "time", "gpus_per_node", "account", "qos", "slurm_args"),
+    "kubeflow": ("namespace", "image", "resources", "runtime", "kubeflow_backend"),
 }
+# Every launcher option, as ``%%train`` and ``hotswitch train`` name their flags (dashes for
+# underscores); a launcher's ``settings()`` gives back the ones it was made with.
+OPTIONS = tuple(key for keys in OWN_OPTIONS.values() for key in keys)
 KUBEFLOW_BACKENDS = ("kubernetes", "local")
+# Kubeflow's options for pods on a cluster; the SDK's local backend has no use for them.
+CLUSTER_ONLY = ("namespace", "image", "resources", "runtime")
 KUBEFLOW_EXTRA = "pip install 'hotswitch[kubeflow]'"
 
 
@@ -70,7 +73,7 @@ def make_launcher(name: str, **options) -> Launcher:
     if name == "slurm":
         from hotswitch.kernel.launch.slurm.launcher import SlurmLauncher
 
-        return SlurmLauncher(given.get("partition"), given.get("time"), given.get("gpus_per_node"))
+        return SlurmLauncher(**{key: given.get(key) for key in OWN_OPTIONS["slurm"]})
     if name == "kubeflow":
         return kubeflow_launcher(given)
     raise ValueError(f"--launcher {name!r} is not available; choose one of {', '.join(LAUNCHERS)}")
@@ -88,8 +91,8 @@ def kubeflow_launcher(options: dict) -> Launcher:
     if backend == "kubernetes":
         from hotswitch.kernel.launch.kubeflow.launcher import KubeflowLauncher
 
-        return KubeflowLauncher(options.get("namespace"), options.get("image"), options.get("resources"))
-    cluster_only = sorted(key for key in ("namespace", "image", "resources") if options.get(key))
+        return KubeflowLauncher(**{key: options.get(key) for key in CLUSTER_ONLY})
+    cluster_only = [key for key in CLUSTER_ONLY if options.get(key)]
     if cluster_only:
         raise ValueError(
             f"--{', --'.join(cluster_only)}: for pods on a cluster; the local backend runs on this machine with "

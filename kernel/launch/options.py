@@ -24,7 +24,11 @@ DEFAULT_IDLE_TIMEOUT_S = 3600.0
 
 @dataclass(frozen=True)
 class LaunchOption:
-    """One option: its flags, its one default and its help (``owner``: the launcher it is for)."""
+    """One option: its flags, its one default and its help (``owner``: the launcher it is for).
+
+    A launcher's option parses as None unless given, so that one given to another launcher is
+    told from one left out (``named.foreign_options``); its ``default`` is then the one its
+    launcher applies, and the help shows it."""
 
     dest: str
     flags: tuple[str, ...]
@@ -46,7 +50,8 @@ class LaunchOption:
     def keywords(self) -> dict:
         """``add_argument``'s keywords (after the flags)."""
         extra = {"type": self.type, "choices": self.choices, "action": self.action, "metavar": self.metavar}
-        return {"dest": self.dest, "default": self.default, "help": self.text()} | {
+        default = None if self.owner else self.default
+        return {"dest": self.dest, "default": default, "help": self.text()} | {
             k: v for k, v in extra.items() if v is not None
         }
 
@@ -103,9 +108,24 @@ def _definitions() -> dict[str, LaunchOption]:
         LaunchOption("partition", ("--partition",), "the partition (default: the cluster's)"),
         LaunchOption("time", ("--time",), "the time limit, e.g. 2:00:00"),
         LaunchOption("gpus_per_node", ("--gpus-per-node",), "GPUs per node", type=int),
+        LaunchOption("account", ("--account",), "the account the job is charged to (default: your default account)"),
+        LaunchOption("qos", ("--qos",), "the quality of service (default: the account's)"),
+        LaunchOption(
+            "slurm_args",
+            ("--slurm-args",),
+            'more sbatch options, as one quoted string (--slurm-args "--exclusive --mem=0"; one alone: '
+            "--slurm-args=--exclusive); one the launcher sets itself is refused, naming the option to give",
+            metavar="ARGS",
+        ),
         LaunchOption("namespace", ("--namespace",), "the TrainJob's Kubernetes namespace"),
         LaunchOption("image", ("--image",), "the pods' image, with hotswitch and torch"),
         LaunchOption("resources", ("--resources",), "per node, e.g. cpu=8,memory=32Gi,gpu=4"),
+        LaunchOption(
+            "runtime",
+            ("--runtime",),
+            "the TrainJob's ClusterTrainingRuntime, one for PyTorch (torchrun starts each node's ranks)",
+            "torch-distributed",  # the one Kubeflow Trainer installs for PyTorch
+        ),
         LaunchOption(
             "kubeflow_backend",
             ("--kubeflow-backend",),

@@ -5,15 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hotswitch.backend.train.config.setting import (
-    at_least_zero,
-    bad_setting,
-    choice,
-    is_fraction,
-    positive,
-    setting,
-    whole,
-)
+from hotswitch.backend.train.config.setting import choice, setting
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 SCHEDULES = ("constant", "cosine")
@@ -35,26 +27,24 @@ class OptimizerSettings:
     max_grad_norm: float = setting(OptimizerConfig.max_grad_norm, "clip gradients to this global norm")
 
     def check(self) -> OptimizerSettings:
-        positive("lr", self.lr, OptimizerSettings.lr)
+        """This section checked: the schedule's name here, the values by the engine's own
+        ``OptimizerConfig`` (one check for both)."""
         choice("lr_schedule", self.lr_schedule, SCHEDULES)
-        whole("warmup_steps", self.warmup_steps, 0)
-        positive("max_grad_norm", self.max_grad_norm, OptimizerSettings.max_grad_norm)
-        at_least_zero("min_lr", self.min_lr, below=self.lr)
-        at_least_zero("weight_decay", self.weight_decay)
-        betas = self.betas
-        if not isinstance(betas, list | tuple) or len(betas) != 2 or not all(is_fraction(b) for b in betas):
-            raise bad_setting("betas", betas, "give two numbers in [0, 1), e.g. [0.9, 0.95]")
+        self._adamw(None, self.betas)  # as given, so that a refusal shows the value written
         return self
 
     def adamw(self, steps: int) -> OptimizerConfig:
         """The engine's optimizer for a checked section and a run of ``steps`` steps."""
         cosine = self.lr_schedule == "cosine"
+        return self._adamw(max(1, steps - self.warmup_steps) if cosine else None, tuple(self.betas))
+
+    def _adamw(self, decay_steps: int | None, betas) -> OptimizerConfig:
         return OptimizerConfig(
             lr=self.lr,
-            betas=(self.betas[0], self.betas[1]),  # two, as checked above
+            betas=betas,  # OptimizerConfig checks that it is a pair of fractions
             weight_decay=self.weight_decay,
             max_grad_norm=self.max_grad_norm,
             warmup_steps=self.warmup_steps,
-            decay_steps=max(1, steps - self.warmup_steps) if cosine else None,
+            decay_steps=decay_steps,
             min_lr=self.min_lr,
         )

@@ -12,6 +12,8 @@ from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.config.setting import bad_setting, choice, setting, three_way
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 
+PIPELINE_SCHEDULES = ("1f1b", "gpipe")  # those of parallel.pipeline a training step runs (not forward-only)
+
 
 def plan_from_text(text: str) -> str | list[list]:
     """The ``plan`` a flag's text gives: 'auto', one strategy ('dp4'), or buckets written
@@ -58,6 +60,12 @@ class ParallelismSettings:
         "shard master weights and AdamW's moments over data parallelism (a distributed optimizer); "
         "default: where dp > 1",
     )
+    pipeline_schedule: str = setting(
+        "1f1b",
+        "how a pipeline-parallel strategy orders its micro-batches: 1f1b (one forward, one backward: a "
+        "stage keeps at most pp micro-batches' activations) or gpipe (every forward, then every backward)",
+        choices=PIPELINE_SCHEDULES,
+    )
     device: str | None = setting(
         None,
         f"cpu (gloo) or cuda (one GPU per rank, NCCL); default: ${ENV_DEVICE}, else cpu",
@@ -66,6 +74,7 @@ class ParallelismSettings:
 
     def check(self) -> ParallelismSettings:
         choice("device", self.device, DEVICE_KINDS, none=True)
+        choice("pipeline_schedule", self.pipeline_schedule, PIPELINE_SCHEDULES)
         if not isinstance(self.plan, str | list | tuple):
             kinds = "give 'auto', a strategy ('dp4'), or buckets [['tp4', 128], ['dp4', 0]]"
             raise bad_setting("plan", self.plan, kinds)

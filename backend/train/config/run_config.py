@@ -141,6 +141,14 @@ class RunConfig:
         return getattr(holder, where.name)
 
 
+def engine_run(token_budget: int, **settings: Any) -> RunConfig:
+    """A run checked for training in micro-batches of ``token_budget`` tokens, with ``settings``
+    by key (``seed``, ``precision``, ``packing``, ``compile``, ``pipeline_schedule``, ...) and
+    every other setting at the run's default: what an ``Engine`` built by hand (a test, a
+    benchmark) takes."""
+    return RunConfig.of({"token_budget": token_budget, **settings}).check_training(token_budget)
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting as the flags and the flat dict see it: ``key`` is ``section.name``'s outside name."""

@@ -33,21 +33,20 @@ from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.attention.kernels import AttentionChoice, chosen, in_force, use
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.precision import FP32, Precision
-from hotswitch.backend.runtime.devices import Span
+from hotswitch.backend.runtime.devices import Span, local_device
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.on_read import OnRead, to_device
 from hotswitch.backend.runtime.process_groups import ProcessGroups, strategy_rank_sets
 from hotswitch.backend.runtime.profile_ranges import INPUTS
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
+from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.stages import StageWalk, as_stages
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.loop.switches import Switches, SwitchKind
 from hotswitch.backend.train.planning.batching import MicroBatching
 from hotswitch.backend.train.planning.dispatch import Stage, check_device_groups
 from hotswitch.backend.train.state.master import InitialValue, Master
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 
 @dataclass
@@ -69,41 +68,41 @@ class StepResult(NamedTuple):
 
 class Engine:
     """This rank's part of training ``config`` under ``strategies`` (collective: every rank
-    builds its engine with the same arguments), the master weights on ``instantiation``,
-    initialised from ``seed`` or, when given, by ``initial(name, full_shape, box)`` (this
-    rank's box of each parameter, e.g. ``models.hf.hf_initializer(dir)``). With
-    ``shard_optimizer`` the master weights and AdamW's moments are sharded over the
-    instantiation strategy's replicas, dp x cp as Megatron's distributed optimizer (a no-op
-    where it has one replica). ``compiled``: each rank's runs of tensor math between attentions
-    ``torch.compile``d (``graph.compiled_regions``), compiled on their first micro-batch.
-    ``attention``: the kernel attention runs (``models.attention.kernels``: "flash", "cudnn",
-    ...), or "auto", the fastest measured on the device."""
+    builds its engine with the same arguments), the master weights on ``instantiation``. Every
+    setting comes from ``run``, a configuration checked for training
+    (``RunConfig.check_training``): no default of its own. The weights start from the run's
+    ``seed`` or, when given, from ``initial(name, full_shape, box)`` (this rank's box of each
+    parameter, e.g. ``models.hf.hf_initializer(dir)``). With ``shard_optimizer`` the master
+    weights and AdamW's moments are sharded over the instantiation strategy's replicas, dp x cp
+    as Megatron's distributed optimizer (a no-op where it has one replica). ``compile``: each
+    rank's runs of tensor math between attentions ``torch.compile``d
+    (``graph.compiled_regions``), compiled on their first micro-batch. ``attention``: the
+    kernel attention runs (``models.attention.kernels``: "flash", "cudnn", ...), or "auto",
+    the fastest measured on the device. ``cluster`` and ``batching`` are what the recipe built
+    (by default: this machine's ranks, and micro-batches of the run's token budget)."""
 
     def __init__(
         self,
         config: ModelConfig,
         strategies: Sequence[Strategy],
         instantiation: Strategy,
-        optim: OptimizerConfig,
-        seed: int,
-        token_budget: int,
+        run: RunConfig,
+        *,
         cluster: Cluster | None = None,
-        schedule: str = "1f1b",
-        device: torch.device | str = "cpu",
         batching: MicroBatching | None = None,
         initial: InitialValue | None = None,
-        precision: Precision = FP32,
-        shard_optimizer: bool = True,
-        packed: bool = False,
-        compiled: bool = False,
-        attention: str = "auto",
     ):
-        self.config, self.optim, self.token_budget, self.schedule = config, optim, token_budget, schedule
-        self.precision, self.compiled = precision, compiled
-        self.device = torch.device(device)
+        precision, parallelism = run.precision, run.parallelism
+        if precision.token_budget is None:
+            raise ValueError("Engine needs a run checked for training: RunConfig.check_training(max_len) fills it in")
+        self.config, self.optim, self.token_budget = config, run.optimizer.adamw(run.steps), precision.token_budget
+        self.schedule = parallelism.pipeline_schedule
+        self.precision = precision.precision()
+        self.compiled = bool(precision.compile)
+        self.device = torch.device(local_device(parallelism.device))
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
-        self.batching = batching or MicroBatching(token_budget, packed=packed)
+        self.batching = batching or MicroBatching(self.token_budget, packed=precision.packing)
         if instantiation.is_group:
             raise ValueError(
                 f"the instantiation strategy holds the master weights on every rank; {instantiation} is a device group"
@@ -113,10 +112,19 @@ class Engine:
         self.states: dict[Strategy, StrategyState] = {}
         self.instantiation = instantiation
         self.set_strategies(strategies)
-        self.attention = self._choose_attention(attention)
+        self.attention = self._choose_attention(precision.attention)
         state = self.states[instantiation]
+        shard = parallelism.shard_optimizer is not False
         self.master = Master(
-            state, optim, seed, self.rank, initial, precision, self.master_replicas, shard_optimizer, fused=compiled
+            state,
+            self.optim,
+            run.seed,
+            self.rank,
+            initial,
+            self.precision,
+            self.master_replicas,
+            shard,
+            fused=self.compiled,
         )
 
     def _choose_attention(self, kernel: str) -> AttentionChoice:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -23,7 +22,6 @@ import torch.distributed as dist
 
 from hotswitch.backend.data.stream import BatchStream, Sequence
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.runtime.devices import local_device
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.config.paths import notebook_dir
 from hotswitch.backend.train.config.run_config import RunConfig
@@ -80,7 +78,7 @@ class Trainer:
         self.run = run = RunConfig.of(_a_run(run)).check_training(data.max_len)
         ckpt, parallelism, precision = run.checkpoints, run.parallelism, run.precision
         folder = notebook_dir() / "checkpoints"
-        self.checkpoints = CheckpointPolicy(folder, ckpt.checkpoint_every, ckpt.keep_checkpoints)
+        self.checkpoints = CheckpointPolicy(folder, ckpt)
         self.evaluation, self.rank, self.world = evaluation, dist.get_rank(), dist.get_world_size()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
@@ -90,10 +88,7 @@ class Trainer:
         self.resident = self._auto_strategies() if self.auto else []
         strategies = self.resident if fixed is None else list(fixed.strategies)
         chosen = Strategy.parse(parallelism.instantiation or instantiation_strategy(strategies))
-        device, shard = local_device(parallelism.device), parallelism.shard_optimizer is not False
-        engine = partial(Engine, device=device, precision=precision.precision(), initial=initial, shard_optimizer=shard)
-        optim, budget = run.optimizer.adamw(run.steps), cast("int", precision.token_budget)  # checked: filled in
-        self.engine = engine(config, strategies, chosen, optim, run.seed, budget, **precision.kernels())
+        self.engine = Engine(config, strategies, chosen, run, initial=initial)
         if parallelism.shard_optimizer and chosen.replicas == 1:
             why = f"{chosen} has one replica (dp x cp): the optimizer state stays whole (nothing to shard)"
             self.sink(event("warning", message=f"shard_optimizer: {why}"))

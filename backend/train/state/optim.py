@@ -9,7 +9,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING
+
+from hotswitch.backend.train.config.setting import (
+    at_least_zero,
+    bad_setting,
+    is_fraction,
+    positive,
+    whole,
+    whole_or_none,
+)
 
 if TYPE_CHECKING:  # torch is imported where AdamW is made: the run configuration reads these settings without it
     import torch
@@ -31,17 +41,19 @@ class OptimizerConfig:
     min_lr: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.lr > 0 or self.min_lr < 0 or self.min_lr > self.lr:
-            raise ValueError(f"learning rates must satisfy 0 <= min_lr <= lr and lr > 0, got {self.lr}, {self.min_lr}")
-        if self.warmup_steps < 0 or (self.decay_steps is not None and self.decay_steps < 1):
-            raise ValueError(
-                f"warmup_steps must be >= 0 and decay_steps >= 1, got {self.warmup_steps}, {self.decay_steps}"
-            )
-        if not all(0 <= b < 1 for b in self.betas) or self.weight_decay < 0 or not self.max_grad_norm > 0:
-            raise ValueError(
-                f"betas in [0, 1), weight_decay >= 0 and max_grad_norm > 0, got {self.betas}, "
-                f"{self.weight_decay}, {self.max_grad_norm}"
-            )
+        """The one check of AdamW's settings (the run configuration's optimizer section builds
+        one to check itself): ValueError naming the setting, its value and the fix."""
+        positive("lr", self.lr, 3e-4)
+        whole("warmup_steps", self.warmup_steps, 0)
+        whole_or_none("decay_steps", self.decay_steps)
+        positive("max_grad_norm", self.max_grad_norm, 1.0)
+        at_least_zero("weight_decay", self.weight_decay)
+        at_least_zero("eps", self.eps)
+        if isinstance(self.min_lr, bool) or not isinstance(self.min_lr, Real) or not 0 <= self.min_lr <= self.lr:
+            raise bad_setting("min_lr", self.min_lr, f"give a number from 0 to lr ({self.lr})")
+        betas = self.betas
+        if not isinstance(betas, list | tuple) or len(betas) != 2 or not all(is_fraction(b) for b in betas):
+            raise bad_setting("betas", betas, "give two numbers in [0, 1), e.g. [0.9, 0.95]")
 
     def lr_at(self, update: int) -> float:
         """The learning rate of the ``update``-th update (1 is the first)."""

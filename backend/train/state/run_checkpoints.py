@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hotswitch.backend.train.config.checkpoints import CheckpointSettings
 
 
 def unwritable(path: Path) -> str | None:
@@ -20,16 +24,16 @@ def unwritable(path: Path) -> str | None:
 
 
 class CheckpointPolicy:
-    """``directory/step-N`` every ``every`` steps (None: only when asked), keeping the newest
-    ``keep`` of those periodic ones (None: all). Only checkpoints this policy wrote in this
-    run are ever removed: one written on command, or by an earlier run, stays."""
+    """``directory/step-N`` every ``checkpoint_every`` steps of the checked checkpoints section
+    (None: only when asked), keeping the newest ``keep_checkpoints`` of those periodic ones
+    (None: all); the section checks both (``CheckpointSettings.check``: one place). Only
+    checkpoints this policy wrote in this run are ever removed: one written on command, or by
+    an earlier run, stays."""
 
-    def __init__(self, directory: str | Path, every: int | None = None, keep: int | None = None):
-        if every is not None and every < 1:
-            raise ValueError(f"checkpoint_every must be at least 1 step, got {every}")
-        if keep is not None and keep < 1:
-            raise ValueError(f"keep_checkpoints must keep at least 1, got {keep}")
-        self.directory, self.every, self.keep = Path(directory), every, keep
+    def __init__(self, directory: str | Path, settings: CheckpointSettings):
+        self.directory = Path(directory)
+        self.every = settings.checkpoint_every
+        self.keep = settings.keep_checkpoints
         self.written: list[Path] = []
 
     def path_for(self, step: int) -> Path:

@@ -28,7 +28,10 @@ from hotswitch.kernel.launch.kubeflow.manifest import (
 )
 from hotswitch.kernel.launch.kubeflow.pods import REQUEST_TIMEOUT_S, JobPods
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec
+from hotswitch.kernel.launch.options import OPTIONS
 from hotswitch.kernel.worker.entry import ENV_ADDRESS
+
+RUNTIMES = "clustertrainingruntimes"  # Kubeflow Trainer's cluster-wide runtimes (plural, for the API)
 
 
 def api_client():
@@ -69,13 +72,17 @@ def api_error(error: Exception, what: str, host: str) -> ValueError:
 
 
 class KubeflowLauncher(Launcher):
-    """Submits TrainJobs to ``namespace``, the pods running ``image`` with ``resources`` each."""
+    """Submits TrainJobs on ``runtime`` to ``namespace``, the pods running ``image`` with
+    ``resources`` each; each argument is the launch option of its name (``launch/options.py``),
+    ``runtime`` that option's default unless given."""
 
     name = "kubeflow"
     shares_files = False  # the nodes have folders of their own
     status_every_s = 2.0  # each status is an API call
 
-    def __init__(self, namespace: str | None, image: str | None, resources: str | None = None):
+    def __init__(
+        self, namespace: str | None, image: str | None, resources: str | None = None, runtime: str | None = None
+    ):
         if not namespace:
             raise ValueError("--launcher kubeflow needs --namespace: the Kubernetes namespace the TrainJob goes in")
         if not image:
@@ -86,16 +93,18 @@ class KubeflowLauncher(Launcher):
         from kubernetes import client
 
         self.namespace, self.image, self.resources = namespace, image, resources
+        self.runtime = runtime or OPTIONS["runtime"].default
         self.resources_per_node = parse_resources(resources)
         self.api = api_client()
         self.host = self.api.configuration.host
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.check_namespace()
+        self.check_runtime()
         self.jobs: dict[str, JobPods] = {}
 
     def settings(self) -> dict:
-        return {"namespace": self.namespace, "image": self.image, "resources": self.resources}
+        return {"namespace": self.namespace, "image": self.image, "resources": self.resources, "runtime": self.runtime}
 
     def call(self, what: str, method, *args, **kwargs):
         """``method(*args, **kwargs)`` against the API server, its errors as ValueError."""
@@ -117,6 +126,24 @@ class KubeflowLauncher(Launcher):
         except Exception as error:
             raise api_error(error, "reaching the cluster", self.host) from None
 
+    def check_runtime(self) -> None:
+        from kubernetes.client import ApiException
+
+        try:
+            self.custom.get_cluster_custom_object(
+                GROUP, VERSION, RUNTIMES, self.runtime, _request_timeout=REQUEST_TIMEOUT_S
+            )
+        except ApiException as error:
+            if error.status == 404:
+                raise ValueError(
+                    f"--runtime {self.runtime}: no such ClusterTrainingRuntime on the cluster at {self.host}; give "
+                    f"one that `kubectl get {RUNTIMES}` lists, or install Kubeflow Trainer's runtimes"
+                ) from None
+            if error.status != 403:  # not allowed to read runtimes: creating the TrainJob will tell
+                raise api_error(error, f"reading ClusterTrainingRuntime {self.runtime!r}", self.host) from None
+        except Exception as error:
+            raise api_error(error, "reaching the cluster", self.host) from None
+
     def check(self, spec: LaunchSpec) -> None:
         if spec.rdzv_endpoint:
             raise ValueError("--rdzv-endpoint: a TrainJob's nodes meet where Kubeflow Trainer says; drop it")
@@ -131,7 +158,7 @@ class KubeflowLauncher(Launcher):
             )
         name = job_name(spec.job_dir.name, uuid.uuid4().hex[:6])
         configmap, secret = file_objects(name, job_files(spec.job_dir))
-        manifest = trainjob(name, spec, self.image, self.resources_per_node)
+        manifest = trainjob(name, spec, self.image, self.resources_per_node, runtime=self.runtime)
         ns = self.namespace
         self.call(f"creating ConfigMap {ns}/{name}", self.core.create_namespaced_config_map, ns, configmap)
         try:

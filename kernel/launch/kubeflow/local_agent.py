@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from hotswitch.kernel.launch.job_files import read_launch
-from hotswitch.kernel.launch.kubeflow.manifest import RUNTIME
 from hotswitch.kernel.launch.kubeflow.rank import hotswitch_rank
 from hotswitch.kernel.launch.kubeflow.torch_pointer import pointer_wheel
 from hotswitch.kernel.launch.launcher import LaunchSpec
@@ -64,7 +63,8 @@ def run_job(spec: LaunchSpec, venvs: Path) -> int:
     tempfile.tempdir = str(venvs)  # where the backend makes the job's virtual environment
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     client = TrainerClient(backend_config=LocalProcessBackendConfig(cleanup_venv=True))
-    name = client.train(runtime=RUNTIME, trainer=local_trainer(spec, venvs), options=[Name(name=spec.job_dir.name)])
+    runtime = constants.DEFAULT_TRAINING_RUNTIME  # the local backend's one runtime (a cluster's: --runtime)
+    name = client.train(runtime=runtime, trainer=local_trainer(spec, venvs), options=[Name(name=spec.job_dir.name)])
     shown, status = 0, None
     while status not in (constants.TRAINJOB_COMPLETE, constants.TRAINJOB_FAILED):
         time.sleep(POLL_S)

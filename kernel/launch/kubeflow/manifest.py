@@ -1,5 +1,5 @@
 """What ``--launcher kubeflow`` creates on Kubernetes, built with the Kubeflow SDK's own models:
-a TrainJob on the ``torch-distributed`` runtime whose command is the SDK's embedding of
+a TrainJob on a PyTorch runtime (``--runtime``) whose command is the SDK's embedding of
 ``hotswitch_rank`` (a ``CustomTrainer``), one torchrun per node with ``numProcPerNode`` ranks;
 the job's files in a ConfigMap (the body, pushed values) and the channel's key in a Secret,
 both mounted read-only into every node's container by a runtime patch. Pure: nothing here talks
@@ -17,7 +17,6 @@ from hotswitch.kernel.worker.entry import ENV_SECRET_FILE
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
 GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
-RUNTIME = "torch-distributed"  # the ClusterTrainingRuntime Kubeflow Trainer installs for PyTorch
 CONTAINER = "node"  # its trainer container (and replicated job)
 JOB_MOUNT = "/hotswitch/job"
 SECRET_MOUNT = "/hotswitch/secret"
@@ -46,14 +45,14 @@ def parse_resources(text: str | None) -> dict | None:
     return resources
 
 
-def torch_runtime():
-    """The SDK's view of the ``torch-distributed`` runtime: a custom trainer started by torchrun."""
+def torch_runtime(name: str):
+    """The SDK's view of the ClusterTrainingRuntime ``name``: a custom trainer started by torchrun."""
     from kubeflow.trainer.constants import constants
     from kubeflow.trainer.types import types
 
     trainer = types.RuntimeTrainer(trainer_type=types.TrainerType.CUSTOM_TRAINER, framework="torch", image="")
     trainer.set_command(constants.TORCH_COMMAND)
-    return types.Runtime(name=RUNTIME, trainer=trainer, kind=types.RuntimeKind.CLUSTER_TRAINING_RUNTIME)
+    return types.Runtime(name=name, trainer=trainer, kind=types.RuntimeKind.CLUSTER_TRAINING_RUNTIME)
 
 
 def pod_env(spec: LaunchSpec) -> dict[str, str]:
@@ -88,8 +87,9 @@ def volumes_patch(name: str) -> dict:
     return {"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}}}
 
 
-def trainjob(name: str, spec: LaunchSpec, image: str, resources: dict | None = None) -> dict:
-    """The TrainJob for ``spec``: ``spec.nodes`` pods of ``image``, ``spec.nproc`` ranks each."""
+def trainjob(name: str, spec: LaunchSpec, image: str, resources: dict | None = None, *, runtime: str) -> dict:
+    """The TrainJob for ``spec`` on the ClusterTrainingRuntime ``runtime``: ``spec.nodes`` pods
+    of ``image``, ``spec.nproc`` ranks each."""
     from kubeflow.trainer.backends.kubernetes import utils
     from kubeflow.trainer.constants import constants
     from kubeflow.trainer.types import types
@@ -103,7 +103,7 @@ def trainjob(name: str, spec: LaunchSpec, image: str, resources: dict | None = N
         resources_per_node=resources,
         env=pod_env(spec),
     )
-    trainer_cr = utils.get_trainer_cr_from_custom_trainer(torch_runtime(), trainer)
+    trainer_cr = utils.get_trainer_cr_from_custom_trainer(torch_runtime(runtime), trainer)
     trainer_cr.num_proc_per_node = spec.nproc  # the SDK leaves it to the runtime ("auto": one per GPU)
     job = models.TrainerV1alpha1TrainJob(
         apiVersion=constants.API_VERSION,
@@ -113,7 +113,7 @@ def trainjob(name: str, spec: LaunchSpec, image: str, resources: dict | None = N
         ),
         spec=models.TrainerV1alpha1TrainJobSpec(
             runtimeRef=models.TrainerV1alpha1RuntimeRef(
-                name=RUNTIME, kind=types.RuntimeKind.CLUSTER_TRAINING_RUNTIME.value
+                name=runtime, kind=types.RuntimeKind.CLUSTER_TRAINING_RUNTIME.value
             ),
             trainer=trainer_cr,
             runtimePatches=[models.TrainerV1alpha1RuntimePatch.from_dict(volumes_patch(name))],

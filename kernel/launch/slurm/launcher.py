@@ -1,7 +1,7 @@
 """``--launcher slurm``: a job as one Slurm batch job, every node of it driven from the kernel.
 
-The batch script (written into the run folder, which compute nodes see on a shared filesystem)
-runs one task per node with ``srun --kill-on-bad-exit``: each task is
+The batch script (``slurm.batch_job``; written into the run folder, which compute nodes see on
+a shared filesystem) runs one task per node with ``srun --kill-on-bad-exit``: each task is
 ``python -m hotswitch.kernel.launch.slurm.node FOLDER``, torchrun for that node, meeting in a
 c10d rendezvous on the job's first node. A failing node ends the others (srun), a failing rank
 ends its node (torchrun). ``scancel`` reaches every process of every node (Slurm tracks them).
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 from hotswitch.kernel.launch.job_files import job_files, write_job_files, write_launch
 from hotswitch.kernel.launch.launcher import Launcher, LaunchGone, LaunchSpec, rank_log
+from hotswitch.kernel.launch.slurm.batch_job import batch_script, extra_sbatch_args, sbatch_argv
 
 COMMAND_TIMEOUT_S = 20.0
 # Job states that are not over yet (squeue's and scontrol's names).
@@ -68,34 +68,25 @@ def exit_status(fields: dict[str, str]) -> int | None:
     return ENDED_BY.get(state, 0 if state == "COMPLETED" else 1)
 
 
-def batch_script(folder: Path, spec: LaunchSpec, options: dict) -> str:
-    """The sbatch script: one torchrun per node, from the job's shared folder."""
-    lines = [
-        "#!/bin/bash",
-        f"#SBATCH --job-name=hotswitch-{spec.job_dir.name}",
-        f"#SBATCH --nodes={spec.nodes}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --cpus-per-task={spec.nproc}",
-        f"#SBATCH --output={folder}/slurm-%j.out",
-        *(f"#SBATCH --{key}={value}" for key, value in options.items() if value),
-        "set -euo pipefail",
-        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-        # the head node's task holds a port there for the rendezvous (``slurm.node``)
-        'export HOTSWITCH_RDZV_HOST="$head"',
-        f"srun --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m hotswitch.kernel.launch.slurm.node "
-        f"{shlex.quote(str(folder))}",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 class SlurmLauncher(Launcher):
     """Submits to the Slurm controller this machine's client commands talk to."""
 
     name = "slurm"
     status_every_s = 2.0  # each status is a `scontrol show job`
 
-    def __init__(self, partition: str | None = None, time: str | None = None, gpus_per_node: int | None = None):
-        self.options = {"partition": partition, "time": time, "gpus-per-node": gpus_per_node}
+    def __init__(
+        self,
+        partition: str | None = None,
+        time: str | None = None,
+        gpus_per_node: int | None = None,
+        account: str | None = None,
+        qos: str | None = None,
+        slurm_args: str | None = None,
+    ):
+        """Each argument is the launch option of its name (``kernel/launch/options.py``)."""
+        self.options = {"partition": partition, "time": time, "gpus_per_node": gpus_per_node}
+        self.options |= {"account": account, "qos": qos, "slurm_args": slurm_args}
+        self.extra_args = extra_sbatch_args(slurm_args)  # refused before the controller is asked
         try:  # an unreachable controller fails here, within seconds
             slurm("scontrol", "ping")
         except ValueError as error:
@@ -112,17 +103,13 @@ class SlurmLauncher(Launcher):
         log_dir = spec.log_dir or folder / "logs"
         write_launch(folder, replace(spec, log_dir=log_dir))
         (folder / "job.sbatch").write_text(batch_script(folder, spec, self.options))
-        job_id = slurm("sbatch", "--parsable", str(folder / "job.sbatch")).strip().split(";")[0]
+        job_id = slurm(*sbatch_argv(folder / "job.sbatch", self.extra_args)).strip().split(";")[0]
         handle = f"slurm:{job_id}"
         self.jobs[handle] = (folder, log_dir)
         return handle
 
     def settings(self) -> dict:
-        return {
-            "partition": self.options["partition"],
-            "time": self.options["time"],
-            "gpus_per_node": self.options["gpus-per-node"],
-        }
+        return dict(self.options)
 
     def adopt(self, handle: str, spec: LaunchSpec) -> None:
         log_dir = spec.log_dir or spec.job_dir / "logs"

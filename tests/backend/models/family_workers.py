@@ -5,6 +5,7 @@ import torch
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
@@ -43,7 +44,7 @@ def family_runs(rank: int, world: int, configs: dict[str, ModelConfig], plans: d
     for name, config in configs.items():
         plan = HotSwitchPlan.of(plans[name])
         instantiation = instantiation_strategy(plan.strategies)
-        engine = Engine(config, plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET)
+        engine = Engine(config, plan.strategies, instantiation, engine_run(BUDGET, seed=SEED))
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
         losses, grads, used = [], [], set()
         for batch in batches(config):

@@ -3,8 +3,8 @@
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.hf import HFCheckpoint, config_from_hf, hf_initializer
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 
 class RecordingCheckpoint(HFCheckpoint):
@@ -24,7 +24,7 @@ def engine_from_checkpoint(rank: int, world: int, directory: str, strategy: str,
     this rank's master boxes, and the loss of one step on ``rows`` (before its update)."""
     checkpoint = RecordingCheckpoint(directory)
     s = Strategy.parse(strategy)
-    engine = Engine(config_from_hf(directory), [s], s, OptimizerConfig(), 0, 4096, initial=hf_initializer(checkpoint))
+    engine = Engine(config_from_hf(directory), [s], s, engine_run(4096, seed=0), initial=hf_initializer(checkpoint))
     boxes = dict(engine.master.state.params.boxes)
     params = engine.master.global_params()
     batch = [Sequence(i, tuple(row)) for i, row in enumerate(rows)]

@@ -10,8 +10,8 @@ from hotswitch.backend.runtime.on_read import OnRead, to_device
 from hotswitch.backend.runtime.profile_ranges import FORWARD, INPUTS
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.strategy import Strategy
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 from ..train.train_workers import stream
 
@@ -45,7 +45,7 @@ def ranges_in_order(rank: int, world: int) -> list[str]:
     """The step's input and forward ranges, in the order they began, over a batch that the
     token budget cuts into several micro-batches."""
     single = Strategy()
-    engine = Engine(get_config("tiny"), [single], single, OptimizerConfig(), 0, 256)
+    engine = Engine(get_config("tiny"), [single], single, engine_run(256, seed=0))
     batch = stream().next_batch()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
         engine.step({single: batch}, [single])

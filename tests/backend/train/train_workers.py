@@ -7,7 +7,7 @@ import torch
 
 from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, stdlib_documents
-from hotswitch.backend.precision import Precision
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
@@ -36,7 +36,7 @@ def hot_switch_run(rank: int, world: int, steps: int, spec, schedule: str = "1f1
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
     config = get_config(MODEL)
-    engine = Engine(config, plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, schedule=schedule)
+    engine = Engine(config, plan.strategies, instantiation, engine_run(BUDGET, seed=SEED, pipeline_schedule=schedule))
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     batches = stream()
     losses, used = [], set()
@@ -143,9 +143,8 @@ def gradient_runs(rank: int, world: int, steps: int, runs: list[tuple], packed: 
     for spec, schedule, *own in runs:
         plan = HotSwitchPlan.of(spec)
         instantiation = instantiation_strategy(plan.strategies)
-        optim = OptimizerConfig()
-        kernels = {"packed": packed, "compiled": compiled}
-        engine = Engine(GQA31, plan.strategies, instantiation, optim, SEED, BUDGET, schedule=schedule, **kernels)
+        run = engine_run(BUDGET, seed=SEED, pipeline_schedule=schedule, packing=packed, compile=compiled)
+        engine = Engine(GQA31, plan.strategies, instantiation, run)
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
         batches, grads, norms, losses, used = stream(), [], [], [], set()
         for _ in range(own[0] if own else steps):
@@ -181,7 +180,7 @@ def step_times(rank: int, world: int, spec):
     "first_switches" the statistics of each switch's first run (in the first step)."""
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
-    engine = Engine(get_config(MODEL), plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET)
+    engine = Engine(get_config(MODEL), plan.strategies, instantiation, engine_run(BUDGET, seed=SEED))
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     batches = stream()
     engine.step(plan.assign(batches.next_batch()), order)
@@ -195,11 +194,10 @@ def stops_before_the_update(rank: int, world: int, spec, compiled: bool):
     the plan ``spec`` on this rank's GPU makes before its update, each as its warning's text;
     the first step builds what a new shape needs (kernels' plans, compiled runs, the NCCL
     communicator)."""
-    device = torch.device("cuda", torch.cuda.current_device())
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
-    options = {"device": device, "precision": Precision.of("bf16"), "compiled": compiled}
-    engine = Engine(get_config(MODEL), plan.strategies, instantiation, OptimizerConfig(), SEED, BUDGET, **options)
+    run = engine_run(BUDGET, seed=SEED, device="cuda", precision="bf16", compile=compiled)
+    engine = Engine(get_config(MODEL), plan.strategies, instantiation, run)
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     batches = stream()
     engine.step(plan.assign(batches.next_batch()), order)

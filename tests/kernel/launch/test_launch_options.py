@@ -11,6 +11,7 @@ import pytest
 from hotswitch.backend.train.config.run_config import SETTINGS
 from hotswitch.kernel.cli import train_command
 from hotswitch.kernel.cli.train_flags import flag
+from hotswitch.kernel.launch.named import foreign_options, launcher_options
 from hotswitch.kernel.launch.options import DEFAULT_NPROC, OPTIONS
 from hotswitch.kernel.notebook.cells.magics import TrainMagics
 from hotswitch.kernel.notebook.pools.pool_magics import PoolMagics
@@ -75,3 +76,28 @@ def test_device_is_the_run_settings_definition():
         text = " ".join(parser.format_help().replace("%%", "%").split())
         assert " ".join(device.help.split()) in text
         assert "--device" in flags_in(parser)
+
+
+def test_a_launchers_option_is_none_unless_given_and_its_default_is_the_launchers():
+    """``--runtime`` has a default, yet a command left at its defaults gives no launcher's option,
+    so ``--launcher local`` (and a local pool) start without refusing one."""
+    runtime = OPTIONS["runtime"]
+    assert (runtime.owner, runtime.default) == ("kubeflow", "torch-distributed")
+    for command, parser in parsers().items():
+        args = parser.parse_args([] if command != "%train_pool" else ["start", "x"])
+        assert {key: value for key, value in launcher_options(args).items() if value is not None} == {}, command
+        assert foreign_options(args.launcher, launcher_options(args)) is None
+        text = " ".join(parser.format_help().replace("%%", "%").split())
+        assert "with --launcher kubeflow: the TrainJob's ClusterTrainingRuntime" in text, command
+        assert "(default torch-distributed)" in text, command
+
+
+def test_each_launchers_options_are_its_own_flags():
+    expected = {
+        "slurm": {"--partition", "--time", "--gpus-per-node", "--account", "--qos", "--slurm-args"},
+        "kubeflow": {"--namespace", "--image", "--resources", "--runtime", "--kubeflow-backend"},
+    }
+    for owner, flags in expected.items():
+        assert {f for o in OPTIONS.values() if o.owner == owner for f in o.flags} == flags
+        for parser in parsers().values():
+            assert flags <= flags_in(parser)

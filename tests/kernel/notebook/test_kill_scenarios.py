@@ -3,7 +3,7 @@ the kernel restarted while a job trains (gracefully, and at once), the same whil
 warm pool (``%train_pool``), and the torchrun agent killed
 with SIGKILL. Each leaves 0 processes of the job, and the kernel runs a new job afterwards; a
 restart leaves no job folder of the old kernel (one killed at once is swept by the new one).
-(Interrupt, shutdown and a rank's SIGKILL: test_train_magic.py; the kernel's SIGKILL, reaped or
+(Interrupt, shutdown and a rank's SIGKILL: cells/test_train_magic.py; the kernel's SIGKILL, reaped or
 left a zombie: tests/kernel/worker/test_zombie_kernel.py.)
 
 Every wait ends as soon as its condition holds and fails only once nothing has progressed for

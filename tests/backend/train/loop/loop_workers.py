@@ -65,14 +65,14 @@ def evaluate_under(rank: int, world: int, strategies: list[str]):
     """The held-out loss sum and token count of one batch, forward only, with each strategy as
     the instantiation strategy (fresh weights)."""
     from hotswitch.backend.strategy import Strategy
+    from hotswitch.backend.train.config.run_config import engine_run
     from hotswitch.backend.train.loop.engine import Engine
-    from hotswitch.backend.train.state.optim import OptimizerConfig
 
     batch = batches(check_spec(loop_spec()), model_config("tiny")).next_batch()
     out = {}
     for name in strategies:
         strategy = Strategy.parse(name)
-        engine = Engine(model_config("tiny"), [strategy], strategy, OptimizerConfig(), 0, 1024)
+        engine = Engine(model_config("tiny"), [strategy], strategy, engine_run(1024, seed=0))
         out[name] = engine.evaluate(batch)
     return out
 

@@ -4,6 +4,7 @@ import torch
 
 from hotswitch.backend import get_config
 from hotswitch.backend.precision import Precision
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
@@ -21,9 +22,8 @@ def reference_losses(steps: int, precision: Precision) -> list[float]:
 def _run(rank: int, steps: int, spec, precision: Precision, packed: bool = False) -> dict:
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
-    optim = OptimizerConfig()
-    config = get_config(MODEL)
-    engine = Engine(config, plan.strategies, instantiation, optim, SEED, BUDGET, precision=precision, packed=packed)
+    run = engine_run(BUDGET, seed=SEED, packing=packed, **precision.as_settings())
+    engine = Engine(get_config(MODEL), plan.strategies, instantiation, run)
     order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
     batches, losses, switches = stream(), [], []
     for _ in range(steps):

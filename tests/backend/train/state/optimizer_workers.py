@@ -3,13 +3,12 @@
 import torch
 
 from hotswitch.backend import get_config
-from hotswitch.backend.precision import Precision
+from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, execution_order, instantiation_strategy
 from hotswitch.backend.train.planning.profile import update_seconds
 from hotswitch.backend.train.state import checkpoint
 from hotswitch.backend.train.state.master import Master
-from hotswitch.backend.train.state.optim import OptimizerConfig
 
 from ..train_workers import BUDGET, MODEL, SEED, stream
 
@@ -19,16 +18,8 @@ def _engine(spec, shard: bool, precision: str = "fp32", fused: bool = False) -> 
     compiled runs (``Master(fused=True)``), its model's runs left eager (no compile to wait for)."""
     plan = HotSwitchPlan.of(spec)
     instantiation = instantiation_strategy(plan.strategies)
-    engine = Engine(
-        get_config(MODEL),
-        plan.strategies,
-        instantiation,
-        OptimizerConfig(),
-        SEED,
-        BUDGET,
-        precision=Precision.of(precision),
-        shard_optimizer=shard,
-    )
+    run = engine_run(BUDGET, seed=SEED, precision=precision, shard_optimizer=shard)
+    engine = Engine(get_config(MODEL), plan.strategies, instantiation, run)
     if fused:
         state, rank, replicas = engine.states[instantiation], engine.rank, engine.master_replicas
         engine.master = Master(state, engine.optim, SEED, rank, None, engine.precision, replicas, shard, fused=True)

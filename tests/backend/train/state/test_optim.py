@@ -7,6 +7,8 @@ import pytest
 
 from hotswitch.backend.data import SyntheticDocuments
 from hotswitch.backend.data.split import holdout
+from hotswitch.backend.train.config.checkpoints import CheckpointSettings
+from hotswitch.backend.train.config.optimizer import OptimizerSettings
 from hotswitch.backend.train.state.optim import OptimizerConfig
 from hotswitch.backend.train.state.run_checkpoints import CheckpointPolicy
 
@@ -24,18 +26,26 @@ def test_warmup_is_linear_then_cosine_decays_to_the_floor():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"lr": 0}, "lr > 0"),
-        ({"min_lr": 2.0}, "min_lr <= lr"),
-        ({"warmup_steps": -1}, "warmup_steps must be >= 0"),
-        ({"decay_steps": 0}, "decay_steps >= 1"),
-        ({"betas": (0.9, 1.0)}, "betas in [0, 1)"),
-        ({"max_grad_norm": 0}, "max_grad_norm > 0"),
+        ({"lr": 0}, "'lr' = 0 is not valid: give a number above 0"),
+        ({"min_lr": 2.0}, "'min_lr' = 2.0 is not valid: give a number from 0 to lr"),
+        ({"warmup_steps": -1}, "'warmup_steps' = -1 is not valid: give a whole number of at least 0"),
+        ({"decay_steps": 0}, "'decay_steps' = 0 is not valid: give a whole number of at least 1"),
+        ({"betas": (0.9, 1.0)}, "'betas' = (0.9, 1.0) is not valid: give two numbers in [0, 1)"),
+        ({"max_grad_norm": 0}, "'max_grad_norm' = 0 is not valid: give a number above 0"),
     ],
 )
 def test_bad_optimizer_settings_are_refused(settings, message):
     with pytest.raises(ValueError) as error:
         OptimizerConfig(**settings)
     assert message in str(error.value)
+    if "decay_steps" not in settings:  # the run's optimizer section refuses it with the same words
+        with pytest.raises(ValueError) as from_section:
+            OptimizerSettings(**settings).check()
+        assert str(from_section.value) == str(error.value)
+
+
+def test_a_floor_equal_to_the_peak_is_one_schedule_for_the_section_and_the_engine():
+    assert OptimizerSettings(lr=1e-3, min_lr=1e-3).check().adamw(10).min_lr == 1e-3
 
 
 def test_the_held_out_split_is_disjoint_deterministic_and_sized():
@@ -53,10 +63,10 @@ def test_the_held_out_split_is_disjoint_deterministic_and_sized():
 
 
 def test_periodic_checkpoints_keep_the_newest(tmp_path):
-    policy = CheckpointPolicy(tmp_path, every=2, keep=2)
+    policy = CheckpointPolicy(tmp_path, CheckpointSettings(checkpoint_every=2, keep_checkpoints=2).check())
     assert [s for s in range(1, 9) if policy.due(s)] == [2, 4, 6, 8]
     stale = [policy.periodic_written(policy.path_for(s)) for s in (2, 4, 6, 8)]
     assert stale == [[], [], [tmp_path / "step-2"], [tmp_path / "step-4"]]
-    assert not CheckpointPolicy(tmp_path).due(5)
-    with pytest.raises(ValueError, match="at least 1"):
-        CheckpointPolicy(tmp_path, every=0)
+    assert not CheckpointPolicy(tmp_path, CheckpointSettings().check()).due(5)
+    with pytest.raises(ValueError, match=r"'checkpoint_every' = 0 .*at least 1"):
+        CheckpointSettings(checkpoint_every=0).check()

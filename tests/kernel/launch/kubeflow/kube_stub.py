@@ -1,8 +1,9 @@
 """A stand-in Kubernetes API server on loopback for the Kubeflow launcher's tests: it answers the
-REST calls the launcher makes (namespaces, ConfigMaps, Secrets, TrainJobs, pods, logs) from an
-in-memory store and records every request, so a test sees exactly what would reach a cluster.
-Tests set ``namespaces``, a TrainJob's ``status`` and ``pods`` and ``refuse`` (kind -> (code,
-message)) to play the cluster's part; a kube config file points the client here."""
+REST calls the launcher makes (namespaces, ClusterTrainingRuntimes, ConfigMaps, Secrets,
+TrainJobs, pods, logs) from an in-memory store and records every request, so a test sees exactly
+what would reach a cluster. Tests set ``namespaces``, ``runtimes``, a TrainJob's ``status`` and
+``pods`` and ``refuse`` (kind -> (code, message)) to play the cluster's part; a kube config file
+points the client here."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ PATH = re.compile(
 
 
 class KubeStub:
-    def __init__(self, namespaces=("team",)):
+    def __init__(self, namespaces=("team",), runtimes=("torch-distributed",)):
         self.namespaces = set(namespaces)
         self.objects: dict[tuple[str, str], dict] = {}  # (kind, name) -> object
+        for runtime in runtimes:  # as Kubeflow Trainer installs them
+            self.objects[("clustertrainingruntimes", runtime)] = {"metadata": {"name": runtime}}
         self.requests: list[tuple[str, str, dict | None]] = []
         self.pods: list[dict] = []
         self.refuse: dict[str, tuple[int, str]] = {}

@@ -1,9 +1,10 @@
 """``--launcher kubeflow`` against a stand-in Kubernetes API server on loopback (``kube_stub``):
 the real client library makes the real REST calls; the stub plays the cluster. Submitting
-creates the ConfigMap, the Secret and a schema-valid TrainJob that owns both; a refused TrainJob
-leaves nothing behind; a finished, failed, stuck or cancelled job is deleted with its logs kept;
-bad input (no namespace, no image, no cluster, a namespace that does not exist, a channel the
-pods cannot reach, the SDK missing) is refused before anything is created."""
+creates the ConfigMap, the Secret and a schema-valid TrainJob on the runtime given that owns both;
+a refused TrainJob leaves nothing behind; a finished, failed, stuck or cancelled job is deleted
+with its logs kept; bad input (no namespace, no image, no cluster, a namespace or runtime that
+does not exist, a channel the pods cannot reach, the SDK missing) is refused before anything is
+created."""
 
 import sys
 
@@ -73,7 +74,32 @@ def test_kubeflow_submit_creates_configmap_secret_and_an_owning_trainjob(stub, t
     stub.objects[("trainjobs", name)]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
     assert launcher.status(handle) == 0
     assert ("trainjobs", name) not in stub.objects  # deleted once over, with what it owns
-    assert launcher.settings() == {"namespace": "team", "image": IMAGE, "resources": "cpu=4,memory=8Gi"}
+    assert trainjob["spec"]["runtimeRef"]["name"] == "torch-distributed"  # the option's default
+    settings = {"namespace": "team", "image": IMAGE, "resources": "cpu=4,memory=8Gi", "runtime": "torch-distributed"}
+    assert launcher.settings() == settings
+
+
+def test_kubeflow_trainjob_runs_on_the_runtime_given(stub, tmp_path):
+    stub.objects[("clustertrainingruntimes", "torch-tuned")] = {"metadata": {"name": "torch-tuned"}}
+    launcher = make_launcher("kubeflow", namespace="team", image=IMAGE, runtime="torch-tuned")
+    launcher.submit(_spec(tmp_path))
+    (trainjob,) = stub.made("POST", "trainjobs")
+    assert trainjob_errors(trainjob) == []
+    assert trainjob["spec"]["runtimeRef"] == {"kind": "ClusterTrainingRuntime", "name": "torch-tuned"}
+    assert launcher.settings()["runtime"] == "torch-tuned"  # a detached job attached again keeps it
+    assert make_launcher("kubeflow", **launcher.settings()).settings() == launcher.settings()
+
+
+def test_kubeflow_runtime_the_cluster_lacks_is_refused_before_anything_is_created(stub, tmp_path):
+    with pytest.raises(
+        ValueError,
+        match=r"--runtime torch-nope: no such ClusterTrainingRuntime on the cluster at http://127\.0\.0\.1:\d+; "
+        r"give one that `kubectl get clustertrainingruntimes` lists",
+    ):
+        make_launcher("kubeflow", namespace="team", image=IMAGE, runtime="torch-nope")
+    assert not stub.made("POST", "")
+    stub.refuse["clustertrainingruntimes"] = (403, "forbidden")  # not allowed to look: the TrainJob will tell
+    assert make_launcher("kubeflow", namespace="team", image=IMAGE, runtime="torch-nope").runtime == "torch-nope"
 
 
 def test_kubeflow_refused_trainjob_leaves_nothing_behind(stub, tmp_path):
@@ -125,6 +151,10 @@ def test_kubeflow_bad_input_is_refused_naming_what_to_give(stub, tmp_path, monke
         make_launcher("kubeflow", namespace="nobody", image=IMAGE)
     with pytest.raises(ValueError, match=r"--image: for pods on a cluster; the local backend runs on this machine"):
         make_launcher("kubeflow", image=IMAGE, kubeflow_backend="local")
+    with pytest.raises(ValueError, match=r"--runtime: for pods on a cluster; the local backend runs on this machine"):
+        make_launcher("kubeflow", runtime="torch-tuned", kubeflow_backend="local")
+    with pytest.raises(ValueError, match=r"--runtime: for --launcher kubeflow, and --launcher slurm would ignore it"):
+        make_launcher("slurm", runtime="torch-tuned")
     with pytest.raises(ValueError, match=r"--kubeflow-backend takes kubernetes or local"):
         make_launcher("kubeflow", kubeflow_backend="docker")
     with pytest.raises(ValueError, match=r"--nodes 2: the Kubeflow SDK's local backend runs one node"):

@@ -17,9 +17,11 @@ from hotswitch.kernel.channel.secrets import SECRET_FILE
 from hotswitch.kernel.launch.kubeflow import manifest
 from hotswitch.kernel.launch.kubeflow.rank import hotswitch_rank
 from hotswitch.kernel.launch.launcher import LaunchSpec
+from hotswitch.kernel.launch.options import OPTIONS
 from tests.kernel.launch.kubeflow.trainjob_schema import trainjob_errors
 
 KEY = b'{"key": "c2VjcmV0LWtleS1ieXRlcw=="}'
+RUNTIME = OPTIONS["runtime"].default
 
 
 def _spec(tmp_path, nodes=2, nproc=3):
@@ -35,7 +37,8 @@ def _pod_spec(job: dict) -> dict:
 
 
 def test_kubeflow_trainjob_fits_the_schema_and_carries_no_key(tmp_path):
-    job = manifest.trainjob("hs-job1-0a1b2c", _spec(tmp_path), "team/hotswitch:0.1", {"cpu": "8", "gpu": "4"})
+    resources = {"cpu": "8", "gpu": "4"}
+    job = manifest.trainjob("hs-job1-0a1b2c", _spec(tmp_path), "team/hotswitch:0.1", resources, runtime=RUNTIME)
     assert trainjob_errors(job) == []
     assert job["spec"]["runtimeRef"] == {"kind": "ClusterTrainingRuntime", "name": "torch-distributed"}
     trainer = job["spec"]["trainer"]
@@ -54,8 +57,14 @@ def test_kubeflow_trainjob_fits_the_schema_and_carries_no_key(tmp_path):
     assert mounts == {manifest.JOB_MOUNT, manifest.SECRET_MOUNT} and pod["containers"][0]["name"] == "node"
 
 
+def test_kubeflow_trainjob_refers_to_the_runtime_given(tmp_path):
+    job = manifest.trainjob("hs-job1-0a1b2c", _spec(tmp_path), "team/hotswitch:0.1", runtime="torch-tuned")
+    assert trainjob_errors(job) == []
+    assert job["spec"]["runtimeRef"] == {"kind": "ClusterTrainingRuntime", "name": "torch-tuned"}
+
+
 def test_kubeflow_schema_check_fails_a_misspelled_field(tmp_path):
-    job = manifest.trainjob("hs-job1-0a1b2c", _spec(tmp_path), "team/hotswitch:0.1")
+    job = manifest.trainjob("hs-job1-0a1b2c", _spec(tmp_path), "team/hotswitch:0.1", runtime=RUNTIME)
     job["spec"]["trainer"]["numProcsPerNode"] = 3
     _pod_spec(job)["volumes"][0]["configMap"]["nam"] = "x"
     errors = trainjob_errors(job)
@@ -74,7 +83,7 @@ def test_kubeflow_key_goes_in_the_secret_and_the_body_in_the_configmap(tmp_path)
 
 def test_kubeflow_rank_function_reaches_the_pod_unchanged(tmp_path):
     """Run the node container's command with a torchrun that only shows the script it was given."""
-    job = manifest.trainjob("hs-job1-0a1b2c", _spec(tmp_path), "team/hotswitch:0.1")
+    job = manifest.trainjob("hs-job1-0a1b2c", _spec(tmp_path), "team/hotswitch:0.1", runtime=RUNTIME)
     (tmp_path / "bin").mkdir()
     fake = tmp_path / "bin" / "torchrun"
     fake.write_text('#!/bin/sh\ncat "$1"\n')

@@ -57,7 +57,7 @@ def test_a_flat_dict_builds_the_same_tree_as_the_sections():
 
 
 def test_a_section_checks_itself_naming_the_setting_and_the_fix():
-    with pytest.raises(ValueError, match=r"'min_lr' = 0.5 is not valid: give a number at least 0 and below 0.001"):
+    with pytest.raises(ValueError, match=r"'min_lr' = 0.5 is not valid: give a number from 0 to lr \(0.001\)"):
         OptimizerSettings(min_lr=0.5).check()
     with pytest.raises(ValueError, match=r"'plan' = 'dp3x' is not valid: cannot parse strategy"):
         ParallelismSettings(plan="dp3x").check()

@@ -1,7 +1,7 @@
 """Runs that outlive the kernel: a job started with ``--detach`` trains on through a kernel
 restart, ``%train_attach NAME`` in the new kernel follows it again (its recorded events, new
 ones, controls that reach rank 0), and a finished run attaches as a replay. Without
-``--detach`` a restart still leaves nothing running (test_kill_scenarios.py)."""
+``--detach`` a restart still leaves nothing running (tests/kernel/notebook/test_kill_scenarios.py)."""
 
 import json
 import time
