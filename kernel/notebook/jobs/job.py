@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from hotswitch.kernel.channel.kernel_end import KernelChannel
-from hotswitch.kernel.channel.messages import ControlCommand
+from hotswitch.kernel.channel.messages import KernelMessage
 from hotswitch.kernel.channel.secrets import KernelSecret, leaves_loopback
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.launcher import Launcher, LaunchSpec
@@ -25,7 +25,7 @@ from hotswitch.kernel.notebook.jobs.channel_losses import channel_losses, losses
 from hotswitch.kernel.notebook.jobs.debug_sessions import DebugSessions, drive
 from hotswitch.kernel.notebook.jobs.job_checks import checked_rank
 from hotswitch.kernel.notebook.jobs.job_controls import JobControls
-from hotswitch.kernel.notebook.jobs.job_display import JobDisplay
+from hotswitch.kernel.notebook.jobs.job_display import job_bundle, job_html, job_repr
 from hotswitch.kernel.notebook.jobs.job_events import JobEvents
 from hotswitch.kernel.notebook.jobs.job_outcome import ending
 from hotswitch.kernel.notebook.jobs.launch_watch import WATCH_EVERY_S, LaunchUnanswered, drain, wait_for_exit
@@ -43,7 +43,7 @@ ENDING_S = 15.0
 STACKS_S = 5.0  # how long %train_stacks waits for every rank to answer
 
 
-class Job(JobDisplay, JobEvents, JobControls):
+class Job:
     """A running or finished training job.
 
     ``status`` is one of 'starting', 'running', 'succeeded', 'failed', 'stopped', 'timed out' and
@@ -92,6 +92,8 @@ class Job(JobDisplay, JobEvents, JobControls):
         host = attached.host if attached else host
         self._channel = KernelChannel(secret.key, self._reports.receive, host, max_bytes, secret.server, port)
         self._pulse = Pulse(self._channel, self._reports)
+        self._events = JobEvents(self._reports.log, self._ended_reason)
+        self._controls = JobControls(name, self.spec, self.notebook_dir, self._channel, self._final_status)
         self.started_at = attached.started_at if attached else time.time()
         self.ended_at: float | None = None
         self.launcher = launcher
@@ -217,7 +219,7 @@ class Job(JobDisplay, JobEvents, JobControls):
         self._set_status("stopped")
         try:
             if self.spec.node_rank == 0:
-                self._send_control({"type": "control", "command": "stop"})
+                self._controls.control({"type": "control", "command": "stop"})
             default = ENDING_S if self._trainer() else STOP_MESSAGE_WAIT_S
             self.wait(default if ending_s is None else ending_s)
             if not self.done:
@@ -230,15 +232,68 @@ class Job(JobDisplay, JobEvents, JobControls):
             self.launcher.cancel(self.handle, force=True)
         return self.wait(5.0)
 
-    def _send_control(self, control: ControlCommand) -> None:
-        if self.done:
-            raise RuntimeError(f"job {self.name!r} has already ended ({self._status}); start a new one with %%train")
-        if self.spec.node_rank != 0:
-            raise RuntimeError(
-                f"job {self.name!r} is node {self.spec.node_rank} of a multi-node job; rank 0 runs on node 0, "
-                "send control through the node-0 job"
-            )
-        self._channel.send(0, {"kind": "control", "control": control})
+    # ---- what the collaborators do, as the job's own -----------------------------------------
+
+    @property
+    def events(self) -> Sequence[dict]:
+        """The events the ranks emitted (with "rank"), in arrival order (``JobEvents.events``)."""
+        return self._events.events
+
+    @property
+    def event_received_at(self) -> Sequence[float]:
+        """The kernel's ``time.time()`` when each of ``events`` arrived."""
+        return self._events.received_at
+
+    def on_event(self, callback: Callable[[dict], None], replay: bool = True) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event (``JobEvents.on_event``); returns the unsubscribe."""
+        return self._events.on_event(callback, replay)
+
+    def events_of(self, kind: str, since: int = 0, **fields) -> list[dict]:
+        """The events of type ``kind`` from index ``since`` on, with ``fields`` (``JobEvents.of``)."""
+        return self._events.of(kind, since, **fields)
+
+    def wait_until(self, predicate: Callable[[], object], timeout: float = 300.0) -> object:
+        """Block until ``predicate()`` is truthy and return it (``JobEvents.wait_until``)."""
+        return self._events.wait_until(predicate, timeout)
+
+    @property
+    def plan(self) -> dict | None:
+        """The last "plan" event, or None."""
+        return self._events.last("plan")
+
+    @property
+    def graphs(self) -> dict | None:
+        """The last "graphs" event, or None."""
+        return self._events.last("graphs")
+
+    def switch(self, plan: str | Sequence = "auto") -> None:
+        """Hot-switch at the next step boundary to ``plan`` (``JobControls.switch``)."""
+        self._controls.switch(plan)
+
+    def pause(self) -> None:
+        """Ask the trainer to pause at the next step boundary."""
+        self._controls.pause()
+
+    def resume(self) -> None:
+        """Ask a paused trainer to go on."""
+        self._controls.resume()
+
+    def checkpoint(self, path: str | None = None) -> None:
+        """Ask the trainer to write a checkpoint to ``path`` (``JobControls.checkpoint``)."""
+        self._controls.checkpoint(path)
+
+    def send(self, rank: int, message: KernelMessage) -> None:
+        """Send ``message`` to rank ``rank`` on the job's channel (``JobControls.send``)."""
+        self._controls.send(rank, message)
+
+    def __repr__(self) -> str:
+        return job_repr(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return job_bundle(self, include, exclude)
+
+    def _repr_html_(self) -> str:
+        return job_html(self)
 
     # ---- threads -----------------------------------------------------------------------------
 
@@ -247,6 +302,9 @@ class Job(JobDisplay, JobEvents, JobControls):
             if self._status not in FINAL:
                 self._status = status
             self._done.notify_all()
+
+    def _final_status(self) -> str | None:
+        return self._status if self.done else None
 
     def _ended_reason(self) -> str | None:
         reason = f"{self._status}: {self.exit_reason}" if self.exit_reason else self._status
@@ -269,7 +327,7 @@ class Job(JobDisplay, JobEvents, JobControls):
 
     def _trainer(self) -> bool:
         """Whether rank 0 runs a Trainer (it reported a plan): one that ends its step when asked to stop."""
-        return self._last_event("plan") is not None
+        return self._events.last("plan") is not None
 
     def _on_timeout(self) -> float:
         """At the deadline: ask a trainer to stop, as ``stop`` does; the seconds it may take."""
@@ -278,7 +336,7 @@ class Job(JobDisplay, JobEvents, JobControls):
         self._set_status("timed out")
         trainer = self.spec.node_rank == 0 and self._trainer()
         if trainer:
-            self._send_control({"type": "control", "command": "stop"})
+            self._controls.control({"type": "control", "command": "stop"})
         then = f"asked it to end its step ({ENDING_S:g} s at most)" if trainer else "stopping every rank"
         self._output.write(
             f"[hotswitch] job {self.name!r} timed out after {self.timeout:g} s; {then}. "

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from html import escape
-from typing import Protocol
-
-from hotswitch.kernel.launch.launcher import LaunchSpec
 
 
 def job_bundle(job, include=None, exclude=None) -> dict | None:
@@ -24,31 +20,10 @@ def job_bundle(job, include=None, exclude=None) -> dict | None:
     return bundle
 
 
-class ShownJob(Protocol):
-    """What the representations read of the job they are mixed into (``Job``)."""
-
-    name: str
-    spec: LaunchSpec
-
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def events(self) -> Sequence[dict]: ...
-
-
-class JobDisplay:
-    """A ``Job``'s representations: text, HTML, and the live dashboard."""
-
-    def __repr__(self: ShownJob) -> str:
-        spec = self.spec
-        return f"<Job {self.name!r} {self.status}, {spec.nproc}x{spec.nodes} ranks, {len(self.events)} events>"
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return job_bundle(self, include, exclude)
-
-    def _repr_html_(self) -> str:
-        return job_html(self)
+def job_repr(job) -> str:
+    """A job's one line: its name, status, ranks and events."""
+    spec = job.spec
+    return f"<Job {job.name!r} {job.status}, {spec.nproc}x{spec.nodes} ranks, {len(job.events)} events>"
 
 
 def job_html(job) -> str:

@@ -1,5 +1,5 @@
-"""What a job's events say, mixed into ``Job``: the events the ranks emitted, subscriptions to
-them, selections of them, and waits on them (``event_log``, the ranks' reports' log)."""
+"""What a job's events say: the events the ranks emitted, subscriptions to them, selections of
+them, and waits on them, over the ranks' reports' log (``event_log``)."""
 
 from __future__ import annotations
 
@@ -7,55 +7,46 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
+    from hotswitch.kernel.notebook.jobs.event_log import EventLog
 
 
 class JobEvents:
-    """Reads ``_reports.log`` of the ``Job`` it is mixed into; ``_ended_reason`` says how the
-    job ended (None while it runs)."""
+    """The events of one job, read from its ``log``; ``ended()`` says how the job ended (None
+    while it runs), so that a wait ends with it."""
 
-    _reports: RankReports
-
-    def _ended_reason(self) -> str | None:
-        raise NotImplementedError
+    def __init__(self, log: EventLog, ended: Callable[[], str | None]):
+        self.log = log
+        self.ended = ended
 
     @property
     def events(self) -> Sequence[dict]:
         """The events the ranks emitted (with "rank"), in arrival order; grows while the job runs.
         A bounded window (``event_log.Window``): ``len`` counts every event received, indices are
         absolute, and the oldest are dropped once the window is full."""
-        return self._reports.log.events
+        return self.log.events
 
     @property
-    def event_received_at(self) -> Sequence[float]:
+    def received_at(self) -> Sequence[float]:
         """The kernel's ``time.time()`` when each of ``events`` arrived."""
-        return self._reports.log.received_at
+        return self.log.received_at
 
     def on_event(self, callback: Callable[[dict], None], replay: bool = True) -> Callable[[], None]:
         """Call ``callback(event)`` for every event, in order: first those already received (with
         ``replay``), then each as it arrives, on the channel thread (keep it quick). Returns a
         function that unsubscribes."""
-        return self._reports.log.subscribe(callback, replay)
+        return self.log.subscribe(callback, replay)
 
-    def events_of(self, kind: str, since: int = 0, **fields) -> list[dict]:
+    def of(self, kind: str, since: int = 0, **fields) -> list[dict]:
         """The events of type ``kind`` from index ``since`` of ``events`` on, whose ``fields``
         have the given values: ``job.events_of("control", mark, command="pause")``."""
-        return self._reports.log.of(kind, since, **fields)
+        return self.log.of(kind, since, **fields)
 
     def wait_until(self, predicate: Callable[[], object], timeout: float = 300.0) -> object:
         """Block until ``predicate()`` is truthy (looked at whenever an event arrives) and return
         its value: ``job.wait_until(lambda: job.events_of("step"))``. Raises ``JobEnded`` with the
         job's status if it ends first, ``TimeoutError`` after ``timeout`` seconds."""
-        return self._reports.log.wait_until(predicate, timeout, self._ended_reason)
+        return self.log.wait_until(predicate, timeout, self.ended)
 
-    @property
-    def plan(self) -> dict | None:
-        """The last "plan" event, or None."""
-        return self._last_event("plan")
-
-    @property
-    def graphs(self) -> dict | None:  # the last "graphs" event, or None
-        return self._last_event("graphs")
-
-    def _last_event(self, kind: str) -> dict | None:
+    def last(self, kind: str) -> dict | None:
+        """The newest event of type ``kind``, or None."""
         return next((e for e in reversed(self.events) if e.get("type") == kind), None)
