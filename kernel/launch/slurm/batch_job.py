@@ -33,8 +33,18 @@ LAUNCHERS_OWN = {
     "parsable": "it reads the job id from sbatch's answer",
     "wrap": "it submits its own batch script",
 }
-SHORT = {"N": "nodes", "n": "ntasks", "c": "cpus-per-task", "p": "partition", "t": "time"}
-SHORT |= {"A": "account", "q": "qos", "J": "job-name", "o": "output"}
+# their one-letter forms
+SHORT = {
+    "N": "nodes",
+    "n": "ntasks",
+    "c": "cpus-per-task",
+    "p": "partition",
+    "t": "time",
+    "A": "account",
+    "q": "qos",
+    "J": "job-name",
+    "o": "output",
+}
 # sbatch options of their own whose names begin one above's (else taken as its abbreviation)
 WHOLE = {"gpus"}
 
