@@ -186,6 +186,10 @@ def _llama3_rope(factor: float) -> RopeScaling:
 def _released() -> tuple[ModelConfig, ...]:
     """The released families' shapes as their published config.json files set them (weights
     aside): presets to simulate and size clusters with; ``hf:DIR`` reads the same from a folder."""
+    return (*_llama_and_qwen3(), *_other_families())
+
+
+def _llama_and_qwen3() -> tuple[ModelConfig, ...]:
     llama32 = ModelConfig(
         "llama3.2-1b",
         vocab_size=128256,
@@ -217,11 +221,24 @@ def _released() -> tuple[ModelConfig, ...]:
         llama32,
         llama32.with_(name="llama3.2-3b", dim=3072, n_layers=28, n_heads=24),
         ModelConfig(
-            "llama3.1-8b", vocab_size=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336,
-            max_seq_len=131072, rope_theta=500000.0, rope_scaling=_llama3_rope(8.0),
+            "llama3.1-8b",
+            vocab_size=128256,
+            dim=4096,
+            n_layers=32,
+            n_heads=32,
+            n_kv_heads=8,
+            ffn_dim=14336,
+            max_seq_len=131072,
+            rope_theta=500000.0,
+            rope_scaling=_llama3_rope(8.0),
         ),
         qwen3.with_(name="qwen3-1.7b", dim=2048, n_layers=28, n_heads=16, ffn_dim=6144, tie_embeddings=True),
         qwen3,
+    )
+
+
+def _other_families() -> tuple[ModelConfig, ...]:
+    return (
         ModelConfig(
             "qwen2.5-7b", vocab_size=152064, dim=3584, n_layers=28, n_heads=28, n_kv_heads=4, ffn_dim=18944,
             max_seq_len=32768, rope_theta=1e6, qkv_bias=True, family="qwen2",

@@ -49,6 +49,13 @@ def add_parser(sub) -> None:
         default=None,
         help="your plan: a strategy ('dp2tp4pp1sp') or buckets 'tp8:16384,dp2tp4:4096,dp8:0' (longest first)",
     )
+    _add_auto_arguments(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=run)
+
+
+def _add_auto_arguments(p) -> None:
+    """What ``auto`` weighs beyond the plain layouts: context parallelism, device groups, packing."""
     p.add_argument(
         "--context-parallel",
         action="store_true",
@@ -67,8 +74,6 @@ def add_parser(sub) -> None:
         help="our strategies pack micro-batches (documents back to back, attention per document) instead of "
         "padding rows to their longest",
     )
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(run=run)
 
 
 def add_data_arguments(p) -> None:

@@ -68,8 +68,9 @@ def _owned(dest: str) -> str | None:
     return next((owner for owner, keys in OWN_OPTIONS.items() if dest in keys), None)
 
 
-def _definitions() -> dict[str, LaunchOption]:
-    options = [
+def _common() -> list[LaunchOption]:
+    """The options of every launch: ranks, rendezvous, device, launcher, channel, timeouts."""
+    return [
         LaunchOption("nproc", ("-n", "--nproc"), "ranks per node (with --pool: the pool's)", DEFAULT_NPROC, int),
         LaunchOption("nodes", ("--nodes",), "nodes in the job (more than 1: a launcher that starts each)", 1, int),
         LaunchOption("node_rank", ("--node-rank",), "this node's index, 0..nodes-1 (node 0 hosts rendezvous)", 0, int),
@@ -104,6 +105,12 @@ def _definitions() -> dict[str, LaunchOption]:
             DEFAULT_IDLE_TIMEOUT_S,
             float,
         ),
+    ]
+
+
+def _launchers_own() -> list[LaunchOption]:
+    """Each launcher's own options (``named.OWN_OPTIONS`` says whose): Ray's, Slurm's, Kubeflow's."""
+    return [
         LaunchOption("ray_address", ("--ray-address",), "the head's HOST:PORT (default $RAY_ADDRESS)"),
         LaunchOption("partition", ("--partition",), "the partition (default: the cluster's)"),
         LaunchOption("time", ("--time",), "the time limit, e.g. 2:00:00"),
@@ -133,6 +140,10 @@ def _definitions() -> dict[str, LaunchOption]:
             choices=KUBEFLOW_BACKENDS,
         ),
     ]
+
+
+def _definitions() -> dict[str, LaunchOption]:
+    options = [*_common(), *_launchers_own()]
     return {o.dest: LaunchOption(**{**o.__dict__, "owner": _owned(o.dest)}) for o in options}
 
 
