@@ -49,9 +49,11 @@ class Box:
         return prod(self.shape)
 
     def intersect(self, other: Box) -> Box | None:
-        offset, shape = [], []
+        offset = []
+        shape = []
         for a0, an, b0, bn in zip(self.offset, self.shape, other.offset, other.shape):
-            lo, hi = max(a0, b0), min(a0 + an, b0 + bn)
+            lo = max(a0, b0)
+            hi = min(a0 + an, b0 + bn)
             if hi <= lo:
                 return None
             offset.append(lo)

@@ -92,7 +92,8 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
     if pp > n_layers:
         raise ValueError(f"pp={pp} stages need at least {pp} layers, the model has {n_layers}; lower pp")
     base, extra = divmod(n_layers, pp)
-    ranges, start = [], 0
+    ranges = []
+    start = 0
     for stage in range(pp):
         size = base + (stage < extra)
         ranges.append(range(start, start + size))
@@ -107,7 +108,8 @@ def mesh_shape(strategy: Strategy) -> tuple[int, int, int]:
 
 def ulysses_fits(config: ModelConfig, strategy: Strategy) -> bool:
     """Whether the heads (and kv heads) on each tensor-parallel rank split over ``strategy.cp``."""
-    heads, kv = config.n_heads // strategy.tp, config.n_kv_heads // strategy.tp
+    heads = config.n_heads // strategy.tp
+    kv = config.n_kv_heads // strategy.tp
     return heads % strategy.cp == 0 and kv % strategy.cp == 0
 
 
@@ -117,7 +119,8 @@ def context_flavour(config: ModelConfig, strategy: Strategy) -> Literal["ring", 
     attention (with a warning when Ulysses was asked for)."""
     if strategy.cp == 1:
         return None
-    heads, kv_heads = config.n_heads // strategy.tp, config.n_kv_heads // strategy.tp
+    heads = config.n_heads // strategy.tp
+    kv_heads = config.n_kv_heads // strategy.tp
     if strategy.ulysses and not ulysses_fits(config, strategy):
         warn(
             f"{strategy}: Ulysses cannot split {heads} query / {kv_heads} key-value heads per tensor-parallel rank "

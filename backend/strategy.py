@@ -169,7 +169,8 @@ class Strategy:
         if rank not in self.ranks:
             raise ValueError(f"rank {rank} is outside {self} (ranks {self.offset}-{self.ranks[-1]})")
         rank -= self.offset
-        tp, rest = rank % self.tp, rank // self.tp
+        tp = rank % self.tp
+        rest = rank // self.tp
         cp, rest = rest % self.cp, rest // self.cp
         return Coords(rest // self.dp, rest % self.dp, cp, tp)
 

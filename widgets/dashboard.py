@@ -65,7 +65,8 @@ class Dashboard(widgets.VBox):
         self._redraws = Throttle(self._redraw, max(interval, PLOT_INTERVAL_S))  # the plots, after a flush
         self._build()
         self._render()
-        self.live_plot, self.breakdown_plot = PlotOutput(self.live), PlotOutput(self.breakdown)  # drawn as rendered
+        self.live_plot = PlotOutput(self.live)  # drawn as rendered
+        self.breakdown_plot = PlotOutput(self.breakdown)
         super().__init__(self._children())
         self._unsubscribe = None
         if job is not None and follow:
@@ -218,7 +219,8 @@ class Dashboard(widgets.VBox):
             self.live.layout.annotations = [*self._titles, *labels]
         with self.breakdown.batch_update():
             for trace, phase in zip(self.breakdown.data, PHASES):
-                trace.x, trace.y = steps, state.steps.column(phase)
+                trace.x = steps
+                trace.y = state.steps.column(phase)
         self._render_progress()
         self._render_plan()
         self._render_options()
@@ -238,7 +240,8 @@ class Dashboard(widgets.VBox):
         done, planned = self.state.progress
         self.progress.max = max(planned, 1)
         self.progress.value = min(done, self.progress.max)
-        eta, rate = self.state.eta_s, self.state.tokens_per_s
+        eta = self.state.eta_s
+        rate = self.state.tokens_per_s
         parts = [f"{done} / {planned} steps"]
         if eta is not None and self.state.end_reason is None:
             parts.append(f"ETA {eta:.0f} s")

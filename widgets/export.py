@@ -25,7 +25,8 @@ def view_parts(view: widgets.Widget) -> list:
 def export_html(view: widgets.Widget, path: str | Path, title: str = "hotswitch") -> Path:
     """Write ``view`` (any hotswitch view, or any widget box) to ``path``; plotly.js is
     inlined once, so the file opens offline. Controls are not exported, only what they show."""
-    body, inlined = [], False
+    body = []
+    inlined = False
     for part in view_parts(view):
         if isinstance(part, go.FigureWidget | go.Figure):
             body.append(go.Figure(part).to_html(full_html=False, include_plotlyjs=not inlined))

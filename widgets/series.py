@@ -30,7 +30,8 @@ class BoundedSeries:
         self._sum = [s + float(row[c]) for s, c in zip(self._sum, self.columns)]
         if self._count == self.stride:
             self._full.append(tuple(s / self.stride for s in self._sum))
-            self._sum, self._count = [0.0] * len(self.columns), 0
+            self._sum = [0.0] * len(self.columns)
+            self._count = 0
             if len(self._full) > self.capacity:
                 self._merge()
 
@@ -39,7 +40,8 @@ class BoundedSeries:
         self._full = [tuple((a + b) / 2 for a, b in zip(x, y)) for x, y in zip(self._full[::2], self._full[1::2])]
         self.stride *= 2
         if odd is not None:  # half a bucket of the new stride: it becomes the partial one
-            self._sum, self._count = [v * (self.stride // 2) for v in odd], self.stride // 2
+            self._sum = [v * (self.stride // 2) for v in odd]
+            self._count = self.stride // 2
 
     @property
     def rows(self) -> list[tuple[float, ...]]:

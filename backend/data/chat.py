@@ -25,7 +25,8 @@ class ChatDocuments(DocumentSource):
     def __init__(self, records: DocumentSource, prompts: DocumentSource | None = None):
         if prompts is not None and len(prompts) != len(records):
             raise ValueError(f"{len(prompts)} prompts but {len(records)} completions; give the records of one file")
-        self.records, self.prompts = records, prompts
+        self.records = records
+        self.prompts = prompts
 
     def __len__(self) -> int:
         return len(self.records)
@@ -46,7 +47,8 @@ class ChatDocuments(DocumentSource):
             pieces = self.template().pieces(*self.messages(index))
         except ChatTemplateError as error:
             raise ChatTemplateError(f"conversation {index} of {self.records.describe()}: {error}") from None
-        trained, at = [], 0  # the [start, end) characters of the assistant's turns
+        trained = []  # the [start, end) characters of the assistant's turns
+        at = 0
         for text, trains in pieces:
             if trains:
                 trained.append((at, at + len(text)))

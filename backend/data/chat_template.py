@@ -22,7 +22,8 @@ from pathlib import Path
 ASSISTANT = "assistant"
 # where a {% generation %} block begins and ends in a rendering: private-use characters, removed
 # from the text the conversation is written as
-START, END = "\ue000", "\ue001"
+START = "\ue000"
+END = "\ue001"
 MARKS = re.compile(f"([{START}{END}])")
 
 
@@ -45,7 +46,8 @@ def _generation_extension():
             line = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
             type(self).marked = True
-            begin, end = nodes.Output([nodes.TemplateData(START)]), nodes.Output([nodes.TemplateData(END)])
+            begin = nodes.Output([nodes.TemplateData(START)])
+            end = nodes.Output([nodes.TemplateData(END)])
             return [begin, nodes.Scope(body, lineno=line), end]
 
     return Generation
@@ -124,7 +126,8 @@ class ChatTemplate:
         if self.marked:
             return self._marked_pieces(messages, first)
         whole = self.render(messages)
-        pieces, at = [], 0
+        pieces = []
+        at = 0
         for turn, message in enumerate(messages):
             if message["role"] != ASSISTANT or turn < first:
                 continue
@@ -144,7 +147,9 @@ class ChatTemplate:
         if any(MARKS.search(str(m.get("content", ""))) for m in messages):
             raise ChatTemplateError("a message holds a private-use character U+E000 or U+E001, which mark the turns")
         prompt = len(self.render(messages[:first])) if first else 0
-        pieces, inside, at = [], False, 0
+        pieces = []
+        inside = False
+        at = 0
         for part in MARKS.split(self._render(messages)):
             if part in (START, END):
                 inside = part == START

@@ -24,7 +24,8 @@ class FileDocuments(DocumentSource):
         from hotswitch.backend.data.json_array import holds_array, records_copy
         from hotswitch.backend.data.line_index import line_offsets
 
-        self.text_key, self.setting = text_key, setting  # the setting named in an error: text_field, prompt_field...
+        self.text_key = text_key  # the setting named in an error: text_field, prompt_field...
+        self.setting = setting
         self._files: list[tuple[Path, Path, np.ndarray | None]] = []  # (given, read, JSONL offsets)
         self._arrays: set[int] = set()  # the files that hold a JSON array, read from their JSONL copies
         for path in sorted(Path(p) for p in paths):

@@ -43,7 +43,8 @@ class HFTokenizer:
         if not path.is_file():
             raise ValueError(f"{directory} has no tokenizer.json; give a Hugging Face tokenizer folder")
         self.tokenizer = tokenizers.Tokenizer.from_file(str(path))
-        self.name, self.vocab_size = f"hf:{directory}", self.tokenizer.get_vocab_size()
+        self.name = f"hf:{directory}"
+        self.vocab_size = self.tokenizer.get_vocab_size()
         named = named_tokens(self.directory).get("eos_token")
         candidates = (named, *USUAL_EOS) if named else USUAL_EOS
         self.eos = next((self.tokenizer.token_to_id(t) for t in candidates
@@ -133,7 +134,8 @@ class DatasetDocuments(DocumentSource):
         for path in files:
             if problem := column_problem(path, text_field, "chat_field" if chat else "text_field", chat):
                 raise ValueError(problem)
-        self.text_field, self.files = text_field, files
+        self.text_field = text_field
+        self.files = files
         self.dataset = datasets.load_dataset(
             kinds.pop(), data_files=[str(p) for p in files], split="train", cache_dir=str(cache_dir("datasets"))
         )

@@ -65,7 +65,8 @@ def _bytes_to_unicode() -> list[str]:
     """The printable character GPT-2's byte-level pre-tokenizer (``tokenizers``' ``ByteLevel``)
     stands for each byte with, by byte value."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
+    chars = {}
+    extra = 0
     for byte in range(256):
         if byte in printable:
             chars[byte] = chr(byte)

@@ -18,7 +18,8 @@ class PromptedDocuments(DocumentSource):
     def __init__(self, prompts: DocumentSource, completions: DocumentSource):
         if len(prompts) != len(completions):
             raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions; give the records of one file")
-        self.prompts, self.completions = prompts, completions
+        self.prompts = prompts
+        self.completions = completions
 
     def __len__(self) -> int:
         return len(self.completions)

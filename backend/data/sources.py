@@ -81,7 +81,8 @@ class DocumentSource:
         if size is None:
             self.tokenizer = BYTES
             return self
-        texts, total = [], 0
+        texts = []
+        total = 0
         for index in range(len(self)):
             if total >= BPE_TRAINING_BYTES:
                 break
@@ -201,7 +202,10 @@ class SyntheticDocuments(DocumentSource):
     def __init__(self, shape: str, count: int = 100_000, seed: int = 0, vocab: int = 256):
         if shape not in SYNTHETIC:
             raise ValueError(f"unknown length distribution {shape!r}; choose one of {', '.join(SYNTHETIC)}")
-        self.shape, self.count, self.seed, self.vocab = shape, count, seed, vocab
+        self.shape = shape
+        self.count = count
+        self.seed = seed
+        self.vocab = vocab
 
     def __len__(self) -> int:
         return self.count

@@ -13,7 +13,9 @@ class Subset(DocumentSource):
     """The documents ``indices`` of ``source``, tokenised as ``source`` is."""
 
     def __init__(self, source: DocumentSource, indices: Sequence[int] | np.ndarray, name: str):
-        self.source, self.indices, self.name = source, np.asarray(indices, dtype=np.int64), name
+        self.source = source
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.name = name
         self.tokenizer = source.tokenizer
 
     def __len__(self) -> int:

@@ -58,7 +58,11 @@ class BatchStream:
             raise ValueError("the dataset is empty: give at least one document")
         if batch_size < 1 or max_len < 1:
             raise ValueError(f"batch_size and max_len must be positive, got {batch_size} and {max_len}")
-        self.source, self.batch_size, self.max_len, self.seed, self.min_len = source, batch_size, max_len, seed, min_len
+        self.source = source
+        self.batch_size = batch_size
+        self.max_len = max_len
+        self.seed = seed
+        self.min_len = min_len
         self.split = split
         self.position = 0  # documents begun so far, over all epochs
         self.piece: tuple[int, int] | None = None  # (document, first token) of a split document's next piece
@@ -152,7 +156,8 @@ class BatchStream:
         else:
             why = None
         if why:
-            self.position, self.piece = 0, None
+            self.position = 0
+            self.piece = None
             return f"{why}; this run's documents train from their first batch (the weights, optimizer and step resume)"
         self.position = int(state["position"])
         piece = state.get("piece")  # absent from checkpoints written before documents were split

@@ -60,7 +60,9 @@ def _computed_from_params(nodes: dict[str, LogicalNode]) -> set[str]:
 
 class _CommInsertion:
     def __init__(self, config: ModelConfig, strategies: Sequence[Strategy], nodes: dict[str, LogicalNode]):
-        self.config, self.strategies, self.nodes = config, strategies, nodes
+        self.config = config
+        self.strategies = strategies
+        self.nodes = nodes
         self.from_params = _computed_from_params(nodes)
 
     def run(self) -> dict[str, LogicalNode]:

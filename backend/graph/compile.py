@@ -69,7 +69,10 @@ class _StageCompiler:
     """Builds one rank's fx graph from the logical graph, node by node."""
 
     def __init__(self, graph: LogicalGraph, strategy: Strategy, rank: int, fused: bool = False):
-        self.graph, self.strategy, self.rank, self.fused = graph, strategy, rank, fused
+        self.graph = graph
+        self.strategy = strategy
+        self.rank = rank
+        self.fused = fused
         self.layout = param_layout(graph.config, strategy)
         self.stage = strategy.coords(rank)[0]
         self.root = nn.Module()
@@ -84,7 +87,8 @@ class _StageCompiler:
         self.links = [n for n in graph.nodes.values() if n.op == P2P]
 
     def compile(self) -> ExecGraph:
-        graph, strategy = self.graph, self.strategy
+        graph = self.graph
+        strategy = self.strategy
         self._placeholders()
         for node in graph.nodes.values():
             if node.name in self.env:
@@ -162,7 +166,8 @@ class _StageCompiler:
                 ranks = _group_ranks(self.strategy, self.rank, step.mesh_dim)
                 if step.kind == "all_gather_rs" and len(steps) == 1:  # linears read it: they keep the shard
                     assert step.dim is not None  # a sequence-parallel gather names its dim
-                    shard, name = value, f"{node.name}_{i}"
+                    shard = value
+                    name = f"{node.name}_{i}"
                     value = self._module_node(name, SequenceParallelGather(ranks, step.dim), [value])
                     self.gathered[value] = (shard, name)
                 else:
@@ -171,7 +176,10 @@ class _StageCompiler:
         return self.merged[key]
 
     def _local_op(self, node: LogicalNode, ins: list[torch.fx.Node]) -> torch.fx.Node:
-        graph, strategy, rank, out = self.graph, self.strategy, self.rank, self.out
+        graph = self.graph
+        strategy = self.strategy
+        rank = self.rank
+        out = self.out
 
         def first_row(weight: str) -> int:  # where this rank's vocabulary rows begin
             node = graph.nodes[weight]  # the parameter, or (a tied head's) its p2p from the first stage
@@ -214,7 +222,8 @@ class _StageCompiler:
 
     def _context_parallel(self, node: LogicalNode, ins: list[torch.fx.Node]) -> torch.fx.Node:
         """Rotary embedding at the zig-zag chunks' true positions; ring or Ulysses attention."""
-        ranks, index = self.strategy.cp_group(self.rank), self.strategy.coords(self.rank).cp
+        ranks = self.strategy.cp_group(self.rank)
+        index = self.strategy.coords(self.rank).cp
         if node.op == "rotary":
             return self.out.call_function(zigzag_rotary, (*ins, index, self.strategy.cp))
         flavour = context_flavour(self.graph.config, self.strategy)

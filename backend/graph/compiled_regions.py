@@ -129,7 +129,8 @@ def _runs(graph: torch.fx.Graph) -> list[list[torch.fx.Node]]:
 def _hoist_rotary_tables(module: torch.fx.GraphModule) -> None:
     """Every ``apply_rotary(x, cos, sin, positions)`` becomes ``rotate(x, *tables)``, the
     tables gathered once for each (cos, sin, positions), right where all three are defined."""
-    graph, tables = module.graph, {}
+    graph = module.graph
+    tables = {}
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not apply_rotary:
             continue

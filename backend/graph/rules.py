@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from hotswitch.backend.dist_state import Partial, Placement, Replicate, Shard
 from hotswitch.backend.runtime.collectives import CommKind
 
-R, P = Replicate(), Partial()
+R = Replicate()
+P = Partial()
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,8 @@ def reshape(ins, shapes, node) -> Deduction:
     (x,) = ins
     if not isinstance(x, Shard):
         return _same([x], x)
-    before, after = [1], [1]
+    before = [1]
+    after = [1]
     for n in shapes[0]:
         before.append(before[-1] * n)
     for n in node.shape:
@@ -200,7 +202,8 @@ def matmul(ins, shapes, node) -> Deduction:
     """a [..., m, k] @ b [..., k, n]: batch, m and n shards pass through, a shard of k on
     both sides gives partial sums; anything else is gathered first."""
     a, b = ins
-    na, nb = len(shapes[0]), len(shapes[1])
+    na = len(shapes[0])
+    nb = len(shapes[1])
     out_n = max(na, nb)
     if (a == P and b == R) or (a == R and b == P):
         return _same([a, b], P)

@@ -79,10 +79,13 @@ class RecomputedValues(nn.Module):
 
     def __init__(self, recompute: torch.fx.GraphModule, inputs: int, released: int):
         super().__init__()
-        self.recompute, self.inputs, self.released = recompute, inputs, released
+        self.recompute = recompute
+        self.inputs = inputs
+        self.released = released
 
     def forward(self, *args) -> None:
-        inputs, released = args[: self.inputs], args[self.inputs : self.inputs + self.released]
+        inputs = args[: self.inputs]
+        released = args[self.inputs : self.inputs + self.released]
         hooked = [t for t in args[self.inputs + self.released :] if isinstance(t, torch.Tensor) and t.requires_grad]
         if not torch.is_grad_enabled() or not hooked:
             return

@@ -64,7 +64,8 @@ class ChunkedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, targets, rows: int, start: int = 0, group=None, fused: bool = False):
-        flat, flat_targets = logits.flatten(0, -2), targets.flatten()
+        flat = logits.flatten(0, -2)
+        flat_targets = targets.flatten()
         lse = _log_sum_exp(flat, rows, group, fused)
         mine, index = _targets_here(flat_targets, start, flat.shape[-1])
         target_logit = torch.where(mine, flat.gather(-1, index).squeeze(-1).float(), 0.0)
@@ -72,14 +73,17 @@ class ChunkedCrossEntropy(torch.autograd.Function):
             dist.all_reduce(target_logit, group=group)
         loss = torch.where(flat_targets != IGNORE, lse - target_logit, 0.0).sum()
         ctx.save_for_backward(logits, targets, lse)
-        ctx.rows, ctx.start, ctx.fused = rows, start, fused
+        ctx.rows = rows
+        ctx.start = start
+        ctx.fused = fused
         return loss
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         logits, targets, lse = ctx.saved_tensors
-        flat, flat_targets = logits.flatten(0, -2), targets.flatten()
+        flat = logits.flatten(0, -2)
+        flat_targets = targets.flatten()
         mine, index = _targets_here(flat_targets, ctx.start, flat.shape[-1])
         scale = ((flat_targets != IGNORE) * grad).float().unsqueeze(-1)
         if ctx.fused:

@@ -127,7 +127,10 @@ class ModelConfig:
         return shapes
 
     def _layer_shapes(self, p: str) -> dict[str, tuple[int, ...]]:
-        dim, q, kv, ffn = self.dim, self.q_dim, self.n_kv_heads * self.head_size, self.ffn_dim
+        dim = self.dim
+        q = self.q_dim
+        kv = self.n_kv_heads * self.head_size
+        ffn = self.ffn_dim
         shapes: dict[str, tuple[int, ...]] = {}
         if self.norm_placement != "post":
             shapes[p + "attention_norm.weight"] = (dim,)

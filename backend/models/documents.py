@@ -39,11 +39,14 @@ class NewestMicroBatch:
             return self._value
         self._positions = self._value = None
         self._value = build()
-        self._positions, self._key = weakref.ref(positions), key
+        self._positions = weakref.ref(positions)
+        self._key = key
         return self._value
 
 
-_MOVED, _GATHERED, _SPANS = NewestMicroBatch(), NewestMicroBatch(), NewestMicroBatch()
+_MOVED = NewestMicroBatch()
+_GATHERED = NewestMicroBatch()
+_SPANS = NewestMicroBatch()
 
 
 def row_positions(lengths: list[int], length: int | None = None) -> torch.Tensor:

@@ -36,7 +36,8 @@ import torch
 
 from hotswitch.backend.dist_state import Box
 from hotswitch.backend.models.config import ModelConfig
-from hotswitch.backend.models.hf_config import SETTINGS, config_from_hf, config_to_dict
+from hotswitch.backend.models.hf_config import SETTINGS, config_from_hf
+from hotswitch.backend.models.hf_config_out import config_to_dict
 from hotswitch.backend.models.hf_names import IGNORED_SUFFIXES, fused_groups, hf_name, stored_layout
 from hotswitch.backend.models.llama import Transformer
 from hotswitch.backend.models.rotary import rotary_buffers
@@ -95,7 +96,8 @@ class HFCheckpoint:
         head = hf_name("output.weight")
         if self.config.tie_embeddings:
             stored.discard(head)  # a tied checkpoint may store the head (as the embedding) or not
-        missing, unexpected = sorted(wanted - stored), sorted(stored - wanted)
+        missing = sorted(wanted - stored)
+        unexpected = sorted(stored - wanted)
         if missing or unexpected:
             raise ValueError(
                 f"{self.directory}: the tensors do not match config.json's {self.config.family} model: "

@@ -147,7 +147,9 @@ def fused_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float, offset: float = 0.0):
         super().__init__()
-        self.dim, self.eps, self.offset = dim, eps, offset
+        self.dim = dim
+        self.eps = eps
+        self.offset = offset
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -166,7 +168,8 @@ class Attention(nn.Module):
     def __init__(self, config: ModelConfig, layer: int = 0):
         super().__init__()
         self.head_dim = config.head_size
-        q, kv = config.q_dim, config.n_kv_heads * config.head_size
+        q = config.q_dim
+        kv = config.n_kv_heads * config.head_size
         self.wq = nn.Linear(config.dim, q, bias=False)
         self.wk = nn.Linear(config.dim, kv, bias=False)
         self.wv = nn.Linear(config.dim, kv, bias=False)
@@ -184,7 +187,9 @@ class Attention(nn.Module):
         self.q_scale = 1.0 if config.attention_scale is None else config.attention_scale * self.head_dim**0.5
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        q, k, v = _biased(self.wq(x), self.bq), _biased(self.wk(x), self.bk), _biased(self.wv(x), self.bv)
+        q = _biased(self.wq(x), self.bq)
+        k = _biased(self.wk(x), self.bk)
+        v = _biased(self.wv(x), self.bv)
         if self.qk_norm == "projection":
             q, k = self.q_norm(q), self.k_norm(k)
         # (-1, head_dim): the head count follows the input, so a tensor-parallel shard works unchanged
@@ -220,7 +225,9 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, config: ModelConfig, layer: int = 0):
         super().__init__()
-        eps, offset, placement = config.norm_eps, config.norm_offset, config.norm_placement
+        eps = config.norm_eps
+        offset = config.norm_offset
+        placement = config.norm_placement
         if placement != "post":
             self.attention_norm = RMSNorm(config.dim, eps, offset)
         self.attention = Attention(config, layer)

@@ -55,7 +55,8 @@ def _yarn(rotary_dim: int, theta: float, s: RopeScaling, device) -> torch.Tensor
     def correction(rotations: float) -> float:
         return rotary_dim * math.log(s.original_max_positions / (rotations * 2 * math.pi)) / (2 * math.log(theta))
 
-    low, high = correction(s.beta_fast), correction(s.beta_slow)
+    low = correction(s.beta_fast)
+    high = correction(s.beta_slow)
     if s.truncate:
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, rotary_dim - 1)

@@ -139,7 +139,8 @@ def block_backward(
     """The block's share of (dq, dk, dv), given the whole attention's ``out`` (cast once to
     ``q``'s dtype by the caller saves a copy a block) and row ``lse`` (merged over every block,
     fp32) for these query rows; dk and dv summed over their query heads in fp32."""
-    group, kind = q.shape[2], kernel(q)
+    group = q.shape[2]
+    kind = kernel(q)
     if kind != "matmul" and mask is None:
         flat_grad, flat_q, flat_k, flat_v, flat_out = (_heads(x.to(q.dtype), group) for x in (grad_out, q, k, v, out))
         row_lse = _heads(lse.unsqueeze(-1), group).squeeze(-1).contiguous()  # kernels read it packed
@@ -172,7 +173,8 @@ def blockwise(
     saved = out.to(q.dtype)
     grads = [torch.zeros(x.shape, dtype=torch.float32, device=q.device) for x in (q, k, v)]
     for rows, cols, causal in blocks:
-        keys, values = k[..., cols, :], v[..., cols, :]
+        keys = k[..., cols, :]
+        values = v[..., cols, :]
         parts = block_backward(
             q[..., rows, :], keys, values, grad[..., rows, :], saved[..., rows, :], lse[..., rows], causal
         )

@@ -121,7 +121,8 @@ def run_stage(
     (``runtime.p2p``)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown pipeline schedule {schedule!r}; one of {', '.join(SCHEDULES)}")
-    strategy, stage = graph.strategy, graph.stage
+    strategy = graph.strategy
+    stage = graph.stage
     last = stage == strategy.pp - 1
     device = graph.device
     dtype = next(graph.module.parameters()).dtype  # activations cross stages in the compute dtype

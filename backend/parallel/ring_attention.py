@@ -31,12 +31,14 @@ from hotswitch.backend.parallel.attention_blocks import block_backward, block_fo
 from hotswitch.backend.parallel.zigzag import zigzag_positions
 from hotswitch.backend.runtime.group_module import GroupModule
 
-_KV, _GRADS = 1, 2  # tags: k/v, their gradients
+_KV = 1  # tags: k/v, their gradients
+_GRADS = 2
 
 
 class _Pending:
     def __init__(self, requests: list[dist.Work], received: torch.Tensor):
-        self.requests, self.received = requests, received
+        self.requests = requests
+        self.received = received
 
     def wait(self) -> torch.Tensor:
         for request in self.requests:
@@ -48,8 +50,11 @@ class Ring:
     """Rank ``index`` of the cp group ``ranks`` (global ranks, in ring order) over ``group``."""
 
     def __init__(self, ranks: tuple[int, ...], index: int, group: dist.ProcessGroup):
-        self.size, self.index, self.group = len(ranks), index, group
-        self.next, self.previous = ranks[(index + 1) % self.size], ranks[(index - 1) % self.size]
+        self.size = len(ranks)
+        self.index = index
+        self.group = group
+        self.next = ranks[(index + 1) % self.size]
+        self.previous = ranks[(index - 1) % self.size]
 
     def shift(self, tensor: torch.Tensor, tag: int) -> _Pending:
         """Start sending ``tensor`` to the next rank and receiving the previous rank's."""
@@ -93,7 +98,8 @@ class RingAttentionFunction(torch.autograd.Function):
     def forward(
         ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ring: Ring, positions: torch.Tensor | None
     ) -> torch.Tensor:
-        heads, chunk = k.shape[2], q.shape[1] // 2
+        heads = k.shape[2]
+        chunk = q.shape[1] // 2
         queries = grouped(q, heads)
         out = torch.zeros_like(queries, dtype=torch.float32)  # blocks merge in fp32 (``merge``)
         lse = torch.full(queries.shape[:-1], float("-inf"), device=q.device)
@@ -101,27 +107,33 @@ class RingAttentionFunction(torch.autograd.Function):
         for step in range(ring.size):
             pending = ring.shift(kv, _KV) if step < ring.size - 1 else None
             rows, cols, causal = ring_block(step, ring.index, ring.size, chunk)
-            keys, values = grouped(kv[0], heads)[..., cols, :], grouped(kv[1], heads)[..., cols, :]
+            keys = grouped(kv[0], heads)[..., cols, :]
+            values = grouped(kv[1], heads)[..., cols, :]
             mask = block_mask(positions, step, ring.index, ring.size, rows, cols)
             block_out, block_lse = block_forward(queries[..., rows, :], keys, values, causal, mask)
             merge(out[..., rows, :], lse[..., rows], block_out, block_lse)
             kv = pending.wait() if pending else kv
-        ctx.ring, ctx.positions = ring, positions
+        ctx.ring = ring
+        ctx.positions = positions
         ctx.save_for_backward(q, k, v, out.to(queries.dtype), lse)  # as a block's backward reads it
         return ungrouped(out, q.dtype)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, None, None]:
         q, k, v, out, lse = ctx.saved_tensors
-        ring, heads, chunk = ctx.ring, k.shape[2], q.shape[1] // 2
-        queries, grad_out = grouped(q, heads), grouped(grad, heads)
+        ring = ctx.ring
+        heads = k.shape[2]
+        chunk = q.shape[1] // 2
+        queries = grouped(q, heads)
+        grad_out = grouped(grad, heads)
         dq = torch.zeros_like(queries, dtype=torch.float32)
         kv = torch.stack([k, v]).contiguous()
         grads: _Pending | None = None
         for step in range(ring.size):
             pending = ring.shift(kv, _KV) if step < ring.size - 1 else None
             rows, cols, causal = ring_block(step, ring.index, ring.size, chunk)
-            keys, values = grouped(kv[0], heads), grouped(kv[1], heads)
+            keys = grouped(kv[0], heads)
+            values = grouped(kv[1], heads)
             block = block_backward(
                 queries[..., rows, :],
                 keys[..., cols, :],

@@ -34,7 +34,9 @@ class _Gather(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, shard, dim, group, gather):
-        ctx.dim, ctx.group, ctx.gather = dim, group, gather
+        ctx.dim = dim
+        ctx.group = group
+        ctx.gather = gather
         return all_gather_along(shard, dim, group)
 
     @staticmethod

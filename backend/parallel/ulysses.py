@@ -46,7 +46,8 @@ class Reshard(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, group, to_heads: bool):
-        ctx.group, ctx.to_heads = group, to_heads
+        ctx.group = group
+        ctx.to_heads = to_heads
         return (seq_to_heads if to_heads else heads_to_seq)(x, group)
 
     @staticmethod
@@ -62,7 +63,8 @@ class UlyssesAttention(GroupModule):
 
     def __init__(self, ranks: tuple[int, ...], index: int, window: int | None = None):
         super().__init__(ranks)
-        self.index, self.window = index, window  # window: a sliding-window layer's (the heads see whole rows)
+        self.index = index  # window: a sliding-window layer's (the heads see whole rows)
+        self.window = window
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """``positions``: the whole rows' (``models.documents``), as the heads' attention sees them."""

@@ -25,7 +25,8 @@ class VocabParallelLoss(GroupModule):
 
     def __init__(self, ranks: tuple[int, ...], start: int, fused: bool = False):
         super().__init__(ranks)
-        self.start, self.fused = start, fused
+        self.start = start
+        self.fused = fused
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return chunked_cross_entropy(logits, targets, self.start, self.bound_group(), fused=self.fused)

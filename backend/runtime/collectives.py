@@ -118,7 +118,8 @@ class ScatterToParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim, group):
-        ctx.dim, ctx.group = dim, group
+        ctx.dim = dim
+        ctx.group = group
         return _chunk(x, dim, group)
 
     @staticmethod
@@ -131,7 +132,8 @@ class GatherFromParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim, group):
-        ctx.dim, ctx.group = dim, group
+        ctx.dim = dim
+        ctx.group = group
         return all_gather_along(x, dim, group)
 
     @staticmethod
@@ -144,7 +146,8 @@ class GatherFromSequenceParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim, group):
-        ctx.dim, ctx.group = dim, group
+        ctx.dim = dim
+        ctx.group = group
         return all_gather_along(x, dim, group)
 
     @staticmethod
@@ -157,7 +160,8 @@ class ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, dim, group):
-        ctx.dim, ctx.group = dim, group
+        ctx.dim = dim
+        ctx.group = group
         return reduce_scatter_along(x, dim, group)
 
     @staticmethod
@@ -185,7 +189,9 @@ class Collective(GroupModule):
         super().__init__(ranks)
         if kind not in COLLECTIVES:
             raise ValueError(f"unknown collective {kind!r}; one of {', '.join(KINDS)}")
-        self.kind, self.dim, self.what = kind, dim, kind
+        self.kind = kind
+        self.dim = dim
+        self.what = kind
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return COLLECTIVES[self.kind].apply(x, self.dim, self.bound_group())

@@ -13,7 +13,8 @@ from hotswitch.backend.layout import TensorLayout
 def flat_offsets(layout: Mapping[str, TensorLayout], rank: int) -> dict[str, tuple[int, Box]]:
     """Where each tensor ``rank`` holds starts in its flat buffer, and which block it is:
     blocks back to back in layout order. Any rank can compute any other rank's."""
-    out, offset = {}, 0
+    out = {}
+    offset = 0
     for name, t in layout.items():
         if t.state.holds(rank):
             box = t.state.local_box(rank, tuple(t.shape))
@@ -29,7 +30,8 @@ def span_in(box: Box, block: Box, start: int) -> int | None:
     partial = [d for d in range(len(block.shape)) if rel.shape[d] != block.shape[d]]
     if partial and any(rel.shape[d] != 1 for d in range(partial[-1])):
         return None
-    offset, stride = start, 1
+    offset = start
+    stride = 1
     for d in reversed(range(len(block.shape))):
         offset += rel.offset[d] * stride
         stride *= block.shape[d]
@@ -47,7 +49,8 @@ class FlatBuffer:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ):
-        self.layout, self.rank = layout, rank
+        self.layout = layout
+        self.rank = rank
         offsets = flat_offsets(layout, rank)
         self.boxes: dict[str, Box] = {name: box for name, (_, box) in offsets.items()}
         self.flat = torch.zeros(sum(b.numel for b in self.boxes.values()), dtype=dtype, device=device)

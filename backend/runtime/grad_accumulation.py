@@ -24,7 +24,8 @@ class GradAccumulation:
     same dtype, by autograd itself: ``restart`` then zeroes and ``settle`` has nothing to do)."""
 
     def __init__(self, grads: FlatBuffer, hooked: bool):
-        self.grads, self.hooked = grads, hooked
+        self.grads = grads
+        self.hooked = hooked
         self.unwritten: set[str] = set()  # views whose next gradient is copied, not added
 
     def hook(self, name: str):

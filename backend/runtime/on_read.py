@@ -24,7 +24,8 @@ class OnRead(Sequence[Made]):
     the values are not kept, so a read micro-batch's tensors go when its passes are done)."""
 
     def __init__(self, make: Callable[[Item], Made], items: Sequence[Item]):
-        self.make, self.items = make, items
+        self.make = make
+        self.items = items
 
     def __len__(self) -> int:
         return len(self.items)

@@ -65,7 +65,10 @@ class Exchanger:
     """Carries out a stage's exchanges on rank ``rank`` (stages ``width`` ranks apart)."""
 
     def __init__(self, rank: int, stage: int, width: int, crossings: int):
-        self.rank, self.stage, self.width, self.crossings = rank, stage, width, max(crossings, 1)
+        self.rank = rank
+        self.stage = stage
+        self.width = width
+        self.crossings = max(crossings, 1)
 
     def _peer(self, op: P2P) -> int:
         return self.rank + (op.peer - self.stage) * self.width
@@ -86,7 +89,8 @@ class Exchanger:
                 headers[op] = torch.empty(_MAX_DIMS + 1, dtype=torch.long, device=device)
                 batch.append(dist.P2POp(dist.irecv, headers[op], self._peer(op), tag=self._tag(op, 0)))
         _wait(batch)
-        received, batch = {}, []
+        received = {}
+        batch = []
         for op in ops:
             part = 1 if op.kind == "act" else 2
             if op.send:

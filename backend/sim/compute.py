@@ -119,7 +119,8 @@ class SimulatedStrategy:
     def flops_s(self, tokens: int, dense: float, attention: float) -> float:
         """Seconds of a micro-batch of ``tokens`` executing ``dense`` matmul and ``attention``
         FLOPs: matmuls at the efficiency of their size, attention at the attention kernel's."""
-        s, spec = self.strategy, self.spec
+        s = self.strategy
+        spec = self.spec
         efficiency = spec.efficiency(tokens / s.cp, self.config.dim, s.tp)
         return (dense / efficiency + attention / spec.attention_mfu) / (s.tp * s.cp) / spec.peak_flops
 
@@ -142,7 +143,9 @@ class SimulatedStrategy:
 
     def comm_s(self, tokens: int) -> float:
         """Tensor-parallel and pipeline traffic of a micro-batch of ``tokens``, without latency."""
-        s, links, c = self.strategy, self.links, self.precision.param_bytes
+        s = self.strategy
+        links = self.links
+        c = self.precision.param_bytes
         activations = tokens / s.cp * self.config.dim * c
         tp = self.collectives() * ring_s(activations, s.tp, links.tp_bw, 0.0)
         pp = 2 * (s.pp - 1) * activations / s.tp / links.pp_bw
@@ -151,7 +154,8 @@ class SimulatedStrategy:
     def overhead_s(self) -> float:
         """What a micro-batch pays whatever it holds: every collective's and p2p's latency, and
         the device's fixed cost per layer (half again for a checkpointed forward)."""
-        s, latency = self.strategy, self.spec.latency_s
+        s = self.strategy
+        latency = self.spec.latency_s
         layers = self.config.n_layers * self.spec.layer_overhead_s * (1.5 if s.ckpt else 1.0)
         context = self.context.latency_steps() * latency
         return layers + self.collectives() * 2 * (s.tp - 1) * latency + 2 * (s.pp - 1) * latency + context
@@ -177,7 +181,8 @@ class SimulatedStrategy:
         """What cutting a micro-batch's attention into ring blocks costs beyond its share
         (``RING_STEP``; 0 for Ulysses, which attends whole sequences): every layer, forward
         and backward (the forward's half again where it is checkpointed), as measured in bf16."""
-        s, c = self.strategy, self.config
+        s = self.strategy
+        c = self.config
         if s.cp == 1 or s.ulysses:
             return 0.0
         passes = 1.5 if s.ckpt else 1.0

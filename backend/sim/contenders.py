@@ -91,7 +91,8 @@ def _over_limit(setup: Setup, plan: HotSwitchPlan, cost: CostModel, instantiatio
             need = setup.precision.master_bytes * setup.optimizer_share(instantiation)
             need += cost.strategies[s].static_bytes + cost.strategies[s].memory(upper)
             longest = cost.longest(s, upper)
-            gib, limit_gib = need / 2**30, limit / 2**30
+            gib = need / 2**30
+            limit_gib = limit / 2**30
             over = f"{s} needs {gib:.1f} GiB per device at {upper} tokens, over the {limit_gib:.1f} GiB limit"
             if longest < 1:
                 return f"{over} (it holds no sequence at all); use more tensor or pipeline parallelism"
@@ -167,7 +168,8 @@ def run_auto(
     best = min(finalists, key=lambda f: f[2].step_s(f[1], setup.lengths, f[3]))
     found = _run(setup, "auto", best[1], best[2], best[3])
     for seed in seeds:  # chosen as the trainer would choose: by prediction
-        ours, theirs = found.predicted_s, seed.predicted_s
+        ours = found.predicted_s
+        theirs = seed.predicted_s
         if seed.step is not None and theirs is not None and ours is not None and theirs < ours:
             found = replace(seed, name="auto", detail="seeded")
     return found
@@ -175,7 +177,10 @@ def run_auto(
 
 def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], grow: bool) -> tuple:
     """``run_auto``'s search: (best (predicted, plan, cost, instantiation) or None, errors)."""
-    best, tried, errors, shared = None, set(), [], Shared()  # what the searches of this batch share
+    best = None  # what the searches of this batch share
+    tried = set()
+    errors = []
+    shared = Shared()
     while queue:
         instantiation = queue.pop(0)
         if instantiation in tried:
@@ -213,14 +218,16 @@ def _side_by_side(setup: Setup, sequential: tuple | None) -> list[tuple]:
     """Plans with device groups side by side, as ``_search``'s best is: (predicted, plan, cost,
     instantiation): two groups alone (the master weights data-parallel over every device), and
     the ``sequential`` best's longest bucket followed by two groups (its instantiation kept)."""
-    groups, found = group_candidates(setup), []
+    groups = group_candidates(setup)
+    found = []
     instantiation = Strategy(dp=setup.cluster.world_size)
     cost = setup.cost_model(groups, instantiation)
     alone = side_by_side_plan(setup.lengths, cost, instantiation, setup.context)
     if alone is not None:
         found.append((alone[1], alone[0], cost, instantiation))
     if sequential is not None and len(sequential[1].buckets) > 1:
-        first, instantiation = sequential[1].buckets[0], sequential[3]
+        first = sequential[1].buckets[0]
+        instantiation = sequential[3]
         cost = setup.cost_model([*groups, first.strategy], instantiation)
         mixed = mixed_plan(setup.lengths, cost, instantiation, setup.context, first)
         if mixed is not None:

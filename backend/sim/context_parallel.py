@@ -71,7 +71,8 @@ def ring_bandwidth(strategy: Strategy, cluster: Cluster) -> float:
 def all_to_all_s(nbytes: float, strategy: Strategy, cluster: Cluster) -> float:
     """One all-to-all over the cp group of ``nbytes`` per device, without latency: the slower of
     its NVLink part and its server's network carrying every device's off-server part."""
-    cp, here = strategy.cp, members_per_server(strategy, cluster)
+    cp = strategy.cp
+    here = members_per_server(strategy, cluster)
     intra = nbytes * (here - 1) / cp / cluster.intra_bw
     inter = cluster.devices_per_node * nbytes * (cp - here) / cp / cluster.inter_bw
     return max(intra, inter)
@@ -104,7 +105,8 @@ class ContextTraffic:
     def ring_exposed_s(self, tokens: int, attention_s: float) -> float:
         """Ring transfers a micro-batch of ``tokens`` leaves exposed, given its attention's
         seconds on one device (forward and backward, every layer; 1 : 2.5 as ``flops_parts``)."""
-        s, layers = self.strategy, self.config.n_layers
+        s = self.strategy
+        layers = self.config.n_layers
         if s.cp == 1 or s.ulysses:
             return 0.0
         bw = ring_bandwidth(s, self.cluster)
@@ -143,7 +145,8 @@ class ContextTraffic:
     def latency_steps(self) -> int:
         """Messages per micro-batch whose latency is paid whatever the tokens: ring steps (keys
         and values forward, again with their gradients backward) or all-to-alls' peers."""
-        s, layers = self.strategy, self.config.n_layers
+        s = self.strategy
+        layers = self.config.n_layers
         if s.cp == 1:
             return 0
         if s.ulysses:

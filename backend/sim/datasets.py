@@ -49,7 +49,8 @@ def _measured_bins() -> list[tuple[float, float, float]]:
     for upper, count in zip(REFINEDWEB_BINS[:-1], REFINEDWEB_COUNTS[:-1], strict=True):
         bins.append((lower, upper, float(count)))
         lower = upper
-    before, last = REFINEDWEB_COUNTS[-2], REFINEDWEB_COUNTS[-1]
+    before = REFINEDWEB_COUNTS[-2]
+    last = REFINEDWEB_COUNTS[-1]
     q = last / (before + last)  # before * q / (1 - q) = last: the whole geometric tail
     for octave in range(OCTAVES_ABOVE + 1):
         bins.append((lower, lower * 2, before * q ** (octave + 1)))
@@ -87,7 +88,8 @@ def batch_of_tokens(dataset: str, context: int, tokens: int, seed: int = 0) -> l
     while sum(lengths) < tokens:
         size *= 2
         lengths = batch_lengths(dataset, context, size, seed)
-    out, total = [], 0
+    out = []
+    total = 0
     for n in lengths:
         out.append(min(n, tokens - total))
         total += out[-1]

@@ -45,7 +45,8 @@ def _roomiest(setup: Setup, candidates: Sequence[Strategy]) -> CostModel:
 def work_floor(setup: Setup, candidates: Sequence[Strategy], cost: CostModel) -> float:
     """The sum over the batch of each sequence's least cluster-seconds among ``candidates``
     (device groups among them weighted by the devices they hold)."""
-    world, total = setup.cluster.world_size, 0.0
+    world = setup.cluster.world_size
+    total = 0.0
     for length, count in Counter(setup.lengths).items():
         total += count * _least(
             (cost.sequence_s(s, length) * s.world_size / world for s in candidates if cost.fits(s, length)),

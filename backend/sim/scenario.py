@@ -39,7 +39,8 @@ def sim_model(name: str | ModelConfig, context: int = 0) -> ModelConfig:
 
 def profile_lengths(context: int) -> list[int]:
     """Where strategy costs are evaluated and fitted: powers of two from 128, and the context."""
-    lengths, n = [], 128
+    lengths = []
+    n = 128
     while n < context:
         lengths.append(n)
         n *= 2

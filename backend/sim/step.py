@@ -46,7 +46,8 @@ class SimulatedStep:
 
 class _Timeline:
     def __init__(self, world: int):
-        self.world, self.now = world, 0.0
+        self.world = world
+        self.now = 0.0
         self.segments: list[Segment] = []
 
     def all_ranks(self, seconds: float, kind: str, strategy: Strategy) -> None:
@@ -101,7 +102,8 @@ def simulate_step(
     order = execution_order(plan.strategies, instantiation, cost.switch_cost)
     stages, final = walk_stages(groups, order, instantiation)
     line = _Timeline(world)
-    activations, micro = {}, {}
+    activations = {}
+    micro = {}
     for stage in stages:
         line.all_ranks(cost.switches_s(stage.switches), "switch", stage.ran[0])
         timed = []

@@ -19,15 +19,19 @@ from hotswitch.backend.strategy import Strategy
 
 def _overlap(a: int, of_a: int, b: int, of_b: int) -> float:
     """Length of [a/of_a, (a+1)/of_a) inside [b/of_b, (b+1)/of_b), over the second's length."""
-    lo, hi = max(a / of_a, b / of_b), min((a + 1) / of_a, (b + 1) / of_b)
+    lo = max(a / of_a, b / of_b)
+    hi = min((a + 1) / of_a, (b + 1) / of_b)
     return max(0.0, hi - lo) * of_b
 
 
 def _parts(src: Strategy, dst: Strategy, rank: int, on_node: set[tuple[int, int]]) -> tuple[float, float, int]:
     """(fraction of its dst shard ``rank`` lacks that its server holds, that it does not, cells)."""
-    p, t = dst.coords(rank).pp, dst.coords(rank).tp
+    p = dst.coords(rank).pp
+    t = dst.coords(rank).tp
     sp, st = (src.coords(rank).pp, src.coords(rank).tp) if rank in src.ranks else (-1, -1)  # idle: owns nothing
-    near, far, cells = 0.0, 0.0, 0
+    near = 0.0
+    far = 0.0
+    cells = 0
     for ps in range(src.pp):
         for ts in range(src.tp):
             part = _overlap(ps, src.pp, p, dst.pp) * _overlap(ts, src.tp, t, dst.tp)
@@ -47,14 +51,16 @@ def bound_seconds(
     per_node = cluster.devices_per_node
     on_node: dict[int, set[tuple[int, int]]] = {rank // per_node: set() for rank in dst.ranks}
     for rank in src.ranks:  # a device group's ranks, or every device
-        p, t = src.coords(rank).pp, src.coords(rank).tp
+        p = src.coords(rank).pp
+        t = src.coords(rank).tp
         on_node.setdefault(rank // per_node, set()).add((p, t))
     shard = total_bytes / (dst.tp * dst.pp)
     parts = {rank: _parts(src, dst, rank, on_node[rank // per_node]) for rank in dst.ranks}
     if partial:  # per cell: the replica lacking least, its lack shared by the cell's replicas
         cells: dict[tuple[int, int], list[int]] = {}
         for rank in dst.ranks:
-            p, t = dst.coords(rank).pp, dst.coords(rank).tp
+            p = dst.coords(rank).pp
+            t = dst.coords(rank).tp
             cells.setdefault((p, t), []).append(rank)
         for ranks in cells.values():
             near, far, n = min((parts[r] for r in ranks), key=lambda x: x[0] + x[1])

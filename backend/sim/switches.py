@@ -37,7 +37,10 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
     rank's messages at the device's latency."""
 
     def __init__(self, config: ModelConfig, cluster: Cluster, precision: Precision, latency_s: float):
-        self.config, self.cluster, self.precision, self.latency_s = config, cluster, precision, latency_s
+        self.config = config
+        self.cluster = cluster
+        self.precision = precision
+        self.latency_s = latency_s
         self.strategies: set[Strategy] = set()
         self.plans: dict[SwitchKey, SwitchPlan] = {}
         self.seconds: dict[SwitchKey, float] = {}

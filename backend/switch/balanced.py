@@ -40,7 +40,8 @@ def split_box(box: Box, rows: int) -> tuple[Box, Box]:
 def _deal(needs: list[Need], shares: list[tuple[int, float]], itemsize: int) -> list[Transfer]:
     out = []
     queue = [(n, n.box) for n in needs]
-    owner_index, left = 0, shares[0][1]
+    owner_index = 0
+    left = shares[0][1]
     while queue:
         need, box = queue.pop(0)
         sender = shares[owner_index][0]

@@ -42,7 +42,8 @@ class BoundSwitch:
             raise ValueError(f"plan counts {plan.itemsize}-byte elements but the buffers hold {src.flat.dtype}")
         if set(plan.names) != set(src.layout) or set(plan.names) != set(dst.layout):
             raise ValueError("the buffers hold other tensors than the plan moves; bind the plan made for these layouts")
-        self.plan, self.rank = plan, rank
+        self.plan = plan
+        self.rank = rank
         self.zero = [dst.views[name] for r, name in sorted(plan.zero_first) if r == rank]
         self.local = [
             (src.region(t.name, t.box), dst.region(t.name, t.box), t.accumulate)

@@ -41,7 +41,10 @@ def min_max_assignment(demands: list[Demand], cluster: Cluster, objective: str) 
     scale = max(d.bytes for d in demands)
     variables = [(g, o) for g, d in enumerate(demands) for o in d.owners]
     n = len(variables) + 1  # the last variable is the maximum being minimised
-    rows, cols, vals, row_count = [], [], [], 0
+    rows = []
+    cols = []
+    vals = []
+    row_count = 0
 
     def add_rows(keys_of):
         # one "sum(coefficient * x) - max <= 0" row per key
@@ -64,7 +67,8 @@ def min_max_assignment(demands: list[Demand], cluster: Cluster, objective: str) 
     if objective == "bytes":
         add_rows(lambda r, o: [(o, 1.0)])
     else:
-        intra, inter = scale / cluster.intra_bw, scale / cluster.inter_bw
+        intra = scale / cluster.intra_bw
+        inter = scale / cluster.inter_bw
         add_rows(lambda r, o: [(("send", o), intra), (("recv", r), intra)] if node(r) == node(o) else [])
         add_rows(lambda r, o: [] if node(r) == node(o) else [(("out", node(o)), inter), (("in", node(r)), inter)])
     a_ub = coo_matrix((vals, (rows, cols)), shape=(row_count, n)).tocsr()

@@ -38,7 +38,8 @@ class SwitchNeeds:
 
 def validate(src: Mapping[str, TensorLayout], dst: Mapping[str, TensorLayout], cluster: Cluster) -> None:
     """Raise before any communication if the two layouts cannot be switched."""
-    missing, extra = sorted(set(src) - set(dst)), sorted(set(dst) - set(src))
+    missing = sorted(set(src) - set(dst))
+    extra = sorted(set(dst) - set(src))
     if missing or extra:
         raise ValueError(
             f"source and destination hold different tensors: only in source {missing[:5]}, "

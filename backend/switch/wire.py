@@ -37,7 +37,8 @@ class WireLayout:
     """Splits messages into wires given the source and destination layouts."""
 
     def __init__(self, src: Mapping[str, TensorLayout], dst: Mapping[str, TensorLayout]):
-        self.src, self.dst = src, dst
+        self.src = src
+        self.dst = dst
         self._offsets: dict[tuple[str, int], dict] = {}
 
     def _span(self, side: str, rank: int, t: Transfer) -> int | None:
@@ -64,7 +65,8 @@ class WireLayout:
             else:
                 n = t.box.numel
                 runs.append([[t], s, None if s is None else s + n, d, None if d is None else d + n])
-        wires, packed = [], []
+        wires = []
+        packed = []
         for transfers, s, _, d, _ in runs:
             if (s is None and d is None) or sum(t.box.numel for t in transfers) < MIN_RUN_ELEMENTS:
                 packed.extend(transfers)

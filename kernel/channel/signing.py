@@ -95,7 +95,8 @@ class MessageVerifier:
             self.stats.forged += 1
             return None
         try:
-            head, body = json.loads(header), json.loads(payload)
+            head = json.loads(header)
+            body = json.loads(payload)
             sender, seq = str(head["sender"]), int(head["seq"])
         except (ValueError, KeyError, TypeError):
             self.stats.malformed += 1

@@ -153,7 +153,8 @@ class WorkerChannel:
         )
         if not self._send_in_order(body, wait) and not wait:
             return False
-        self._lines, self._lines_chars = [], 0
+        self._lines = []
+        self._lines_chars = 0
         return True
 
     def _send_in_order(self, body: RankMessage, wait: bool) -> bool:
@@ -230,7 +231,8 @@ class WorkerChannel:
     def _heard(self, body: dict) -> None:
         now = time.monotonic()
         self.longest_silence = max(self.longest_silence, now - self._heard_at)
-        self._heard_at, self._ever_heard = now, True
+        self._heard_at = now
+        self._ever_heard = True
         kind = body.get("kind")
         if kind == "ack":
             self._confirmed(int(body.get("seq", 0)))

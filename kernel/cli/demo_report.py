@@ -43,7 +43,8 @@ def verdict(events: list[dict], reference: list[float], warmup: int, precision: 
     for result in results.values():
         result["max_relative_loss_difference"] = max_relative_difference(result["losses"], reference)
     statics = next(e for e in events if e.get("type") == "statics")
-    best, hot = statics["chosen"], results[HOT]
+    best = statics["chosen"]
+    hot = results[HOT]
     exact = all(r["max_relative_loss_difference"] <= tolerance for r in results.values())
     return {
         "runs": results,

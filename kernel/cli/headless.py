@@ -60,7 +60,8 @@ def follow(
     try:
         job = _start(name, body, job_dir, nproc, timeout, launcher or TorchrunLauncher(), nodes, host)
         with _terminate_as_exit():
-            seen, signalled = 0, None
+            seen = 0
+            signalled = None
             try:
                 while not job.done:
                     seen = _hand_over(job, seen, on_events)

@@ -37,7 +37,8 @@ def run(args) -> int:
         )
     if args.bytes_per_param < 1:
         raise ValueError(f"--bytes-per-param {args.bytes_per_param} moves nothing; give 2 (bf16) or 4 (fp32)")
-    src_strategy, dst_strategy = Strategy.parse(args.src), Strategy.parse(args.dst)
+    src_strategy = Strategy.parse(args.src)
+    dst_strategy = Strategy.parse(args.dst)
     if src_strategy.world_size != dst_strategy.world_size and not (src_strategy.is_group or dst_strategy.is_group):
         raise ValueError(
             f"{args.src} spans {src_strategy.world_size} devices and {args.dst} {dst_strategy.world_size}: a switch "

@@ -52,7 +52,9 @@ def table(result: dict) -> str:
 
 def _numbered(result: dict) -> str:
     """Which steps ran, where they were not the whole run from its first (a resumed or stopped run)."""
-    first, last, planned = result.get("first_step"), result.get("last_step"), result.get("planned_steps")
+    first = result.get("first_step")
+    last = result.get("last_step")
+    planned = result.get("planned_steps")
     if first is None or (first == 1 and last == planned):
         return ""
     return f"  (steps {first}-{last} of {planned}" + (f"; resumed after step {first - 1})" if first > 1 else ")")

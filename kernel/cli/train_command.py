@@ -94,7 +94,8 @@ def check(spec: dict, nproc: int) -> dict:
     from hotswitch.backend.train.run.spec import check_run
 
     checked = check_run(spec)
-    run, model = checked.config, checked.model  # model: a preset's or an hf:DIR checkpoint's
+    run = checked.config  # model: a preset's or an hf:DIR checkpoint's
+    model = checked.model
     parallelism = run.parallelism
     plan = parallelism.hot_switch_plan()
     chosen = Strategy.parse(parallelism.instantiation) if parallelism.instantiation else None

@@ -45,7 +45,8 @@ def owned_folder(prefix: str) -> Path:
 
 def sweep(parent: Path, prefix: str) -> list[Path]:
     """Remove the folders ``prefix``... under ``parent`` whose owners are gone; those removed."""
-    me, removed = _me(), []
+    me = _me()
+    removed = []
     for folder in parent.glob(f"{prefix}*"):
         owner = _owner(folder)
         if owner is not None and _gone(owner, me):

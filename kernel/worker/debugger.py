@@ -50,7 +50,8 @@ class ChannelInput:
     kernel's ``debug_input``."""
 
     def __init__(self, channel, output: ChannelOutput):
-        self.channel, self.output = channel, output
+        self.channel = channel
+        self.output = output
         self.prompt = ""
 
     def readline(self, size: int | None = -1) -> str:
@@ -96,7 +97,8 @@ class Breakpoints:
     ``RankPdb`` (in a detached job they say they continue); ``remove`` puts back what was."""
 
     def __init__(self, channel, rank: int):
-        self.channel, self.rank = channel, rank
+        self.channel = channel
+        self.rank = rank
         self.previous = sys.breakpointhook, pdb.set_trace
         sys.breakpointhook = self.stop_here
         pdb.set_trace = self.stop_here

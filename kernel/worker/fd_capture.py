@@ -51,7 +51,8 @@ class BelowPython:
     ``log`` (the rank's log, when there is one), every byte to the original descriptor."""
 
     def __init__(self, sink: Sink, log: TextIO | None):
-        self.sink, self.log = sink, log
+        self.sink = sink
+        self.log = log
         self.readers: list[threading.Thread] = []
         self.saved: list[tuple[int, int]] = []  # (fd, its original, duplicated)
         self.sink_failed = False
@@ -100,7 +101,8 @@ class BelowPython:
 
     def forward(self, read: int, original: int, name: str) -> None:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        partial, unwritten = "", b""
+        partial = ""
+        unwritten = b""
         try:
             while chunk := os.read(read, CHUNK):
                 # whole lines to the agent's log, so that Python's own lines (written there

@@ -57,7 +57,8 @@ class Tee(io.TextIOBase):
     """Writes to ``original`` and to ``log`` (when there is one)."""
 
     def __init__(self, original: TextIO, log: TextIO | None):
-        self._original, self._log = original, log
+        self._original = original
+        self._log = log
 
     def writable(self) -> bool:
         return True

@@ -58,7 +58,8 @@ def logical_nodes(summary: dict, strategy: str) -> list[DrawnNode]:
 
 def exec_nodes(summary: dict) -> list[DrawnNode]:
     """The executable graph's nodes; layers come from parameter names, in program order."""
-    drawn, layer = [], None
+    drawn = []
+    layer = None
     for n in summary["nodes"]:
         if n["kind"] == "param" and n["name"].endswith("weight"):  # rope tables are not weights
             found = _LAYER_IN_NAME.search(n["name"])
@@ -103,7 +104,8 @@ def collapse_layers(
             out.append(box)
         members[box].append(n)
     drawn = [n if isinstance(n, DrawnNode) else _box(n, members[n]) for n in out]
-    seen, kept = set(), []
+    seen = set()
+    kept = []
     for a, b in edges:
         edge = (box_of.get(a, a), box_of.get(b, b))
         if edge[0] != edge[1] and edge not in seen:

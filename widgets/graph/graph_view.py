@@ -20,7 +20,8 @@ from hotswitch.widgets.graph.graph_nodes import (
 )
 from hotswitch.widgets.palette import KIND_COLORS
 
-LOGICAL, EXECUTABLE = "logical", "executable"
+LOGICAL = "logical"
+EXECUTABLE = "executable"
 COLLAPSED = "collapsed"
 LABELS_UP_TO = 150  # above this many markers, names only on hover
 SYMBOLS = {"comm": "diamond", "dummy": "diamond-open", "layer": "square", "param": "circle", "buffer": "circle"}
@@ -149,7 +150,8 @@ class GraphView(widgets.VBox):
 
     def _plot(self) -> None:
         position = dag_layout([n.name for n in self.drawn], self.edges)
-        edge_x, edge_y = [], []
+        edge_x = []
+        edge_y = []
         for a, b in self.edges:
             edge_x += [position[a][0], position[b][0], None]
             edge_y += [position[a][1], position[b][1], None]

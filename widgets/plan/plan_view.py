@@ -43,8 +43,10 @@ class PlanView(widgets.VBox):
         unknown = {s for _, s in batch} - set(curves)
         if unknown:
             raise ValueError(f"batch sequences assigned to {sorted(unknown)}, which have no curves; add their curves")
-        self.curves, self.memory_limit = dict(curves), memory_limit
-        self.buckets, self.batch = [list(b) for b in buckets], list(batch)
+        self.curves = dict(curves)
+        self.memory_limit = memory_limit
+        self.buckets = [list(b) for b in buckets]
+        self.batch = list(batch)
         self.prediction: PlanPrediction | None = None
         self.memory_scale, unit = _memory_unit(memory_limit)
         fig = make_subplots(

@@ -41,7 +41,8 @@ class MeasuredStep:
 def measured_step(plan: dict, step: dict, world: int) -> MeasuredStep:
     """``step`` (a ``step`` event) laid out by ``plan`` (the ``plan`` event in force) on ``world`` ranks."""
     bars: list[Bar] = []
-    clock, names = 0.0, []
+    clock = 0.0
+    names = []
     for stage in plan["order"]:
         longest = 0.0
         for name in stage.split(STAGE_JOIN):

@@ -114,7 +114,8 @@ _HEAT_HOVER = "sender %{y} -> receiver %{x}<br>%{z:,} bytes<extra></extra>"
 
 def _node_borders(cluster: Cluster) -> list[dict]:
     """One square per node around its block of the matrix, and dotted lines between nodes."""
-    d, edge = cluster.devices_per_node, cluster.world_size - 0.5
+    d = cluster.devices_per_node
+    edge = cluster.world_size - 0.5
     squares = [
         {"type": "rect", "x0": k * d - 0.5, "x1": (k + 1) * d - 0.5, "y0": k * d - 0.5, "y1": (k + 1) * d - 0.5}
         | {"line": {"color": "#333333", "width": 1.5}}

@@ -78,8 +78,10 @@ def document_blocks(numbers: torch.Tensor) -> list[torch.Tensor]:
     rows, length = numbers.shape
     starts = torch.arange(0, length, BLOCK)
     whole = starts + BLOCK <= length  # a block cut short by the row's end is never full
-    first, last = numbers[:, starts], numbers[:, (starts + BLOCK).clamp(max=length) - 1]
-    q, kv = torch.arange(len(starts))[:, None], torch.arange(len(starts))[None, :]
+    first = numbers[:, starts]
+    last = numbers[:, (starts + BLOCK).clamp(max=length) - 1]
+    q = torch.arange(len(starts))[:, None]
+    kv = torch.arange(len(starts))[None, :]
     below = (kv < q).expand(rows, -1, -1)
     full = below & (first[:, None, :] == last[:, :, None]) & whole[None, :, None] & whole[None, None, :]
     partial = (below & (last[:, None, :] >= first[:, :, None]) | (kv == q)) & ~full

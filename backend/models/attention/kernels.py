@@ -142,7 +142,8 @@ def _weighed(seconds: dict[str, float | None], forms: list[AttentionChoice]) -> 
     kernel's grouped form (which is the one that runs, where it ran at all)."""
     weighed = dict(seconds)
     for form in forms:
-        grouped, repeated = seconds.get(form.kernel), seconds[form.label]
+        grouped = seconds.get(form.kernel)
+        repeated = seconds[form.label]
         slower = grouped is not None and repeated is not None and repeated > (1 - REPEAT_GAIN) * grouped
         if form.repeats_heads and slower:
             weighed[form.label] = None

@@ -39,7 +39,8 @@ class PointRow(TypedDict):
 
 def predict(point: MeasuredStep, spec: DeviceSpec) -> float:
     """Predicted seconds of the logged run ``point`` on ``spec``."""
-    config, precision = sim_model(point.model), Precision.of("bf16")
+    config = sim_model(point.model)
+    precision = Precision.of("bf16")
     cluster = spec.cluster(point.gpus)
     strategy = Strategy(point.dp, point.tp, point.pp, sp=point.tp > 1)
     if not point.packed:

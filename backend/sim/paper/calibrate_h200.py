@@ -55,7 +55,8 @@ def one_gpu_peak_bytes(config: ModelConfig, documents: int, length: int, precisi
 
 def predict(point: EngineStep, spec: DeviceSpec) -> float:
     """Predicted seconds of the measured step ``point`` on ``spec``: its micro-batch, then AdamW."""
-    config, single = measured_config(point), Strategy()
+    config = measured_config(point)
+    single = Strategy()
     cluster = spec.cluster(1)
     step = SimulatedStrategy(config, single, cluster, spec, BF16).documents_s([point.length] * point.documents)
     return step + update_seconds(config, cluster, spec, BF16, single)
@@ -73,7 +74,8 @@ def report() -> dict:
     rows: list[PointRow] = []
     for used, points in ((True, FIT), (False, HELD_OUT)):
         for p in points:
-            predicted, peak = predict(p, fitted), one_gpu_peak_bytes(measured_config(p), p.documents, p.length)
+            predicted = predict(p, fitted)
+            peak = one_gpu_peak_bytes(measured_config(p), p.documents, p.length)
             rows.append(
                 {
                     "point": p.name,

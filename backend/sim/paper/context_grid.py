@@ -82,7 +82,8 @@ def context_row(
     without = _auto(plain, quick)
     setup = context_setup(model, gpus, dataset, context, True, device, seed)
     with_cp = _auto(setup, quick)
-    alone, alone_cp = longest_alone(plain, without.instantiation), longest_alone(setup, with_cp.instantiation)
+    alone = longest_alone(plain, without.instantiation)
+    alone_cp = longest_alone(setup, with_cp.instantiation)
     speedup = without.step_s / with_cp.step_s if without.step_s and with_cp.step_s else None
     goal = GOAL_LONG if context >= LONG else 1.0
     return {

@@ -41,7 +41,9 @@ class DeepSpeedRun:
 
 
 def _memory(setup: Setup, zero: int, u: int, mbs: int, recompute: bool) -> float:
-    c, n, world = setup.precision, setup.config.n_params, setup.cluster.world_size
+    c = setup.precision
+    n = setup.config.n_params
+    world = setup.cluster.world_size
     params = c.param_bytes * n / (world if zero == 3 else 1)
     grads = c.grad_bytes * n / (world if zero >= 2 else 1)
     acts = activation_bytes(setup.config, Strategy(ckpt=recompute), setup.context, c, WHOLE) / u
@@ -49,7 +51,9 @@ def _memory(setup: Setup, zero: int, u: int, mbs: int, recompute: bool) -> float
 
 
 def _micro_batch_s(setup: Setup, sim: SimulatedStrategy, zero: int, u: int, mbs: int) -> float:
-    config, spec, ckpt = setup.config, setup.spec, sim.strategy.ckpt
+    config = setup.config
+    spec = setup.spec
+    ckpt = sim.strategy.ckpt
     dense, attention = flops_parts(config, setup.context, ckpt)
     tokens = mbs * setup.context
     compute = sim.flops_s(tokens // u, mbs * dense / u, mbs * attention / u)
@@ -57,7 +61,8 @@ def _micro_batch_s(setup: Setup, sim: SimulatedStrategy, zero: int, u: int, mbs:
     a2a_bw = spec.intra_bw if u <= per_node else min(spec.intra_bw, spec.inter_bw / per_node)
     share = tokens / u * config.dim * setup.precision.param_bytes * (u - 1) / u
     a2a = (3 if ckpt else 2) * 4 * config.n_layers * share / a2a_bw if u > 1 else 0.0
-    world, bw = setup.cluster.world_size, sim.links.dp_bw
+    world = setup.cluster.world_size
+    bw = sim.links.dp_bw
     params = setup.precision.param_bytes * config.n_params
     gather = (3 if ckpt else 2) * ring_s(params, world, bw, spec.latency_s, passes=1) if zero == 3 else 0.0
     scatter = ring_s(setup.precision.grad_bytes * config.n_params, world, bw, spec.latency_s, 1) if zero >= 2 else 0.0
@@ -82,9 +87,11 @@ def deepspeed_step_s(setup: Setup, rows: int, zero: int, u: int, mbs: int, recom
 def deepspeed_sweep(setup: Setup, rows: int) -> DeepSpeedRun:
     """The fastest (ZeRO stage, Ulysses degree, MBS, recompute) that fits; raises, naming the
     limit, when none does. Ulysses degrees divide both the GPUs and the attention heads."""
-    world, usable = setup.cluster.world_size, setup.spec.memory - setup.spec.reserved
+    world = setup.cluster.world_size
+    usable = setup.spec.memory - setup.spec.reserved
     degrees = [u for u in range(1, world + 1) if world % u == 0 and setup.config.n_heads % u == 0]
-    best, smallest = None, None
+    best = None
+    smallest = None
     for zero in STAGES:
         for u in degrees:
             for recompute in (False, True):

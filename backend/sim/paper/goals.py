@@ -44,7 +44,8 @@ def paper_block(rows: list[dict]) -> dict:
             ("megatron", "vs_megatron_paper", setups.HEADLINE),
             ("deepspeed", "vs_deepspeed_paper", setups.HEADLINE_DEEPSPEED),
         ):
-            ours, theirs = _max(rows, key, dataset), reported.get(dataset)
+            ours = _max(rows, key, dataset)
+            theirs = reported.get(dataset)
             entry[f"max_vs_{what}"] = ours
             entry[f"paper_max_vs_{what}"] = theirs
             entry[f"max_vs_{what}_within_{round(WITHIN[what] * 100)}pct"] = (

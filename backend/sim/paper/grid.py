@@ -49,7 +49,8 @@ def geomean(values: Iterable[float | None]) -> float | None:
 
 def row(comparison: Comparison, model: str, dataset: str) -> dict:
     """The figures of one setting (``None`` where a contender does not fit or is not given)."""
-    setup, best = comparison.setup, comparison.best_static
+    setup = comparison.setup
+    best = comparison.best_static
     c1, c2, auto = comparison.hot.get("c1"), comparison.hot.get("c2"), comparison.auto
     best_s = best.step_s if best else None
     return {
@@ -101,8 +102,10 @@ def side_by_side_figures(comparison: Comparison, best_s: float | None) -> dict:
 
 def paper_baselines(comparison: Comparison) -> dict:
     """The paper's own baselines' figures of one setting, and ``auto`` against each."""
-    auto, named = comparison.auto.step_s, comparison.paper
-    megatron, best = comparison.megatron_paper, comparison.best_static
+    auto = comparison.auto.step_s
+    named = comparison.paper
+    megatron = comparison.megatron_paper
+    best = comparison.best_static
     out = {}
     for name, c in named.items():
         key = name.replace("-", "_").replace("+", "_")

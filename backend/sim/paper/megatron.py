@@ -83,7 +83,8 @@ def megatron_sweep(
     """The fastest (layout, MBS) of the sweep that holds MBS full-context documents; raises,
     naming the limit, when none does."""
     usable = spec.memory - spec.reserved
-    best, smallest = None, None
+    best = None
+    smallest = None
     for layout in layouts:
         s = Strategy(layout.dp, layout.tp, layout.pp, sp=layout.tp > 1, ckpt=recompute)
         for mbs in MBS_SWEEP:

@@ -39,7 +39,8 @@ def bucketed_rows(lengths: Sequence[int], context: int, rows: Sequence[int] = C1
     """The artifact's hot-switching feed: each document in the shortest row kind that holds it
     (row kinds capped at the context)."""
     sizes = sorted({min(r, context) for r in rows} | {context})
-    out, lower = [], 0
+    out = []
+    lower = 0
     for size in sizes:
         group = [n for n in lengths if lower < n <= size]
         out += first_fit_rows(group, size) if group else []

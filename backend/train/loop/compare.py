@@ -36,7 +36,8 @@ def compare(spec: dict, job: RankContext) -> None:
     ``job.control`` are used (see ``RankContext``)."""
     hot, run = build({**spec, "plan": "auto"}, _tagged(job, HOT), job.control)
     hot.train(run.steps)
-    cost, longest = hot.cost, run.data.max_len
+    cost = hot.cost
+    longest = run.data.max_len
     assert cost is not None, "an auto plan is made on a cost model"
     del hot
     stream = batches(run, run.model.architecture())

@@ -92,15 +92,19 @@ class Engine:
         batching: MicroBatching | None = None,
         initial: InitialValue | None = None,
     ):
-        precision, parallelism = run.precision, run.parallelism
+        precision = run.precision
+        parallelism = run.parallelism
         if precision.token_budget is None:
             raise ValueError("Engine needs a run checked for training: RunConfig.check_training(max_len) fills it in")
-        self.config, self.optim, self.token_budget = config, run.optimizer.adamw(run.steps), precision.token_budget
+        self.config = config
+        self.optim = run.optimizer.adamw(run.steps)
+        self.token_budget = precision.token_budget
         self.schedule = parallelism.pipeline_schedule
         self.precision = precision.precision()
         self.compiled = bool(precision.compile)
         self.device = torch.device(local_device(parallelism.device))
-        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
         self.cluster = cluster or Cluster.local(self.world, device=self.device.type, memory=device_memory(self.device))
         self.batching = batching or MicroBatching(self.token_budget, packed=precision.packing)
         if instantiation.is_group:
@@ -237,7 +241,8 @@ class Engine:
         total = sum(s.trained for seqs in groups.values() for s in seqs)  # the loss is their mean
         if total == 0:
             raise ValueError("the global batch holds no tokens that train")
-        times, compiling = StepTimes(), compile_seconds()
+        times = StepTimes()
+        compiling = compile_seconds()
         walk = StageWalk(self, times, 1.0 / total)
         for stage in as_stages(order):
             walk.stage(stage, groups)

@@ -18,7 +18,8 @@ class Evaluation:
     def __init__(self, stream: BatchStream, every: int, batches: int = 1):
         if every < 1 or batches < 1:
             raise ValueError(f"eval_every and eval_batches must be at least 1, got {every} and {batches}")
-        self.every, size = every, stream.batch_size
+        self.every = every
+        size = stream.batch_size
         try:
             sequences = stream.one_pass(batches * size)
         except ValueError as error:
@@ -30,7 +31,9 @@ class Evaluation:
 
     def run(self, engine: Engine, step: int) -> dict:
         """The ``eval`` event after ``step`` updates (collective)."""
-        started, loss, tokens = time.perf_counter(), 0.0, 0
+        started = time.perf_counter()
+        loss = 0.0
+        tokens = 0
         for batch in self.batches:
             summed, count = engine.evaluate(batch)
             loss, tokens = loss + summed, tokens + count

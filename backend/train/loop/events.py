@@ -201,7 +201,8 @@ def event(kind: str, **fields) -> dict:
     allowed = set(declared.__annotations__) - {"type", "time"}
     # every value of EVENTS is a TypedDict class; mypy has no type that says so
     required = set(declared.__required_keys__) - {"type", "time"}  # type: ignore[attr-defined]
-    unknown, missing = set(fields) - allowed, required - set(fields)
+    unknown = set(fields) - allowed
+    missing = required - set(fields)
     if unknown or missing:
         raise TypeError(f"{kind} event: undeclared fields {sorted(unknown)}, missing fields {sorted(missing)}")
     return {"type": kind, "time": time.time(), **fields}

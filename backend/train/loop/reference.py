@@ -32,11 +32,13 @@ class ReferenceTrainer:
         precision: Precision = FP32,
     ):
         self.model = build_model(config, seed)
-        self.optim, self.precision = optim, precision
+        self.optim = optim
+        self.precision = precision
         self.optimizer = optim.adamw(self.model.parameters())
         self.token_budget = token_budget
         self.updates = 0
-        self.compute, self.accumulated = self.model, {}
+        self.compute = self.model
+        self.accumulated = {}
         if precision.mixed:
             self.compute = copy.deepcopy(self.model)
             for name, param in self.compute.named_parameters():

@@ -32,7 +32,8 @@ class RunTotals:
         self.checkpoints = 0  # resumable checkpoints written, the last at ``last_checkpoint``
         self.last_checkpoint: str | None = None
         self.exported: str | None = None  # the Hugging Face export's folder
-        self._all, self._measured = _Window(), _Window()
+        self._all = _Window()
+        self._measured = _Window()
 
     def add(self, e: dict) -> None:
         if e.get("type") == "plan":
@@ -48,7 +49,8 @@ class RunTotals:
             return
         self.steps += 1
         self.first_step = e.get("step") if self.first_step is None else self.first_step
-        self.last_step, self.planned_steps = e.get("step"), e.get("steps")
+        self.last_step = e.get("step")
+        self.planned_steps = e.get("steps")
         loss = e.get("loss")
         self.first_loss = loss if self.first_loss is None else self.first_loss
         self.last_loss = loss
@@ -96,7 +98,8 @@ class RunTotals:
 
 def _data_text(e: dict) -> str:
     """A ``data`` event in words: its source and tokenizer, and the documents held out."""
-    held, separate = e.get("held_out"), e.get("evaluated_on")
+    held = e.get("held_out")
+    separate = e.get("evaluated_on")
     return (
         f"{e.get('source')}, {e.get('tokenizer')} tokens"
         + (f"; {held:,} held out" if held else "")

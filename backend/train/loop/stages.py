@@ -52,7 +52,9 @@ class StageWalk:
     """``engine``'s walk over one step's stages, accumulating gradients and the loss."""
 
     def __init__(self, engine: Engine, times: StepTimes, scale: float):
-        self.engine, self.times, self.scale = engine, times, scale
+        self.engine = engine
+        self.times = times
+        self.scale = scale
         self.loss = torch.zeros((), dtype=torch.float64, device=engine.device)
         self.previous: Stage = ()
         self.marks = DeviceMarks(engine.device)
@@ -84,7 +86,8 @@ class StageWalk:
         marks in the device's work, read at the step's end (``read_times``) unless the stage
         leaves ranks waiting (``waits``): then its seconds are compared now, which also brings
         every rank to the next switch together, so that no switch's seconds hold a wait."""
-        engine, marks = self.engine, self.marks
+        engine = self.engine
+        marks = self.marks
         mine = next((s for s in ran if engine.rank in s.ranks), None)
         spans = {}
         for i, s in enumerate(ran):
@@ -114,7 +117,8 @@ class StageWalk:
     def read_times(self) -> None:
         """The compute, gradient-reduction and switch seconds of the stages run since the last
         call, from their marks (waiting for the device to reach the last)."""
-        times, marks = self.times, self.marks
+        times = self.times
+        marks = self.marks
         times.switch += sum(marks.seconds(*span) for span in self.unread_switches)
         self.unread_switches.clear()
         for ran, spans in self.unread:

@@ -45,7 +45,8 @@ def step_event(
     step: int, steps: int, batch: list[Sequence], result: StepResult, total_s: float, predicted: float | None, lr: float
 ) -> dict:
     """The ``step`` event of ``batch``, trained as ``result`` says in ``total_s`` seconds."""
-    times, count = result.times, sum(s.length for s in batch)
+    times = result.times
+    count = sum(s.length for s in batch)
     return event(
         "step",
         step=step,

@@ -67,7 +67,8 @@ class Switches:
 
     def _bind(self, what: SwitchKind, src: Strategy, dst: Strategy, add: bool) -> BoundSwitch:
         engine = self.engine
-        a, b = engine.states[src], engine.states[dst]
+        a = engine.states[src]
+        b = engine.states[dst]
         p = engine.precision
         if what == "params":  # the copies strategies compute with: bf16 in mixed precision
             plan = plan_switch(a.layout, b.layout, engine.cluster, itemsize=p.param_bytes)

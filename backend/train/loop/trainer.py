@@ -74,17 +74,23 @@ class Trainer:
         evaluation: Evaluation | None = None,
         initial: InitialValue | None = None,
     ):
-        self.config, self.data = config, data
+        self.config = config
+        self.data = data
         self.run = run = RunConfig.of(_a_run(run)).check_training(data.max_len)
-        ckpt, parallelism, precision = run.checkpoints, run.parallelism, run.precision
+        ckpt = run.checkpoints
+        parallelism = run.parallelism
+        precision = run.precision
         folder = notebook_dir() / "checkpoints"
         self.checkpoints = CheckpointPolicy(folder, ckpt)
-        self.evaluation, self.rank, self.world = evaluation, dist.get_rank(), dist.get_world_size()
+        self.evaluation = evaluation
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
         self.sink = sink if self.rank == 0 else discard
         self.control = control if control is not None and self.rank == 0 else (lambda: [])
         resume = resume or ckpt.resume_point(config)  # read here: fail before any work
         plan = parallelism.hot_switch_plan()
-        self.auto, fixed = plan == "auto", None if isinstance(plan, str) else plan
+        self.auto = plan == "auto"
+        fixed = None if isinstance(plan, str) else plan
         self.resident = self._auto_strategies() if self.auto else []
         strategies = self.resident if fixed is None else list(fixed.strategies)
         chosen = Strategy.parse(parallelism.instantiation or instantiation_strategy(strategies))
@@ -180,7 +186,8 @@ class Trainer:
                     elif kind in ("pause", "resume"):
                         paused = kind == "pause"
                     elif kind == "stop":
-                        self.stopping, paused = True, False
+                        self.stopping = True
+                        paused = False
                     elif kind == "checkpoint":
                         self._checkpoint_now(c.get("path"))
                     else:
@@ -215,7 +222,8 @@ class Trainer:
         if cost is None:  # every rank gets here at the same boundary: profiling is collective
             self.resident = self._auto_strategies()
             self.engine.set_strategies(self.resident)
-            lengths, free = profile_lengths(self.data.max_len), self.engine.free_memory()
+            lengths = profile_lengths(self.data.max_len)
+            free = self.engine.free_memory()
             cost = profile(self.engine, self.resident, lengths, free, report=self.sink)
             self.use_cost(cost)
         self.resident = list(cost.strategies)
@@ -276,7 +284,8 @@ class Trainer:
 
     def train(self, steps: int, on_step: Callable[[dict], None] | None = None) -> dict:
         """Train until ``steps`` steps in total (counting resumed ones) or a stop command."""
-        started, tokens = time.perf_counter(), 0
+        started = time.perf_counter()
+        tokens = 0
         while self.step_index < steps and not self.stopping:
             self._obey(self._commands())
             if self.stopping:

@@ -54,7 +54,8 @@ class Shared:
 
     def _cheapest(self, chain: tuple[int, ...], upper: int) -> Best:
         """``BoundarySearch.cheapest`` of the chain of strategy numbers ``chain``."""
-        head, tail = chain[0], chain[1:]
+        head = chain[0]
+        tail = chain[1:]
         if not tail:
             search, strategy = self.owners[head]
             seconds = search.bucket_s(strategy, 0, upper)
@@ -80,7 +81,9 @@ class BoundarySearch:
         shared: Shared | None = None,
     ):
         self.sorted_lengths = sorted(lengths)  # a bucket's sequences: a slice
-        self.cost, self.longest, self.picks = cost, longest, picks
+        self.cost = cost
+        self.longest = longest
+        self.picks = picks
         self.shared = shared or Shared()
         self.bucket_s = functools.cache(self._bucket_s)
         self.key = functools.cache(self._key)
@@ -105,12 +108,14 @@ class BoundarySearch:
         """What a group's seconds under ``strategy`` depend on beside its lengths: time per
         sequence, fixed cost, overlap, the token budget and, where memory limits one of its
         micro-batches, memory per sequence and the free bytes."""
-        c, cost = self.cost.strategies[strategy], self.cost
+        c = self.cost.strategies[strategy]
+        cost = self.cost
         memory = (c.memory.a, c.memory.b, c.memory.c, cost.budget - c.static_bytes) if limited else None
         return (strategy, c.time.a, c.time.b, c.time.c, c.overhead, c.increment, cost.token_budget, memory)
 
     def _seconds(self, strategy: Strategy, lengths: tuple[int, ...], limited: bool) -> float:
-        key, groups = (*self.key(strategy, limited), lengths), self.shared.groups
+        key = (*self.key(strategy, limited), lengths)
+        groups = self.shared.groups
         if key not in groups:
             groups[key] = self.cost.group_s(strategy, list(lengths))
         return groups[key]
@@ -118,7 +123,8 @@ class BoundarySearch:
     def _limited(self, strategy: Strategy) -> tuple[list[int], dict[int, bool]]:
         """Where memory, not the token budget, limits a micro-batch of ``strategy``: per length
         of the batch, and as counts over the sorted lengths' prefixes."""
-        cost, at = self.cost, {}
+        cost = self.cost
+        at = {}
         for n in set(self.sorted_lengths):
             at[n] = cost.max_rows(strategy, n) != max(1, cost.token_budget // n)
         return list(itertools.accumulate((at[n] for n in self.sorted_lengths), initial=0)), at

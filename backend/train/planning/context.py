@@ -36,8 +36,10 @@ def in_flight_bytes(config: ModelConfig, strategy: Strategy, length: int, precis
     for Ulysses the all-to-all buffers of q, k, v and the output in the other layout."""
     if strategy.cp == 1:
         return 0.0
-    c, tp = precision.param_bytes, strategy.tp
-    kv, tokens = config.n_kv_heads * config.head_size, local_tokens(length, strategy.cp)
+    c = precision.param_bytes
+    tp = strategy.tp
+    kv = config.n_kv_heads * config.head_size
+    tokens = local_tokens(length, strategy.cp)
     if strategy.ulysses:
         return c * tokens * (2 * config.q_dim + 2 * kv) / tp
     return 2 * 4 * c * tokens * kv / tp

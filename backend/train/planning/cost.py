@@ -55,7 +55,8 @@ class Quadratic:
         with length): every length counts alike, so a short sequence's cost is not lost in
         the long ones' (measurements span orders of magnitude). The best of every subset of
         terms whose own fit stays non-negative is the constrained optimum."""
-        x, y = np.asarray(xs, float), np.asarray(ys, float)
+        x = np.asarray(xs, float)
+        y = np.asarray(ys, float)
         if not np.abs(y).max() > 0:
             return cls(0.0, 0.0, 0.0)
         weight = 1.0 / np.maximum(np.abs(y), np.abs(y).max() * 1e-6)
@@ -193,7 +194,8 @@ class CostModel:
 
     def longest(self, strategy: Strategy, limit: int) -> int:
         """The longest sequence (up to ``limit``) the strategy can hold."""
-        lo, hi = 0, limit
+        lo = 0
+        hi = limit
         while lo < hi:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if self.fits(strategy, mid) else (lo, mid - 1)

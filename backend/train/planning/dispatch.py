@@ -74,7 +74,8 @@ class HotSwitchPlan:
         """Each bucket with the longest sequence it is sent when no sequence is longer than
         ``longest``: the bound of the bucket before it, or ``longest`` where that is shorter. A
         bucket sent nothing has a length not above its own bound."""
-        out, upper = [], longest
+        out = []
+        upper = longest
         for bucket in self.buckets:
             out.append((bucket, upper))
             upper = min(upper, bucket.above)
@@ -150,12 +151,14 @@ def execution_order(
     whole: list[Strategy | Stage] = [s for s in rest if s != instantiation and not s.is_group]
     groups = tuple(s for s in rest if s.is_group)  # on disjoint ranks (HotSwitchPlan.of): one stage
     middle = [groups, *whole] if groups else whole
-    best, best_cost = tuple(middle), None
+    best = tuple(middle)
+    best_cost = None
     for order in itertools.permutations(middle):
         chain = (instantiation, *order, instantiation)
         cost = sum(_stage_cost(a, b, switch_cost) for a, b in itertools.pairwise(chain))
         if best_cost is None or cost < best_cost - 1e-12:
-            best, best_cost = order, cost
+            best = order
+            best_cost = cost
     return (*best, instantiation)
 
 

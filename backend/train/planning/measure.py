@@ -32,10 +32,12 @@ def slowest(value: float) -> float:
 def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) -> LinkProfile:
     """Ring exchange between neighbour ranks: bandwidth from a large message, latency from a
     tiny one; copy bandwidth from a local copy of the same size (all on ``device``)."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
+    world = dist.get_world_size()
 
     def exchange(numel: int) -> float:
-        send, recv = torch.ones(numel, device=device), torch.empty(numel, device=device)
+        send = torch.ones(numel, device=device)
+        recv = torch.empty(numel, device=device)
         ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
         times = []
         for _ in range(repeats + 1):
@@ -48,7 +50,8 @@ def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) 
 
     large = exchange(nbytes // 4)
     small = exchange(1)
-    source, target = torch.ones(nbytes // 4, device=device), torch.empty(nbytes // 4, device=device)
+    source = torch.ones(nbytes // 4, device=device)
+    target = torch.empty(nbytes // 4, device=device)
     target.copy_(source)
     started = device_clock(device)
     for _ in range(repeats):
@@ -133,7 +136,8 @@ def measure_stage(engine: Engine, stage: Stage, lengths: list[int]) -> dict[Stra
     as the engine cuts them: padded rows, or with packing one row of documents (``as_run``).
     Each: {"seconds": per sequence at each length, "overhead": per micro-batch,
     "memory_bytes": per sequence at each length, or None off CUDA}."""
-    device, mine = engine.device, own_strategy(engine, stage)
+    device = engine.device
+    mine = own_strategy(engine, stage)
     graph = engine.states[mine].graph if mine else None
 
     def run(tokens: torch.Tensor) -> Callable[[], object]:
@@ -155,7 +159,8 @@ def measure_stage(engine: Engine, stage: Stage, lengths: list[int]) -> dict[Stra
     one = timed_each(run(filled_batch(engine, lengths[0])[:1]), device, repeats=5, warm=cold)
     if mine:
         engine.states[mine].grads.flat.zero_()
-    alone, full = slowest_of(stage, one), [slowest_of(stage, f) for f in filled]
+    alone = slowest_of(stage, one)
+    full = [slowest_of(stage, f) for f in filled]
     peaks = [slowest_of(stage, b) for b in peak]
     out = {}
     for s in stage:
@@ -197,7 +202,8 @@ def measure_sync(engine: Engine, stage: Stage) -> dict[Strategy, float]:
     mine = own_strategy(engine, stage)
     reduce: Callable[[], object] = lambda: None  # noqa: E731  (a rank whose group has one replica waits)
     if mine and mine.replicas > 1:
-        state, group = engine.states[mine], engine.groups[mine.replica_group(engine.rank)]
+        state = engine.states[mine]
+        group = engine.groups[mine.replica_group(engine.rank)]
         reduce = partial(dist.all_reduce, state.grads.flat, group=group)
     elapsed = slowest_of(stage, timed_each(reduce, engine.device, repeats=1))
     if mine:

@@ -89,8 +89,12 @@ def loss_peak_bytes(
 
 def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision, loss: Loss) -> tuple[float, float]:
     """(bytes one layer keeps, bytes the head keeps) per token on one device."""
-    dim, kv, c, f = config.dim, config.n_kv_heads * config.head_size, precision.param_bytes, FP32_BYTES
-    tp, region = strategy.tp, strategy.tp if strategy.sp else 1
+    dim = config.dim
+    kv = config.n_kv_heads * config.head_size
+    c = precision.param_bytes
+    f = FP32_BYTES
+    tp = strategy.tp
+    region = strategy.tp if strategy.sp else 1
     inside = c * (4 * config.ffn_dim + 2 * config.q_dim + 2 * kv) + f * config.n_heads
     if config.qk_norm != "none":  # each q/k norm keeps its input and one inverse RMS per row it norms
         rows = config.n_heads + config.n_kv_heads if config.qk_norm == "head" else 2
@@ -110,7 +114,8 @@ def kept_activation_bytes(
     length = local_tokens(length, strategy.cp)  # a cp rank keeps its own zig-zag chunks only
     layer, head = _per_token(config, strategy, precision, loss)
     layer -= recomputed_bytes(config, strategy, precision)  # sel: dropped in forward, recomputed in backward
-    c, region = precision.param_bytes, strategy.tp if strategy.sp else 1
+    c = precision.param_bytes
+    region = strategy.tp if strategy.sp else 1
     # with sp on gloo, the first block's input is a view of the embedding's whole output
     first = c * config.dim * (1 - 1 / strategy.tp) if strategy.sp else 0.0
     if strategy.ckpt:

@@ -33,7 +33,8 @@ from hotswitch.backend.train.planning.memory import activation_bytes, model_stat
 
 def profile_lengths(max_len: int) -> list[int]:
     """A few lengths spanning 16 .. max_len, doubling."""
-    out, n = [], 16
+    out = []
+    n = 16
     while n < max_len:
         out.append(n)
         n *= 2
@@ -160,7 +161,9 @@ class LinkSwitches(Mapping[SwitchKey, float]):
     pairs that device groups multiply; only the rank searching plans them)."""
 
     def __init__(self, engine: Engine, link: LinkProfile, strategies: list[Strategy]):
-        self.engine, self.link, self.strategies = engine, link, list(dict.fromkeys(strategies))
+        self.engine = engine
+        self.link = link
+        self.strategies = list(dict.fromkeys(strategies))
         self.seconds: dict[SwitchKey, float] = {}
 
     def __getitem__(self, key: SwitchKey) -> float:

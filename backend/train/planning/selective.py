@@ -21,7 +21,8 @@ def recomputed_bytes(config: ModelConfig, strategy: Strategy, precision: Precisi
     computes again in backward, on one device; 0 for other strategies."""
     if not strategy.sel:
         return 0.0
-    c, region = precision.param_bytes, strategy.tp if strategy.sp else 1
+    c = precision.param_bytes
+    region = strategy.tp if strategy.sp else 1
     return 2 * c * config.dim / region + 2 * c * config.ffn_dim / strategy.tp
 
 

@@ -154,7 +154,8 @@ def balanced_bound(ordered: list[int], cost: CostModel, long: Strategy, short: S
             cost.group_s(short, ordered[:split]) + cost.sync_s(short),
         )
 
-    lo, hi = 0, len(bounds) - 1  # the first bound at which the short group is the slower one
+    lo = 0  # the first bound at which the short group is the slower one
+    hi = len(bounds) - 1
     while lo < hi:
         mid = (lo + hi) // 2
         slow_long, slow_short = seconds(bounds[mid])

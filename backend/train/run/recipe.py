@@ -154,7 +154,8 @@ def build(spec: Spec, sink: Sink = discard, control: Control | None = None) -> t
     """The trainer ``spec`` describes (checked first, before any distributed work) and the
     checked run configuration (``run["steps"]`` reads it by key too)."""
     checked = check_run(spec)
-    run, model = checked.config, checked.model
+    run = checked.config
+    model = checked.model
     training, held = sources(run, model)  # the documents read once, for training and evaluation
     stream = _stream(run, training, run.seed)
     device = local_device(run.parallelism.device)

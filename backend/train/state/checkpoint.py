@@ -43,7 +43,8 @@ class CheckpointError(ValueError):
 
 
 def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
+    strides = []
+    step = 1
     for n in reversed(shape):
         strides.append(step)
         step *= n

@@ -72,8 +72,12 @@ class FusedUpdate:
         optim: OptimizerConfig,
         copy: torch.Tensor | None = None,
     ):
-        self.optimizer, self.params, self.optim = optimizer, params, optim
-        self.weights, self.grads, self.copy = weights, grads, copy
+        self.optimizer = optimizer
+        self.params = params
+        self.optim = optim
+        self.weights = weights
+        self.grads = grads
+        self.copy = copy
         self.flat: dict[str, torch.Tensor] = {}  # the moments' buffers, made at the first update
         self.views: dict[str, list[torch.Tensor]] = {}
 
@@ -110,7 +114,8 @@ class FusedUpdate:
         if not self.flat:
             self.flat = {key: torch.zeros_like(self.weights) for key in MOMENTS}
             self.views = {key: [self._view(self.flat[key], p) for p in self.params] for key in MOMENTS}
-        state, first = self.optimizer.state, self.params[0]
+        state = self.optimizer.state
+        first = self.params[0]
         if all(state.get(p, {}).get(key) is self.views[key][i] for key in MOMENTS for i, p in enumerate(self.params)):
             return state[first]["step"]
         count = torch.tensor(float(state[first]["step"]) if first in state else 0.0)

@@ -74,7 +74,10 @@ class Master:
         shard: bool = True,
         fused: bool = False,
     ):
-        self.state, self.optim, self.rank, self.precision = state, optim, rank, precision
+        self.state = state
+        self.optim = optim
+        self.rank = rank
+        self.precision = precision
         device = state.params.flat.device
         full = FlatBuffer(state.layout, rank, device=device) if precision.mixed else state.params
         grads = state.grads
@@ -232,7 +235,8 @@ class Master:
         """AdamW's state on this rank, per parameter of the master layout: the optimizer's own
         tensors where they exist, or, sharded, whole boxes gathered from the replicas
         (collective over the replicas)."""
-        step, moments = 0.0, {}
+        step = 0.0
+        moments = {}
         for name, param in self.params.items():
             state = self.optimizer.state.get(param, {})
             step = float(state["step"]) if "step" in state else step

@@ -25,7 +25,9 @@ class DataParallelShard:
     its strategies change)."""
 
     def __init__(self, numel: int, replicas: int, replica: int, group: Callable[[], object]):
-        self.numel, self.replicas, self.group = numel, replicas, group
+        self.numel = numel
+        self.replicas = replicas
+        self.group = group
         self.chunk = -(-numel // replicas)
         self.lo = min(numel, replica * self.chunk)
         self.hi = min(numel, self.lo + self.chunk)

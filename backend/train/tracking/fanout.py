@@ -13,7 +13,9 @@ class TrackedSink:
     event, by ``close(failed=True)`` where the run raised, or at exit if neither came."""
 
     def __init__(self, sink: Sink, trackers: list[Tracker]):
-        self.sink, self.trackers, self.open = sink, trackers, True
+        self.sink = sink
+        self.trackers = trackers
+        self.open = True
         atexit.register(self.close)
 
     def __call__(self, event: dict) -> None:

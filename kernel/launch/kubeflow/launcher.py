@@ -92,7 +92,9 @@ class KubeflowLauncher(Launcher):
             )
         from kubernetes import client
 
-        self.namespace, self.image, self.resources = namespace, image, resources
+        self.namespace = namespace
+        self.image = image
+        self.resources = resources
         self.runtime = runtime or OPTIONS["runtime"].default
         self.resources_per_node = parse_resources(resources)
         self.api = api_client()

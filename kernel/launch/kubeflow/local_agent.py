@@ -65,7 +65,8 @@ def run_job(spec: LaunchSpec, venvs: Path) -> int:
     client = TrainerClient(backend_config=LocalProcessBackendConfig(cleanup_venv=True))
     runtime = constants.DEFAULT_TRAINING_RUNTIME  # the local backend's one runtime (a cluster's: --runtime)
     name = client.train(runtime=runtime, trainer=local_trainer(spec, venvs), options=[Name(name=spec.job_dir.name)])
-    shown, status = 0, None
+    shown = 0
+    status = None
     while status not in (constants.TRAINJOB_COMPLETE, constants.TRAINJOB_FAILED):
         time.sleep(POLL_S)
         status = client.get_job(name).status

@@ -16,7 +16,9 @@ from hotswitch.kernel.launch.launcher import LaunchSpec
 from hotswitch.kernel.worker.entry import ENV_SECRET_FILE
 from hotswitch.kernel.worker.rank_log import ENV_LOG_DIR
 
-GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
+GROUP = "trainer.kubeflow.org"
+VERSION = "v1alpha1"
+PLURAL = "trainjobs"
 CONTAINER = "node"  # its trainer container (and replicated job)
 JOB_MOUNT = "/hotswitch/job"
 SECRET_MOUNT = "/hotswitch/secret"

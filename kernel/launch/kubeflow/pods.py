@@ -20,7 +20,9 @@ class JobPods:
     """TrainJob ``name`` of ``launcher`` (its ``call``, ``core``, ``custom``, ``namespace``)."""
 
     def __init__(self, launcher, name: str, nproc: int):
-        self.launcher, self.name, self.nproc = launcher, name, nproc
+        self.launcher = launcher
+        self.name = name
+        self.nproc = nproc
         self.code: int | None = None
         self.error: str | None = None
         self.deleted = False

@@ -82,7 +82,8 @@ class ForkedRank:
     child: the end went unsaid, and the job's exit reason named the rank it broke instead.)"""
 
     def __init__(self, pid: int, args: tuple, rank: str):
-        self.pid, self.args = pid, args
+        self.pid = pid
+        self.args = args
         self.returncode: int | None = None
         threading.Thread(target=self._say_when_it_ends, args=(rank,), name=f"rank-{rank}-end", daemon=True).start()
 

@@ -80,7 +80,8 @@ class AdoptedAgent:
     def __init__(self, process: psutil.Process, exit_file: Path):
         self.pid = process.pid
         self.returncode: int | None = None
-        self._process, self._exit_file = process, exit_file
+        self._process = process
+        self._exit_file = exit_file
 
     def poll(self) -> int | None:
         if self.returncode is None:

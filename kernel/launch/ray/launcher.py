@@ -215,7 +215,8 @@ class RayLauncher(Launcher):
         if job.code is not None or job.is_starting():
             return job.code
         if job.error is not None:
-            job.code, job.agent_logs = 1, [job.error]
+            job.code = 1
+            job.agent_logs = [job.error]
             return job.code
         codes = self.ray.get([a.status.remote() for a in job.agents])
         failed = next((code for code in codes if code), None)

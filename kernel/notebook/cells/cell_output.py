@@ -22,8 +22,10 @@ class Budget:
     """A token bucket of writes: ``take`` says whether one may go now; ``held`` counts refusals."""
 
     def __init__(self, rate: float = RATE, burst: float = BURST):
-        self.rate, self.burst = rate, burst
-        self.tokens, self.at = burst, time.monotonic()
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self.at = time.monotonic()
         self.held = 0
         self.lock = threading.Lock()
 

@@ -23,7 +23,8 @@ class DebugSessions:
     """Per rank: the pdb prompt it waits at (``pending``), the ranks in a session, their stacks."""
 
     def __init__(self, output, name: str):
-        self.output, self.name = output, name
+        self.output = output
+        self.name = name
         self.driving = output  # where a session's output goes: the cell that drives it
         self.pending: dict[int, dict] = {}  # rank -> its "debug" message, not yet answered
         self.active: set[int] = set()
@@ -95,7 +96,8 @@ def drive(
 
 
 def _drive(sessions: DebugSessions, answer, alive, ask, rank: int | None) -> int:
-    sent, quiet_since = 0, time.monotonic()
+    sent = 0
+    quiet_since = time.monotonic()
     while alive() and time.monotonic() - quiet_since < SETTLE_S:
         waiting = sessions.waiting(rank)
         if waiting is None:

@@ -58,7 +58,8 @@ def observed_exits(agent_output: str) -> list[RankExit]:
         return [RankExit(rank, code) for _, rank, code in ended if code != 0]
     seen = []
     for match in _REPORTED.finditer(agent_output):
-        rank, time = _RANK.search(match.group(2)), _TIME.search(match.group(2))
+        rank = _RANK.search(match.group(2))
+        time = _TIME.search(match.group(2))
         if rank:
             key = (time.group(1) if time else "", int(match.group(1)))
             seen.append((key, RankExit(int(rank.group(1)), int(match.group(3)))))

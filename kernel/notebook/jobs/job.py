@@ -88,7 +88,8 @@ class Job:
             self._reports.log.append(event)
         # encrypted beyond loopback; kept in a detached job's run folder for the kernels that attach
         self.kernel_secret = attached.secret if attached else KernelSecret.new(curve=leaves_loopback(host))
-        secret, port = self.kernel_secret, attached.port if attached else None
+        secret = self.kernel_secret
+        port = attached.port if attached else None
         host = attached.host if attached else host
         self._channel = KernelChannel(secret.key, self._reports.receive, host, max_bytes, secret.server, port)
         self._pulse = Pulse(self._channel, self._reports)

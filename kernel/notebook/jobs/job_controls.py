@@ -22,7 +22,9 @@ class JobControls:
     def __init__(
         self, name: str, spec: LaunchSpec, notebook_dir: Path, channel: KernelChannel, ended: Callable[[], str | None]
     ):
-        self.name, self.spec, self.notebook_dir = name, spec, notebook_dir
+        self.name = name
+        self.spec = spec
+        self.notebook_dir = notebook_dir
         self.channel = channel
         self.ended = ended
 

@@ -26,7 +26,8 @@ def crash_traces(agent_output: str) -> list[str]:
     """Each crash a rank's fault handler wrote to the agent's output (a segfault, an abort): its
     first line and the stack under it, up to ``CRASH_LINES`` lines (a prefix the agent puts
     before each of a rank's lines, ``[rank1]:``, taken off)."""
-    lines, traces = agent_output.splitlines(), []
+    lines = agent_output.splitlines()
+    traces = []
     for i, line in enumerate(lines):
         if CRASH_MARK not in line:
             continue

@@ -39,7 +39,8 @@ class Asking:
     ``unanswered_s`` in a row, then raises ``LaunchUnanswered`` with its last error."""
 
     def __init__(self, launcher: Launcher, unanswered_s: float = UNANSWERED_S):
-        self.launcher, self.unanswered_s = launcher, unanswered_s
+        self.launcher = launcher
+        self.unanswered_s = unanswered_s
         self.failing_since: float | None = None
 
     def __call__(self, method: Callable, *args, **kwargs):
@@ -77,7 +78,10 @@ def wait_for_exit(
     to answer for ``unanswered_s``.
     """
     ask = Asking(launcher, unanswered_s)
-    terminated_at, asked_at, killed_at, teardown_at = None, 0.0, 0.0, None
+    terminated_at = None
+    asked_at = 0.0
+    killed_at = 0.0
+    teardown_at = None
     ending: float | None = None  # after the deadline: what on_timeout granted
     while True:
         now = time.monotonic()

@@ -14,7 +14,8 @@ from hotswitch.kernel.worker.heartbeat import HEARTBEAT_S, heartbeat_timeout
 
 class Pulse:
     def __init__(self, channel: KernelChannel, reports: RankReports, timeout: float | None = None):
-        self.channel, self.reports = channel, reports
+        self.channel = channel
+        self.reports = reports
         self.timeout = timeout if timeout is not None else heartbeat_timeout()
         self._beat_at = 0.0
 

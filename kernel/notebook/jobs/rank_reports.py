@@ -25,7 +25,8 @@ class RankLines:
     sent: ``sent``)."""
 
     def __init__(self, max_lines: int, max_chars: int):
-        self.max_lines, self.max_chars = max_lines, max_chars
+        self.max_lines = max_lines
+        self.max_chars = max_chars
         self.dropped = 0
         self.received = 0
         self.sent: int | None = None

@@ -31,7 +31,10 @@ class Task:
     """One task's answers: each rank's exit status, value or traceback, and where its lines go."""
 
     def __init__(self, number: int, what: str, label: str, output=None):
-        self.number, self.what, self.label, self.output = number, what, label, output
+        self.number = number
+        self.what = what
+        self.label = label
+        self.output = output
         self.statuses: dict[int, int] = {}
         self.results: dict[int, dict] = {}
 
@@ -51,7 +54,10 @@ class Pool:
         max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         device: str | None = None,
     ):
-        self.name, self.job, self.size, self.idle_timeout = name, job, size, idle_timeout
+        self.name = name
+        self.job = job
+        self.size = size
+        self.idle_timeout = idle_timeout
         self.max_bytes = max_bytes
         self.device = device or job.spec.env.get(ENV_DEVICE, "cpu")
         self._lock = threading.Condition()
@@ -96,7 +102,8 @@ class Pool:
         if self.status in ("starting", "idle", "busy"):
             return None
         reason = self.stop_reason or self.job.exit_reason or "its ranks ended"
-        spec, launcher = self.job.spec, self.job.launcher.name
+        spec = self.job.spec
+        launcher = self.job.launcher.name
         again = f"%train_pool start {self.name} -n {spec.nproc}" + (f" --nodes {spec.nodes}" if spec.nodes > 1 else "")
         again += "" if launcher == "local" else f" --launcher {launcher} ..."
         return (

@@ -39,7 +39,8 @@ class PoolMagics(Magics):
 
     def __init__(self, shell, jobs, pools: PoolRegistry):
         super().__init__(shell)
-        self.jobs, self.pools = jobs, pools
+        self.jobs = jobs
+        self.pools = pools
         shell.user_ns["pools"] = pools
 
     @magic_arguments()

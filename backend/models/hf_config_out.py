@@ -1,0 +1,70 @@
+"""``ModelConfig`` -> Hugging Face ``config.json``: what an export writes, so that transformers
+loads the trained model as its own family (``model_type``) with every option the run computed
+(the reading side is ``hf_config``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.hf_config import FAMILIES
+
+
+def _rope_out(config: ModelConfig) -> dict[str, Any]:
+    s = config.rope_scaling
+    rope: dict[str, Any] = {"rope_type": s.kind, "rope_theta": config.rope_theta}
+    if s.kind != "default":
+        rope["factor"] = s.factor
+    if s.kind == "llama3":
+        rope.update(low_freq_factor=s.low_freq_factor, high_freq_factor=s.high_freq_factor)
+    if s.kind in ("llama3", "yarn"):
+        rope["original_max_position_embeddings"] = s.original_max_positions
+    if s.kind == "yarn":
+        rope.update(attention_factor=s.attention_factor, beta_fast=s.beta_fast, beta_slow=s.beta_slow)
+        rope["truncate"] = s.truncate
+    if config.partial_rotary != 1.0:
+        rope["partial_rotary_factor"] = config.partial_rotary
+    if config.local_rope_theta is None:
+        return {"rope_parameters": rope}
+    local = {"rope_type": "default", "rope_theta": config.local_rope_theta}
+    return {"rope_parameters": {"full_attention": rope, "sliding_attention": local}}
+
+
+def config_to_dict(config: ModelConfig) -> dict[str, Any]:
+    """A ``config.json`` that transformers reads as ``config``, of its family's ``model_type``."""
+    family = FAMILIES[config.family]
+    out: dict[str, Any] = {
+        "architectures": [family.architecture],
+        "model_type": config.family,
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.dim,
+        "intermediate_size": config.ffn_dim,
+        "num_hidden_layers": config.n_layers,
+        "num_attention_heads": config.n_heads,
+        "num_key_value_heads": config.n_kv_heads,
+        "head_dim": config.head_size,
+        "max_position_embeddings": config.max_seq_len,
+        "rms_norm_eps": config.norm_eps,
+        **_rope_out(config),
+        "tie_word_embeddings": config.tie_embeddings,
+        ("hidden_activation" if family.gemma else "hidden_act"): (
+            "gelu_pytorch_tanh" if config.activation == "gelu_tanh" else "silu"
+        ),
+    }
+    if config.family not in ("llama", "olmo2"):
+        out["sliding_window"] = config.sliding_window
+    if family.sliding in ("qwen", "gemma", "smollm3"):
+        out["layer_types"] = [f"{config.layer_kind(i)}_attention" for i in range(config.n_layers)]
+    if config.partial_rotary != 1.0:
+        out["partial_rotary_factor"] = config.partial_rotary
+    if config.family != "gemma3_text":
+        out.update(attention_bias=config.o_bias, mlp_bias=config.mlp_bias)
+    if family.gemma:
+        assert config.attention_scale is not None  # every Gemma config sets it
+        scalar = round(config.attention_scale**-2, 6)
+        out["query_pre_attn_scalar"] = int(scalar) if scalar == int(scalar) else scalar
+    if config.family in ("qwen2", "qwen3", "smollm3"):
+        out["use_sliding_window"] = config.sliding_window is not None
+    if config.family == "smollm3":
+        out["no_rope_layers"] = [int(i not in config.no_rope_layers) for i in range(config.n_layers)]
+    return out
