@@ -22,6 +22,7 @@ from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.debugger import Breakpoints
 from hotswitch.kernel.worker.fd_capture import BelowPython, say_on_agent_log
+from hotswitch.kernel.worker.frame_locals import failing_locals
 from hotswitch.kernel.worker.heartbeat import heartbeat_timeout, start_heartbeat
 from hotswitch.kernel.worker.pushed import read_pushed
 from hotswitch.kernel.worker.rank_log import (
@@ -182,6 +183,7 @@ def run_catching(body_path: str, job: WorkerContext, namespace: dict | None) -> 
         # Drop this module's own frame: the user's body is the first frame they see.
         caught = error.__traceback__  # never None in an except block
         text = "".join(traceback.format_exception(type(error), error, caught.tb_next if caught else None))
+        text += failing_locals(caught)
         return 1, {"kind": "error", "error": f"{type(error).__name__}: {error}", "traceback": text}
     return 0, {"kind": "finished"}
 

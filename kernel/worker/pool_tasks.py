@@ -28,6 +28,7 @@ from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
 from hotswitch.kernel.worker.context import WorkerContext
 from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, close_reported, connect, run_reported
 from hotswitch.kernel.worker.fd_capture import BelowPython
+from hotswitch.kernel.worker.frame_locals import failing_locals
 from hotswitch.kernel.worker.rank_stream import LineStream
 
 MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
@@ -133,5 +134,5 @@ def run_cell(code: str, namespace: dict, task: int) -> dict:
         for _ in range(skip):
             tb = tb.tb_next if tb is not None else None
         result["error"] = f"{type(error).__name__}: {error}"
-        result["traceback"] = "".join(traceback.format_exception(type(error), error, tb))
+        result["traceback"] = "".join(traceback.format_exception(type(error), error, tb)) + failing_locals(tb)
     return result

@@ -28,7 +28,9 @@ while job.rank == 0 and time.time() < deadline:
     time.sleep(0.05)
 """
 
-RANK_ONE_FAILS = 'import time\nif job.rank == 1:\n    print("about to fail")\n    1 / 0\ntime.sleep(120)\n'
+RANK_ONE_FAILS = (
+    'import time\nif job.rank == 1:\n    print("about to fail")\n    divisor = 0\n    1 / divisor\ntime.sleep(120)\n'
+)
 
 SLEEP = "import time\ntime.sleep(120)\n"
 
@@ -161,6 +163,8 @@ def test_failing_rank_fails_the_job_with_its_traceback_and_tears_down_the_rest(k
     assert "[stdout:1] about to fail" in text
     assert "[rank 1] Traceback (most recent call last):" in text
     assert "[rank 1] ZeroDivisionError: division by zero" in text
+    assert "[rank 1] locals of <module> (body.py:5):" in text  # the failing frame's, short
+    assert "[rank 1]     divisor = 0" in text and "[rank 1]     time = " not in text  # values, not modules
     assert kernel.value('jobs["failing"].status') == "failed"
     assert kernel.value('jobs["failing"].failure["rank"]') == 1
     job_dir = kernel.value('str(jobs["failing"].job_dir)')
