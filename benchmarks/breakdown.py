@@ -26,7 +26,7 @@ Rows are ``peers.py``'s presets' (``--device cuda``: 1b at 32K tokens and its Re
 documents by default, where the engine's lead over transformers is smallest; ``--device cpu``;
 ``--smoke``), narrowed with ``--rows TEXT...`` as there.
 
-    python benchmarks/breakdown.py --device cuda --json
+    python -m benchmarks.breakdown --device cuda --json
 """
 
 from __future__ import annotations
@@ -39,11 +39,19 @@ import sys
 from collections import defaultdict
 
 import torch
-from _idle import device_idle
-from _peer_presets import SMOKE, Documents, Preset, add_preset_arguments, preset_of, row_batches, timed_steps
-from _peer_sides import PRECISIONS, EngineSide, TransformersSide, measure, release_memory
-from _promised import check_promised
 
+from benchmarks.common.idle import device_idle
+from benchmarks.common.peer_presets import (
+    SMOKE,
+    Documents,
+    Preset,
+    add_preset_arguments,
+    preset_of,
+    row_batches,
+    timed_steps,
+)
+from benchmarks.common.peer_sides import PRECISIONS, EngineSide, TransformersSide, measure, release_memory
+from benchmarks.common.promised import check_promised
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks
 

@@ -12,7 +12,7 @@ Beside them: ``eager_step_s``, ``exec_step_s``, and the compile's parts (``trace
 ``--smoke``: the tiny model's step, and 7B's shape cut to 2 layers compiled for 4 devices (the
 output's ``smoke`` says what ran).
 
-    python benchmarks/compile.py --json
+    python -m benchmarks.compile --json
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import statistics
 import time
 
 import torch
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import Strategy, get_config, param_layout
 from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph

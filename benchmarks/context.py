@@ -21,7 +21,7 @@ the summary ``long_vs_sequential_auto_mean`` and ``long_cells_meeting_1_3x_with_
 Progress on stderr; ``--quick``: 7B on 8 and 32 GPUs at 32K, 64K and 128K only; ``--smoke``: one
 cell (7B on 8 GPUs, CommonCrawl, 4K), what the output's ``smoke`` says.
 
-    python benchmarks/context.py --json [--quick] [--device A800]
+    python -m benchmarks.context --json [--quick] [--device A800]
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from _promised import check_promised
-
+from benchmarks.common.promised import check_promised
 from hotswitch.backend.sim.paper import calibrate_ring
 from hotswitch.backend.sim.paper.context_grid import CONTEXTS, SETTINGS, context_grid, context_summary
 

@@ -22,7 +22,7 @@ The output: per run (``runs``: hot, static_cp4, auto, auto_without_cp) its ``med
 one-layer model, 4 short documents and one of 128 tokens, one timed step, ``auto`` weighing
 dp4, cp4 and tp4 only (the output's ``smoke``).
 
-    python benchmarks/context_parallel.py --json     # about 5 minutes on 2 cores
+    python -m benchmarks.context_parallel --json     # about 5 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import time
 
 import torch
 import torch.distributed as dist
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.runtime.spawn import spawn_ranks

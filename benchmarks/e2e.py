@@ -40,8 +40,8 @@ from functools import partial
 
 import torch
 import torch.distributed as dist
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
 from hotswitch.backend.models import build_model

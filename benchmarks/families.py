@@ -27,7 +27,7 @@ without one), with ``baseline`` (the revision) and ``baseline_over_engine``. Top
 ``device``, ``torch``, ``transformers``, ``shape`` (the families' size), ``world``, ``smoke``
 and ``elapsed_s``. ``--smoke``: two families at the tests' size, two ranks; progress on stderr.
 
-    python benchmarks/families.py --json --baseline e77be36~1
+    python -m benchmarks.families --json --baseline e77be36~1
 """
 
 from __future__ import annotations
@@ -43,19 +43,19 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT))  # the family builders live with the tests; appended, shadowing nothing
+from benchmarks.common.peer_sides import EngineSide, TransformersSide, measure
+from benchmarks.common.promised import check_promised
+from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.hf import config_from_hf, load_pretrained
+from hotswitch.backend.precision import FP32
+from hotswitch.backend.runtime.spawn import spawn_ranks
 
-from _peer_sides import EngineSide, TransformersSide, measure  # noqa: E402
-from _promised import check_promised  # noqa: E402
+# the family builders live with the tests (the repository root is on the path under ``-m``)
+from tests.backend.models.families import FAMILIES, SHAPE, SLIDING, make_family
+from tests.backend.models.family_workers import family_runs, reference
 
-from hotswitch.backend.data.stream import Sequence  # noqa: E402
-from hotswitch.backend.models.config import ModelConfig  # noqa: E402
-from hotswitch.backend.models.hf import config_from_hf, load_pretrained  # noqa: E402
-from hotswitch.backend.precision import FP32  # noqa: E402
-from hotswitch.backend.runtime.spawn import spawn_ranks  # noqa: E402
-from tests.backend.models.families import FAMILIES, SHAPE, SLIDING, make_family  # noqa: E402
-from tests.backend.models.family_workers import family_runs, reference  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]  # this tree: its plain LLaMA step, and git's worktrees of a baseline
 
 OUTPUT_KEYS = (
     "families[].family",

@@ -12,7 +12,7 @@ every plan (``floor_s``), the HotSPa paper's baselines as its authors ran them
 figures per setting are not in its code); ``source``; ``grid_s``. ``--smoke``: the GitHub
 setting alone (seconds; the output's ``smoke`` says so).
 
-    python benchmarks/hydraulis.py --json [--device A800] [--seed 0]
+    python -m benchmarks.hydraulis --json [--device A800] [--seed 0]
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import argparse
 import json
 import time
 
-from _promised import check_promised
-
+from benchmarks.common.promised import check_promised
 from hotswitch.backend.sim.paper.hydraulis import REPORTED, SETTINGS, SOURCE, hydraulis_grid
 
 OUTPUT_KEYS = (

@@ -24,7 +24,7 @@
 ``--smoke``: 2 ranks, width 32, one layer, 32 tokens, one timed round, one strategy of each kind
 (the output's ``smoke``).
 
-    python benchmarks/memory.py --json
+    python -m benchmarks.memory --json
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import statistics
 import time
 
 import torch
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.runtime.spawn import spawn_ranks

@@ -1,6 +1,6 @@
 """How responsive ``%%train`` keeps a real Jupyter kernel, measured in this run, per launcher.
 
-    python benchmarks/notebook.py [--json] [--steps 40] [--launchers local,ray,slurm,kubeflow] [--smoke]
+    python -m benchmarks.notebook [--json] [--steps 40] [--launchers local,ray,slurm,kubeflow] [--smoke]
 
 For each launcher, starts the stock python3 kernel with ``%load_ext hotswitch.kernel`` and runs a
 2-rank gloo job (tiny nn.Linear, all_reduce of gradients) that emits one event per step with the
@@ -42,11 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# The driver shared with the tests; run from a checkout.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _promised import check_promised
-
-from tests.kernel.kernel_session import KernelSession, train_body, wait_until, warm_body
+from benchmarks.common.promised import check_promised
+from tests.kernel.kernel_session import KernelSession, train_body, wait_until, warm_body  # the tests' kernel driver
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -3,7 +3,7 @@
 # figure: run from the repository root on the GPU machine, one part or several per call.
 #
 #   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (1-2 min), packing on one GPU
-#   bash benchmarks/on_a_gpu.sh peers           # benchmarks/peers.py --device cuda (about 5 min)
+#   bash benchmarks/on_a_gpu.sh peers           # python -m benchmarks.peers --device cuda (about 5 min)
 #   bash benchmarks/on_a_gpu.sh breakdown       # where each side's step goes, 1b 32K and documents (2-3 min)
 #   DEADLINE=585 PACKING_S=160 PEERS_S=300 ROUNDS=2 BUDGET=200 \
 #       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
@@ -75,15 +75,15 @@ for what in "${parts[@]}"; do
         tail -5 "$out/cuda_tests.txt"
         ;;
     packing)
-        part packing 200 "$py" benchmarks/packing.py --device cuda --ranks 1 --plan dp1 --model 1b \
+        part packing 200 "$py" -m benchmarks.packing --device cuda --ranks 1 --plan dp1 --model 1b \
             --precision bf16 --rounds "${ROUNDS:-3}" ${BUDGETS:+--budgets $BUDGETS} --json >"$out/packing.json" 2>"$out/packing.err"
         ;;
     peers)
-        part peers 480 "$py" benchmarks/peers.py --device cuda ${BUDGET:+--budget "$BUDGET"} ${ROWS:+--rows $ROWS} ${SIDES:+--sides $SIDES} --json >"$out/peers.json" 2>"$out/peers.err"
+        part peers 480 "$py" -m benchmarks.peers --device cuda ${BUDGET:+--budget "$BUDGET"} ${ROWS:+--rows $ROWS} ${SIDES:+--sides $SIDES} --json >"$out/peers.json" 2>"$out/peers.err"
         tail -3 "$out/peers.err"
         ;;
     breakdown)
-        part breakdown 180 "$py" benchmarks/breakdown.py --device cuda ${BREAKDOWN_ROWS:+--rows $BREAKDOWN_ROWS} --json >"$out/breakdown.json" 2>"$out/breakdown.err"
+        part breakdown 180 "$py" -m benchmarks.breakdown --device cuda ${BREAKDOWN_ROWS:+--rows $BREAKDOWN_ROWS} --json >"$out/breakdown.json" 2>"$out/breakdown.err"
         grep '^\[breakdown\].*by kind' "$out/breakdown.err"
         ;;
     *)

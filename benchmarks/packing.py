@@ -18,8 +18,8 @@ Also in the output: ``device``, ``plan``, ``model``, ``tokens_per_batch``, ``att
 budget and mode, the kernel in force and how packed rows attended their documents). ``--smoke``: 2 ranks, a
 2-layer model, one small budget, one round of one step (the output's ``smoke``).
 
-    python benchmarks/packing.py --json
-    python benchmarks/packing.py --device cuda --ranks 1 --plan dp1 --model 1b --precision bf16 --json
+    python -m benchmarks.packing --json
+    python -m benchmarks.packing --device cuda --ranks 1 --plan dp1 --model 1b --precision bf16 --json
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import time
 
 import torch
 import torch.distributed as dist
-from _peer_sides import release_memory
-from _promised import check_promised
 
+from benchmarks.common.peer_sides import release_memory
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import Strategy, get_config
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.attention.kernels import in_force

@@ -33,21 +33,16 @@ runs ``auto+groups`` (``auto`` weighing two device groups side by side); rows ga
 cell (7B on 8 GPUs, CommonCrawl, 4K) and the validation on 2 ranks with ``e2e.py``'s smoke
 model, one step of 4 documents of up to 64 byte tokens (the output's ``smoke``).
 
-    python benchmarks/paper.py --json [--validate]
+    python -m benchmarks.paper --json [--validate]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # e2e's contenders and measurement
-
-from _promised import check_promised
-
+from benchmarks.common.promised import check_promised
 from hotswitch.backend.sim.paper import calibrate_h200
 from hotswitch.backend.sim.paper.calibrate import report
 from hotswitch.backend.sim.paper.grid import paper_grid, summary
@@ -87,8 +82,7 @@ OUTPUT_KEYS = (
 
 
 def validate_rank(rank: int, world: int, args) -> dict:
-    import e2e
-
+    from benchmarks import e2e  # its contenders and measurement
     from hotswitch.backend import Strategy, get_config
     from hotswitch.backend.data import stdlib_documents
     from hotswitch.backend.sim.step import simulate_step

@@ -3,7 +3,7 @@
 Same LLaMA shape, same random tokens, same starting weights, same micro-batches; one step is
 forward, backward, gradient clipping and AdamW (fused on CUDA: PyTorch's multi-tensor kernel for
 transformers, one compiled kernel with the clip and bf16 copy for the compiled engine) on every side
-(``benchmarks/_peer_sides.py`` says how each side runs):
+(``benchmarks/common/peer_sides.py`` says how each side runs):
 
 - the engine: ``Engine`` with the single strategy, bf16 with fp32 master weights on CUDA, fp32
   on CPU; its runs of tensor math compiled as a run configuration's ``compile`` says (on CUDA,
@@ -53,7 +53,7 @@ those sides (``engine transformers_compiled``: the engine against the compiled p
 lease not spent on eager rows already measured). Progress goes to stderr, with every side's
 figures on a row as they are measured.
 
-    python benchmarks/peers.py --device cuda --json
+    python -m benchmarks.peers --device cuda --json
 """
 
 from __future__ import annotations
@@ -67,10 +67,28 @@ import time
 from dataclasses import replace
 
 import torch
-from _peer_presets import SMOKE, Documents, Model, Preset, add_preset_arguments, preset_of, row_batches, timed_steps
-from _peer_sides import ERROR, PRECISIONS, SKIPPED, EngineSide, Measured, TransformersSide, measure, release_memory
-from _promised import check_promised
 
+from benchmarks.common.peer_presets import (
+    SMOKE,
+    Documents,
+    Model,
+    Preset,
+    add_preset_arguments,
+    preset_of,
+    row_batches,
+    timed_steps,
+)
+from benchmarks.common.peer_sides import (
+    ERROR,
+    PRECISIONS,
+    SKIPPED,
+    EngineSide,
+    Measured,
+    TransformersSide,
+    measure,
+    release_memory,
+)
+from benchmarks.common.promised import check_promised
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.flops import peak_flops, train_flops
 from hotswitch.backend.precision import Precision

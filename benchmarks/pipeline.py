@@ -10,7 +10,7 @@ The output's ``runs``, one per schedule and ``M``: ``schedule``, ``stages``, ``m
 the best run's ``wall_s``, ``measured_bubble`` and ``theoretical_bubble``. ``--smoke``: 2 ranks,
 a narrower 2-layer model, M of 1 and 2, one repeat (the output's ``smoke``).
 
-    python benchmarks/pipeline.py --json
+    python -m benchmarks.pipeline --json
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 
 import torch
 import torch.distributed as dist
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import Strategy, get_config, param_layout
 from hotswitch.backend.graph.compile import compile_graph
 from hotswitch.backend.graph.logical import LogicalGraph

@@ -14,7 +14,7 @@ the bounds (``max_greedy_over_bound_max_send``, ``max_best_over_bound_max_send``
 ``max_greedy_over_bound_time``, ``max_best_over_bound_time``) and ``max_plan_s_32b``. ``--smoke``: 7B on 8 GPUs
 (c1) and the 32B setup only (the output's ``smoke``).
 
-    python benchmarks/planner.py --json
+    python -m benchmarks.planner --json
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import itertools
 import json
 import time
 
-from _promised import check_promised
-
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import Cluster, Strategy
 from hotswitch.backend.switch import model_layouts, plan_switch, switch_bounds
 

@@ -17,7 +17,7 @@ tokens, 2 steps, ``auto`` weighing ``tp2`` and ``dp2ckpt``; and the single-GPU f
 (``gpu``) for the tiny preset at 64 tokens where a GPU is, else ``gpu`` says it was skipped (the
 output's ``smoke``).
 
-    python benchmarks/precision.py --json
+    python -m benchmarks.precision --json
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import argparse
 import json
 from dataclasses import asdict, dataclass
 
-from _promised import check_promised
-
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import get_config
 from hotswitch.backend.data import BatchStream, DocumentSource, stdlib_documents
 from hotswitch.backend.precision import Precision

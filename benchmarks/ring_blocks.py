@@ -12,8 +12,8 @@ the ``kernel`` used, and per cp degree (``cp``) the first and last rank's ``rank
 ``efficiency``. ``--smoke``: 2 heads of 8 channels, 64 tokens, cp 2, one repeat (the output's
 ``smoke``).
 
-    python benchmarks/ring_blocks.py --json                                  # CPU, small
-    python benchmarks/ring_blocks.py --device cuda --dtype bf16 --heads 32 --kv-heads 32 \\
+    python -m benchmarks.ring_blocks --json                                   # CPU, small
+    python -m benchmarks.ring_blocks --device cuda --dtype bf16 --heads 32 --kv-heads 32 \\
         --head-dim 128 --lengths 16384 32768 65536 131072 --cp 2 4 8 --json   # a GPU, 7B's heads
 """
 
@@ -26,8 +26,8 @@ import statistics
 import sys
 
 import torch
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend.parallel.attention_blocks import blockwise, kernel
 from hotswitch.backend.parallel.ring_attention import ring_block
 from hotswitch.backend.runtime.devices import device_clock

@@ -23,7 +23,7 @@ so the figures show the engine's overheads more than a cluster's parallelism (``
 ``--smoke``: a 2-layer narrow model, short documents, one round of one step (with ``--auto``,
 its two profiles too).
 
-    python benchmarks/side_by_side.py --json
+    python -m benchmarks.side_by_side --json
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from collections import Counter
 
 import torch
 import torch.distributed as dist
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import get_config
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.runtime.spawn import spawn_ranks

@@ -20,7 +20,7 @@ gives the worst ratios (``max_switch_over_bound``, ``min_dcp_over_switch``,
 ``min_naive_over_switch``) and ``all_exact``. ``--smoke``: 2 ranks, the tiny model, three pairs,
 one repeat (the output's ``smoke``).
 
-    python benchmarks/switch.py --json
+    python -m benchmarks.switch --json
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import time
 
 import torch
 import torch.distributed as dist
-from _promised import check_promised
 
+from benchmarks.common.promised import check_promised
 from hotswitch.backend import Cluster, Strategy, get_config, param_layout
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.spawn import spawn_ranks

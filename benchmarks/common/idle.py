@@ -1,8 +1,7 @@
 """Where a GPU step's device waited for its host (``breakdown.py``): the gaps between
 consecutive kernels, and which host ranges were open during them -- the engine's own
 (``runtime.profile_ranges``: inputs, forward, backward, update, document mask), PyTorch's
-operators and the CUDA runtime's calls. Not a script: the leading underscore keeps it out of
-the smoke test."""
+operators and the CUDA runtime's calls."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """What ``benchmarks/peers.py`` runs: the models and rows of each preset (``--device cuda``,
-``--device cpu``, ``--smoke``) and the seeded batches of random tokens every side trains on.
-Not a script: the leading underscore keeps it out of the smoke test."""
+``--device cpu``, ``--smoke``) and the seeded batches of random tokens every side trains on."""
 
 from __future__ import annotations
 

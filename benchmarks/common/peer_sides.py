@@ -1,7 +1,7 @@
 """The sides that ``benchmarks/peers.py`` times on the same batches: the engine's one-device
 step and Hugging Face transformers' causal LM of the model's family (eager or under
 ``torch.compile``), and the measurement they share (``benchmarks/families.py`` times them
-too). Not a script: the leading underscore keeps it out of the smoke test.
+too).
 
 One step on either side is forward, backward, gradient clipping and AdamW (on CUDA fused: PyTorch's
 multi-tensor kernel for transformers, the engine's one compiled kernel where its runs compile) over
@@ -26,7 +26,7 @@ from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.attention import kernels
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.hf import hf_initializer
-from hotswitch.backend.models.hf_config import config_to_dict
+from hotswitch.backend.models.hf_config_out import config_to_dict
 from hotswitch.backend.models.hf_names import hf_name
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import Precision

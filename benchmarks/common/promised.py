@@ -1,11 +1,11 @@
 """The keys a benchmark's JSON promises, checked against what it printed.
 
-Every script in this folder names the figures its docstring documents in a module-level
+Every script in ``benchmarks/`` names the figures its docstring documents in a module-level
 ``OUTPUT_KEYS``: key paths, dot-separated, where ``[]`` after a key means every item of that list
 and ``*`` every value of a dict (``pairs[].switch_s``, ``launchers.*.warm.first_step_s``). The
 script checks its output against them, and ``tests/benchmarks/test_benchmarks_smoke.py`` checks
 that each path's last key is named in the docstring, so the docstring, the output and the test
-read one list. Not a script itself: the leading underscore keeps it out of the smoke test.
+read one list.
 """
 
 from __future__ import annotations

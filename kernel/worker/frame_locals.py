@@ -1,8 +1,9 @@
 """The failing frame's local variables, each as a short repr, shown under a rank's traceback:
 what a user would print first at a post-mortem prompt, without one. A repr is cut to one short
-line; a tensor (anything with a shape and a dtype) shows those, never its values; an object whose
-repr raises is named by its type (reprlib's way). A module-level frame (a ``%%train`` body's or a ``%%ranks`` cell's top level)
-lists its plain values, not the modules, functions and classes it defined or imported."""
+line; a tensor (anything with a shape and a dtype) shows those, never its values; an object
+whose repr raises is named by its type (reprlib's way). A module-level frame (a ``%%train``
+body's or a ``%%ranks`` cell's top level) lists its plain values, not the modules, functions
+and classes it defined or imported."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """Every script in ``benchmarks/`` runs at its ``--smoke`` size and prints the JSON its docstring
 promises, so a change to a shared interface cannot break a benchmark unseen.
 
-The scripts are found by globbing ``benchmarks/*.py`` (a name starting with ``_`` is a helper,
-not a script): a new script is covered the day it lands. Each must take ``--smoke`` and ``--json``
-and name its promised key paths in a module-level ``OUTPUT_KEYS`` that it checks its output
-against (``benchmarks/_promised.py``) and whose every last key its docstring names.
+The scripts are found by globbing ``benchmarks/*.py`` (``__init__.py`` aside; the helpers they
+share live in ``benchmarks/common/``): a new script is covered the day it lands. Each runs from the
+repository root as ``python -m benchmarks.NAME``, must take ``--smoke`` and ``--json`` and name its
+promised key paths in a module-level ``OUTPUT_KEYS`` that it checks its output against
+(``benchmarks/common/promised.py``) and whose every last key its docstring names.
 """
 
 from __future__ import annotations
@@ -20,44 +21,41 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.append(str(BENCHMARKS))  # appended, not prepended: the scripts' names shadow nothing
-import _promised as promised  # noqa: E402
+from benchmarks.common import promised
 
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
 pytestmark = pytest.mark.slow  # minutes in all: every script starts processes of its own
-SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
+SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if p.name != "__init__.py")
 IDS = [p.stem for p in SCRIPTS]
 
 
-# Reads each script's docstring and OUTPUT_KEYS in a process of its own: importing a script
-# puts benchmarks/ on its sys.path (paper.py does), where its names would shadow packages.
+# Reads each script's docstring and OUTPUT_KEYS in a process of its own, started in the
+# repository root as the scripts are: importing them all (torch, transformers, the tests' kernel
+# driver) stays out of the test's process.
 DECLARED = """
-import importlib.util, json, sys, traceback
-sys.path.insert(0, sys.argv[1])
+import importlib, json, sys, traceback
 out = {}
-for path in sys.argv[2:]:
-    name = "benchmark_" + path.rsplit("/", 1)[-1].removesuffix(".py")
+for name in sys.argv[1:]:
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        out[path] = {"doc": module.__doc__ or "", "keys": list(getattr(module, "OUTPUT_KEYS", ()))}
+        module = importlib.import_module("benchmarks." + name)
+        out[name] = {"doc": module.__doc__ or "", "keys": list(getattr(module, "OUTPUT_KEYS", ()))}
     except Exception:
-        out[path] = {"error": traceback.format_exc()}
+        out[name] = {"error": traceback.format_exc()}
 print(json.dumps(out))
 """
 
 
 @functools.cache
 def _declared_all() -> dict:
-    args = [sys.executable, "-c", DECLARED, str(BENCHMARKS), *map(str, SCRIPTS)]
-    done = subprocess.run(args, cwd=BENCHMARKS.parent, capture_output=True, text=True, check=True)
+    args = [sys.executable, "-c", DECLARED, *IDS]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
 
 
 def declared(script: Path) -> tuple[str, tuple[str, ...]]:
     """The script's docstring and its ``OUTPUT_KEYS`` (as the script itself computes them)."""
-    found = _declared_all()[str(script)]
+    found = _declared_all()[script.stem]
     assert "error" not in found, f"{script.name} cannot be imported:\n{found.get('error')}"
     assert found["keys"], f"{script.name} has no OUTPUT_KEYS; name the keys its docstring promises there"
     return found["doc"], tuple(found["keys"])
@@ -73,19 +71,21 @@ def fresh_cache():
 
 @functools.cache
 def smoke_output(script: Path, cache: str) -> dict:
-    """What ``script --smoke --json`` printed (run once per session)."""
+    """What ``python -m benchmarks.NAME --smoke --json`` printed (run once per session)."""
+    command = ["-m", f"benchmarks.{script.stem}", "--smoke", "--json"]
     done = subprocess.run(
-        [sys.executable, str(script), "--smoke", "--json"],
-        cwd=BENCHMARKS.parent,
+        [sys.executable, *command],
+        cwd=ROOT,
         env={**os.environ, "HOTSWITCH_CACHE": cache},
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, f"{script.name} --smoke --json exited {done.returncode}:\n{done.stderr[-4000:]}"
+    shown = " ".join(["python", *command])
+    assert done.returncode == 0, f"{shown} exited {done.returncode}:\n{done.stderr[-4000:]}"
     try:
         return json.loads(done.stdout)
     except json.JSONDecodeError:
-        pytest.fail(f"{script.name} --smoke --json printed no single JSON document:\n{done.stdout[-2000:]}")
+        pytest.fail(f"{shown} printed no single JSON document:\n{done.stdout[-2000:]}")
 
 
 def skipped_parts(value, where: str = "") -> dict[str, object]:
@@ -101,11 +101,11 @@ def skipped_parts(value, where: str = "") -> dict[str, object]:
 
 
 def test_the_glob_finds_the_scripts_and_leaves_the_helpers():
-    helpers = [p.name for p in BENCHMARKS.glob("_*.py")]
+    helpers = {p.stem for p in (BENCHMARKS / "common").glob("*.py")} - {"__init__"}
     assert SCRIPTS, f"no benchmark scripts under {BENCHMARKS}"
-    assert not {p.name for p in SCRIPTS} & set(helpers)
+    assert helpers and not {p.stem for p in SCRIPTS} & helpers
     not_scripts = [p.name for p in SCRIPTS if 'if __name__ == "__main__":' not in p.read_text()]
-    assert not not_scripts, f"{not_scripts} run nothing as scripts; name a helper module with a leading _"
+    assert not not_scripts, f"{not_scripts} run nothing as scripts; move a helper module into benchmarks/common/"
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=IDS)

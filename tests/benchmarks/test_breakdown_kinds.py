@@ -7,14 +7,10 @@ run's figures land where the breakdown says."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # appended: shadows nothing
-from _idle import device_idle
-from breakdown import kind_of, summarize
+from benchmarks.breakdown import kind_of, summarize
+from benchmarks.common.idle import device_idle
 
 NAMES = {
     "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0": "attention",

@@ -8,15 +8,10 @@ skipped on every row."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))  # appended: shadows nothing
-from _peer_sides import OOM, EngineSide, TransformersSide, measure
-
+from benchmarks.common.peer_sides import OOM, EngineSide, TransformersSide, measure
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.config import get_config
 from hotswitch.backend.precision import Precision
@@ -90,7 +85,7 @@ def test_any_other_failure_is_raised():
 
 
 def test_rows_narrow_a_preset_to_what_was_asked_with_the_compiled_peer_after_the_eager_sides():
-    from _peer_presets import CUDA, DOCS_1B, only_rows
+    from benchmarks.common.peer_presets import CUDA, DOCS_1B, only_rows
 
     narrowed = only_rows(CUDA, ["refinedweb", "7b-shape-8-layers 1x8192"])
     assert [(m.label, [r.label for r in m.rows]) for m in narrowed.models] == [
@@ -104,8 +99,8 @@ def test_rows_narrow_a_preset_to_what_was_asked_with_the_compiled_peer_after_the
 
 
 def test_sides_left_out_are_skipped_on_every_row_with_a_note():
-    from _peer_presets import SMOKE
-    from peers import run_preset
+    from benchmarks.common.peer_presets import SMOKE
+    from benchmarks.peers import run_preset
 
     out = spawn_ranks(run_preset, 1, SMOKE, ("engine",))[0]
     assert [r["shape"] for r in out["rows"]] == [r.label for r in SMOKE.models[0].rows]
