@@ -1,9 +1,9 @@
 """Where a training step's time goes: the engine beside transformers (eager), on the same rows.
 
 ``peers.py`` says which side is faster; this says where each spends its step, so that a gap
-can be put down to a kernel family rather than guessed at. Each side (``_peer_sides``: the
+can be put down to a kernel family rather than guessed at. Each side (``common.peer_sides``: the
 same model, weights, tokens, micro-batches and optimizer as in ``peers.py``) is measured on a
-row as ``peers.py`` measures it (``_peer_sides.measure``), then takes one step under PyTorch's
+row as ``peers.py`` measures it (``common.peer_sides.measure``), then takes one step under PyTorch's
 profiler: on a GPU every kernel it launched, with its device time; on the CPU every operator
 call, with its own time (its callees' left out). Those times are summed by kind (``KINDS``:
 attention, matmul, optimizer (clipping's norms too, and the compiled update's one kernel),
@@ -16,7 +16,7 @@ one entry per side, ``engine`` and ``transformers``, holding ``step_s`` (the unp
 seconds as ``peers.py`` reports them, or "oom" with a ``note``), ``busy_s`` (the profiled
 step's kernel or operator seconds, summed), ``calls`` (kernels launched, or operators called,
 in the profiled step), ``by_kind`` (seconds per kind) and ``top`` (the longest kernels or
-operators: name, seconds, calls) and, on a GPU, ``idle`` (``_idle.device_idle``: the device's
+operators: name, seconds, calls) and, on a GPU, ``idle`` (``common.idle.device_idle``: the device's
 idle seconds in the profiled step, its gaps, and the host ranges open longest during them, the
 engine's named ranges among them). On a GPU, ``step_s`` well above ``busy_s`` means the device
 waited for the host. Each side's entry is also written to stderr as JSON once its row is done,
@@ -84,7 +84,7 @@ def kind_of(name: str) -> str:
 
 def profiled(step, batch, cuda: bool) -> tuple[list[tuple[str, float]], dict | None]:
     """Each kernel (GPU) or operator call (CPU) of one ``step(batch)``: name and own seconds;
-    on a GPU also where the device waited for the host (``_idle.device_idle``)."""
+    on a GPU also where the device waited for the host (``common.idle.device_idle``)."""
     activities = [torch.profiler.ProfilerActivity.CPU]  # on a GPU too: kernels are read as its ops' children
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)

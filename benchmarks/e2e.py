@@ -27,7 +27,7 @@ up to 64 tokens, one round of one step (the output's ``smoke``). ``--packing``: 
 contenders (hot switching and every static strategy) train packed micro-batches; PyTorch's
 tensor parallelism keeps padded rows, as its users run it (the output's ``packing``).
 
-    python benchmarks/e2e.py --json
+    python -m benchmarks.e2e --json
 """
 
 from __future__ import annotations

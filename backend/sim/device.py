@@ -11,7 +11,7 @@ fraction of peak and carried to the A800 and H100 presets (an assumption: the sa
 stack on a device of another peak). The H200 preset is fitted instead on this project's own
 one-GPU runs of the engine on an H200 (``sim.paper.calibrate_h200``, ``sim.paper.measured_h200``): on its
 held-out points it is far closer than the carried curve, whose attention efficiency is
-Megatron-LM's on an H800 (``benchmarks/paper.py --json``'s ``calibration_h200`` gives both errors).
+Megatron-LM's on an H800 (``python -m benchmarks.paper --json``'s ``calibration_h200`` gives both errors).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ predicted through ``sim.paper.megatron`` on batches drawn from the lengths the s
 
 ``fit()`` finds the efficiency curve (``max_mfu``, ``half_work``) and the fixed cost per layer
 and micro-batch that minimise the squared log error over ``measured.FIT``; ``report()`` gives
-the error on every point, fitted or held out (what ``benchmarks/paper.py --json`` prints).
+the error on every point, fitted or held out (what ``python -m benchmarks.paper --json`` prints).
 """
 
 from __future__ import annotations

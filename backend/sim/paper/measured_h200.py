@@ -4,7 +4,7 @@ per tensor as it then was), ``documents`` sequences of ``length`` tokens in one 
 for presets cut to fewer layers where the optimizer would not fit one GPU.
 
 Measured on 2026-11-26 (PyTorch 2.11 with CUDA 13.0, driver 580.159) with
-``python benchmarks/precision.py --device cuda --gpu-only --json --preset P [--layers N]
+``python -m benchmarks.precision --device cuda --gpu-only --json --preset P [--layers N]
 [--per-step D] --lengths ...``: each step time the median of 5 steps after a warm-up step, each
 peak ``torch.cuda.max_memory_allocated()`` over them. Attention ran PyTorch's default choice
 then, cuDNN's (the engine now times the kernels the device offers and runs the fastest,
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEVICE = "NVIDIA H200"
-COMMAND = "python benchmarks/precision.py --device cuda --gpu-only --json"
+COMMAND = "python -m benchmarks.precision --device cuda --gpu-only --json"
 
 
 @dataclass(frozen=True)

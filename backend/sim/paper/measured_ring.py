@@ -4,7 +4,7 @@ forward and backward, against the same kernels on the whole sequence (``whole_s`
 is the slower of the ring's first and last rank. The ring model's cost of splitting
 (``sim.context_parallel.RING_STEP``) is fitted on them.
 
-Measured on 2026-11-26 (PyTorch 2.11 with CUDA 13.0) with ``python benchmarks/ring_blocks.py
+Measured on 2026-11-26 (PyTorch 2.11 with CUDA 13.0) with ``python -m benchmarks.ring_blocks
 --device cuda --dtype bf16 --head-dim 128 --cp 2 4 8 --lengths 16384 32768 65536 131072
 --heads H --kv-heads H``; each time the median of 3 runs after a warm-up.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 DEVICE = "NVIDIA H200"
 HEAD_DIM = 128
-COMMAND = "python benchmarks/ring_blocks.py --device cuda --dtype bf16 --head-dim 128 --json"
+COMMAND = "python -m benchmarks.ring_blocks --device cuda --dtype bf16 --head-dim 128 --json"
 
 
 @dataclass(frozen=True)
