@@ -33,7 +33,7 @@ def load_ipython_extension(ipython) -> None:
     magics = TrainMagics(ipython)
     ipython.register_magics(magics)
     ipython.register_magics(PoolMagics(ipython, magics.jobs, magics.pools))
-    ipython.register_magics(DebugMagics(ipython, magics.jobs))
+    ipython.register_magics(DebugMagics(ipython, magics.jobs, magics.pools))
     ipython.hotswitch_magics = magics
     atexit.register(magics.close)
     threading.Thread(target=_warm_dashboard, name="hotswitch-warm-dashboard", daemon=True).start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hotswitch.kernel.channel.messages import ControlCommand
 from hotswitch.kernel.channel.worker_end import WorkerChannel
+from hotswitch.kernel.worker.debugger import Breakpoints, post_mortem
 
 
 class WorkerContext:
@@ -43,6 +44,18 @@ class WorkerContext:
         pool's tasks, say); never blocks. Whoever calls this takes them: ``control`` no longer sees
         the ones it returned."""
         return self._channel.receive_all()
+
+    def take(self, kind: str) -> list[dict]:
+        """The kernel's messages of ``kind`` since the last call, leaving the others; never blocks."""
+        return self._channel.take(kind)
+
+    def breakpoints(self) -> Breakpoints:
+        """``breakpoint()`` on this rank opens a pdb prompt in the notebook until ``remove()``d."""
+        return Breakpoints(self._channel, self.rank)
+
+    def post_mortem(self) -> None:
+        """A pdb prompt in the notebook, in the frame where this rank last failed."""
+        post_mortem(self._channel, self.rank)
 
     def kernel_away_after(self, seconds: float) -> None:
         """Take the kernel as gone after ``seconds`` of silence: see ``WorkerChannel.away_after``."""

@@ -8,6 +8,11 @@ Messages: the rank sends ``{"kind": "debug", "text", "prompt"}`` each time pdb a
 continues or quits, or the body ends); the kernel answers with ``{"kind": "debug_input",
 "line"}``. A detached job (no kernel that would answer) continues past a breakpoint, saying so.
 
+Post-mortem: a warm pool's rank keeps the failure of its last cell (``keep_failure``: Python's
+own ``sys.last_traceback``; the next cell forgets it, and the memory its frames hold), and
+``post_mortem`` opens the same prompt in the failing frame when the kernel asks
+(``%train_debug``), the rank idle between cells.
+
 ``stacks_reply`` answers ``%train_stacks``: every thread's Python stack, from the heartbeat's
 thread, so a rank stuck in a collective still answers.
 """
@@ -78,6 +83,16 @@ class RankPdb(pdb.Pdb):
         self.prompt = f"(Pdb rank {rank}) "
         self.channel_input.prompt = self.prompt
         self.channel = channel
+        self.ended = False
+
+    def interaction(self, frame, tb) -> None:
+        """pdb's prompt loop; the session ends (the kernel told) however it is left, an
+        interrupt raised at the prompt included."""
+        try:
+            super().interaction(frame, tb)
+        except BaseException:
+            self.end_session()
+            raise
 
     def set_continue(self) -> None:
         super().set_continue()
@@ -88,8 +103,41 @@ class RankPdb(pdb.Pdb):
         self.end_session()
 
     def end_session(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
         rest = self.channel_output.take()
         self.channel.send({"kind": "debug_end", "text": rest})
+
+
+def keep_failure(error: BaseException) -> None:
+    """Keep ``error`` where ``pdb.pm()`` (and ``post_mortem``) look for the last failure."""
+    sys.last_type, sys.last_value, sys.last_traceback = type(error), error, error.__traceback__
+    if sys.version_info >= (3, 12):
+        sys.last_exc = error
+
+
+def forget_failure() -> None:
+    """Drop the kept failure (and the frames, tensors among them, that it holds alive)."""
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+
+
+def post_mortem(channel, rank: int) -> None:
+    """A pdb session in the frame where this rank last failed (``keep_failure``), driven from
+    the notebook; where nothing failed, the session says so and ends."""
+    session = RankPdb(channel, rank)
+    failure = getattr(sys, "last_traceback", None)
+    if failure is None:
+        session.channel_output.write(f"[hotswitch] rank {rank} kept no failure to debug: nothing raised here yet\n")
+        session.end_session()
+        return
+    session.reset()
+    try:
+        session.interaction(None, failure)
+    finally:
+        session.end_session()
 
 
 class Breakpoints:

@@ -20,7 +20,7 @@ from hotswitch.kernel.channel.messages import EndMessage
 from hotswitch.kernel.channel.secrets import WorkerSecret
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
-from hotswitch.kernel.worker.debugger import Breakpoints
+from hotswitch.kernel.worker.debugger import Breakpoints, keep_failure
 from hotswitch.kernel.worker.fd_capture import BelowPython, say_on_agent_log
 from hotswitch.kernel.worker.frame_locals import failing_locals
 from hotswitch.kernel.worker.heartbeat import heartbeat_timeout, start_heartbeat
@@ -181,6 +181,7 @@ def run_catching(body_path: str, job: WorkerContext, namespace: dict | None) -> 
         return status, {"kind": "error", "error": error, "traceback": error}
     except BaseException as error:
         # Drop this module's own frame: the user's body is the first frame they see.
+        keep_failure(error)  # a warm pool's rank lives on: %train_debug opens pdb here
         caught = error.__traceback__  # never None in an except block
         text = "".join(traceback.format_exception(type(error), error, caught.tb_next if caught else None))
         text += failing_locals(caught)

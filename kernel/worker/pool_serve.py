@@ -5,8 +5,9 @@ The pool is itself a job: this loop is its body, so the pool's channel, heartbea
 teardown are a job's. The kernel sends ``{"kind": "task", "task": N, "what": "job" | "ranks"}``
 on that channel; a "job" task runs a ``%%train --pool`` body as its own job (its own channel,
 events, run folder; ``pool_tasks.run_job``), a "ranks" task runs a ``%%ranks`` cell
-(``pool_tasks.run_ranks``). ``{"kind": "interrupt", "task": N}`` raises KeyboardInterrupt in the
-task if it still runs: the task fails, the pool goes on. Every task ends with a ``pool.done``
+(``pool_tasks.run_ranks``). ``{"kind": "post_mortem"}`` opens pdb in the frame of the rank's
+last failure (``%train_debug``). ``{"kind": "interrupt", "task": N}`` raises KeyboardInterrupt
+in the task if it still runs: the task fails, the pool goes on. Every task ends with a ``pool.done``
 event carrying its exit status.
 """
 
@@ -18,6 +19,7 @@ import signal
 import threading
 
 from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.debugger import forget_failure
 from hotswitch.kernel.worker.pool_tasks import run_job, run_ranks
 
 LISTEN_EVERY_S = 0.002  # how often a rank looks for the kernel's messages (a %%ranks round trip)
@@ -53,15 +55,15 @@ class TaskLine:
 
 
 def listen(pool: WorkerContext, tasks: queue.Queue, line: TaskLine) -> None:
-    """Take the kernel's messages off the pool channel: tasks go to the main thread in order,
-    interrupts act at once (the main thread is busy with the task they interrupt)."""
+    """Take the kernel's tasks off the pool channel: tasks and post-mortem requests go to the
+    main thread in order, interrupts act at once (the main thread is busy with the task they
+    interrupt); a pdb session's input is left for it (``debugger.ChannelInput``)."""
     wake = threading.Event()
     while True:
-        for message in pool.messages():
-            if message.get("kind") == "task":
-                tasks.put(message)
-            elif message.get("kind") == "interrupt":
-                line.interrupt(int(message.get("task", -1)))
+        for message in pool.take("task") + pool.take("post_mortem"):
+            tasks.put(message)
+        for message in pool.take("interrupt"):
+            line.interrupt(int(message.get("task", -1)))
         wake.wait(LISTEN_EVERY_S)
 
 
@@ -93,8 +95,12 @@ def serve(pool: WorkerContext) -> None:
             pool.kernel_away_after(ENDING_PATIENCE_S)
             pool.emit({"type": "pool.idle", "seconds": idle})
             return
+        if message.get("kind") == "post_mortem":  # between cells: the last failure's frame, in pdb
+            pool.post_mortem()
+            continue
         task = int(message["task"])
         status = 1
+        forget_failure()  # post-mortem is of the last cell: its frames are not kept past the next
         try:
             line.begin(task)
             try:

@@ -16,21 +16,25 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import linecache
 import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from hotswitch.kernel.channel.line_limit import cut_line
 from hotswitch.kernel.channel.secrets import SECRET_FILE
 from hotswitch.kernel.launch.job_files import write_job_files
 from hotswitch.kernel.launch.owned_folders import owned_folder, remove_owned
 from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.debugger import keep_failure
 from hotswitch.kernel.worker.entry import ENV_SECRET_FILE, close_reported, connect, run_reported
 from hotswitch.kernel.worker.fd_capture import BelowPython
 from hotswitch.kernel.worker.frame_locals import failing_locals
 from hotswitch.kernel.worker.rank_stream import LineStream
 
+KEPT_BODY = "/body.py"  # a pool job's body, under its task folder
 MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
 
 
@@ -45,6 +49,7 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     channel = None
+    keep_source(folder / "body.py")  # its folder goes once the job ends: pdb shows its lines still
     try:
         channel, job = connect(pool.rank)
         return run_reported(str(folder / "body.py"), job, channel, namespace)
@@ -57,6 +62,15 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
             else:
                 os.environ[key] = value
         remove_owned(folder)
+
+
+def keep_source(path: Path) -> None:
+    """``path``'s lines in ``linecache`` under its name (with no time stamp, so no check drops them
+    once the file is gone), where a post-mortem looks; the body kept before it is dropped."""
+    for name in [n for n, entry in linecache.cache.items() if entry[1] is None and n.endswith(KEPT_BODY)]:
+        del linecache.cache[name]
+    text = path.read_text()
+    linecache.cache[str(path)] = (len(text), None, text.splitlines(keepends=True), str(path))
 
 
 class TaskStream(LineStream):
@@ -85,14 +99,22 @@ def portable(value):
     return value
 
 
-def execute(code: str, namespace: dict):
-    """Run ``code`` in ``namespace``; the value of its last statement if that is an expression."""
-    tree = ast.parse(code, "<%%ranks cell>")
+def cell_name(task: int) -> str:
+    """The file name a ``%%ranks`` cell's code runs under, its source in ``linecache`` so that
+    tracebacks and pdb show its lines (as IPython names its cells)."""
+    return f"<%%ranks cell {task}>"
+
+
+def execute(code: str, namespace: dict, name: str):
+    """Run ``code`` in ``namespace`` as file ``name``; the value of its last statement if that is
+    an expression."""
+    linecache.cache[name] = (len(code), None, code.splitlines(keepends=True), name)
+    tree = ast.parse(code, name)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    exec(compile(tree, "<%%ranks cell>", "exec"), namespace)
+    exec(compile(tree, name, "exec"), namespace)
     if not isinstance(last, ast.Expr):  # no last statement, or not an expression
         return None
-    return eval(compile(ast.Expression(last.value), "<%%ranks cell>", "eval"), namespace)
+    return eval(compile(ast.Expression(last.value), name, "eval"), namespace)
 
 
 def run_ranks(message: dict, namespace: dict, pool: WorkerContext) -> int:
@@ -108,9 +130,11 @@ def run_ranks(message: dict, namespace: dict, pool: WorkerContext) -> int:
     outer = sys.stdout, sys.stderr
     sys.stdout = TaskStream(send, "stdout", out)
     sys.stderr = TaskStream(send, "stderr", err)
+    breakpoints = pool.breakpoints()
     try:
         result = run_cell(message["code"], namespace, task)
     finally:
+        breakpoints.remove()
         sys.stdout.flush()
         sys.stderr.flush()
         sys.stdout, sys.stderr = outer
@@ -125,14 +149,15 @@ def run_cell(code: str, namespace: dict, task: int) -> dict:
     """The ``pool.result`` of running ``code``: its value, or its traceback."""
     result: dict = {"type": "pool.result", "task": task}
     try:
-        result["value"] = portable(execute(code, namespace))
+        result["value"] = portable(execute(code, namespace, cell_name(task)))
     except BaseException as error:  # the cell's failure is reported; the pool goes on
         # Drop this module's own frames: the cell's code is the first frame shown.
         frames = traceback.extract_tb(error.__traceback__)
-        skip = next((i for i, f in enumerate(frames) if f.filename == "<%%ranks cell>"), 0)
+        skip = next((i for i, f in enumerate(frames) if f.filename == cell_name(task)), 0)
         tb = error.__traceback__
         for _ in range(skip):
             tb = tb.tb_next if tb is not None else None
+        keep_failure(error)  # for %train_debug's post-mortem
         result["error"] = f"{type(error).__name__}: {error}"
         result["traceback"] = "".join(traceback.format_exception(type(error), error, tb)) + failing_locals(tb)
     return result

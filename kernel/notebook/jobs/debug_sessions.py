@@ -53,6 +53,12 @@ class DebugSessions:
                 self.stacks[rank] = str(body.get("text", ""))
             self.changed.notify_all()
 
+    def expect(self, rank: int) -> None:
+        """``rank`` was asked to open a session (a post-mortem): it is driven, not announced."""
+        with self.changed:
+            self.active.add(rank)
+            self.changed.notify_all()
+
     def waiting(self, rank: int | None = None) -> int | None:
         """A rank waiting at a prompt (``rank`` itself where given), else None."""
         with self.changed:

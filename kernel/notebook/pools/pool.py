@@ -67,6 +67,7 @@ class Pool:
         self._next = 1
         self.idle_since = time.monotonic()
         self.stop_reason: str | None = None
+        self.failed_ranks: list[int] = []  # the ranks the last cell raised on
         job.on_event(self._on_event)
         job.add_done_callback(lambda _job: self._wake())
         if idle_timeout is not None:
@@ -185,10 +186,29 @@ class Pool:
         if len(task.statuses) < self.size:
             raise PoolError(self.death() or f"pool {self.name!r} lost task {number}")
         failed = {r: v for r, v in sorted(task.results.items()) if "error" in v}
+        self.failed_ranks = list(failed)  # what %train_debug POOL opens pdb on
         if failed:
             raise RanksFailed(self.name, failed)
+        self.failed_ranks = []
         values = RankResults({r: task.results.get(r, {}).get("value") for r in range(self.size)})
         return None if all(v is None for v in values.values()) else values
+
+    def post_mortem(self, rank: int, output) -> int:
+        """pdb on ``rank`` in the frame where its last cell (a ``%%ranks`` cell, a job's body)
+        raised, driven from the cell ``output`` writes to; the pool is busy meanwhile. How many
+        lines were sent (0: the rank kept no failure, and says so)."""
+        if not 0 <= rank < self.size:
+            raise PoolError(f"pool {self.name!r} has ranks 0-{self.size - 1}; rank {rank} is not one of them")
+        with self._lock:
+            self.check_free()
+            self._current = Task(0, "debug", f"%train_debug on rank {rank}", output)
+        try:
+            self.job.debug.expect(rank)
+            self.job.send(rank, {"kind": "post_mortem"})
+            return self.job.debug_here(rank, output)
+        finally:
+            with self._lock:
+                self._current = None
 
     def stop(self, reason: str = "stopped with %train_pool stop", grace: float = 2.0) -> str:
         """End the pool's ranks (what they hold is lost); its final status."""
@@ -203,9 +223,16 @@ class Pool:
     # ---- threads -----------------------------------------------------------------------------
 
     def _wait_task(self, number: int) -> None:
-        with self._lock:
-            while self.task_status(number) is None:
+        """Until task ``number`` ends; a rank stopped at ``breakpoint()`` meanwhile is driven from
+        the task's cell (its stdin), as ``Job.wait`` drives a job's."""
+        task = self._tasks[number]
+        while True:
+            with self._lock:
+                if self.task_status(number) is not None:
+                    return
                 self._lock.wait(WAIT_SLICE_S)
+            if self.job.debug.waiting() is not None:
+                self.job.debug_here(output=task.output)
 
     def _wake(self) -> None:
         with self._lock:
