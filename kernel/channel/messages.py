@@ -92,8 +92,18 @@ class StacksMessage(TypedDict):
     text: str
 
 
+class CollectiveWaitMessage(TypedDict):
+    """The rank's training thread has waited ``seconds`` in collective ``op`` over ``group``
+    (global ranks), past the limit (``kernel/worker/collective_wait.py``)."""
+
+    kind: Literal["collective_wait"]
+    op: str
+    group: list[int]
+    seconds: float
+
+
 EndMessage = FinishedMessage | ErrorMessage
-DebuggingMessage = DebugMessage | DebugEndMessage | StacksMessage
+DebuggingMessage = DebugMessage | DebugEndMessage | StacksMessage | CollectiveWaitMessage
 RankMessage = (
     StartedMessage
     | LogLineMessage

@@ -16,6 +16,7 @@ from typing import Any
 
 from hotswitch.kernel.channel.signing import DEFAULT_MAX_MESSAGE_BYTES
 from hotswitch.kernel.launch.named import KUBEFLOW_BACKENDS, LAUNCHERS, OWN_OPTIONS
+from hotswitch.kernel.worker.collective_wait import DEFAULT_WAIT_S
 
 CHANNEL_HOST = "127.0.0.1"
 DEFAULT_NPROC = 2
@@ -91,6 +92,13 @@ def _common() -> list[LaunchOption]:
         ),
         LaunchOption("timeout", ("--timeout",), "seconds before the job is stopped and marked 'timed out'", type=float),
         LaunchOption("channel_host", ("--channel-host",), "address the kernel listens on for the ranks", CHANNEL_HOST),
+        LaunchOption(
+            "collective_wait",
+            ("--collective-wait",),
+            "seconds a rank may wait in one collective before the cell names it and the ranks not arrived (0: never)",
+            DEFAULT_WAIT_S,
+            float,
+        ),
         LaunchOption(
             "max_message_bytes",
             ("--max-message-bytes",),

@@ -33,6 +33,7 @@ from hotswitch.kernel.notebook.jobs.run_record import new_run_dir
 from hotswitch.kernel.notebook.pools.pool import PoolError
 from hotswitch.kernel.notebook.pools.pool_registry import PoolRegistry, pool_launcher_of
 from hotswitch.kernel.notebook.pools.pool_start import POOL_FILE, newest_of_name, pool_run
+from hotswitch.kernel.worker.collective_wait import ENV_COLLECTIVE_WAIT
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -48,7 +49,7 @@ TRAIN_OPTIONS: tuple[str, ...] = (
     "env",
     "timeout",
 )
-TRAIN_OPTIONS += (*LAUNCHER_OPTIONS, "channel_host", "max_message_bytes")
+TRAIN_OPTIONS += (*LAUNCHER_OPTIONS, "channel_host", "max_message_bytes", "collective_wait")
 
 
 def launcher_of(args) -> Launcher:
@@ -129,7 +130,7 @@ class TrainMagics(Magics):
                 "does not hold; drop --wait (jobs[NAME].wait() still waits) or drop --detach"
             )
         pushed = pushed_values(self.shell.user_ns, push_names(args.push)) if args.push is not None else None
-        env = {**parse_env(args.env), ENV_DEVICE: args.device}
+        env = {**parse_env(args.env), ENV_DEVICE: args.device, ENV_COLLECTIVE_WAIT: str(args.collective_wait)}
         launcher = pool or launcher_of(args)
         name = check_name(args.name) if args.name else self.jobs.next_name()
         if self.jobs.running(name):

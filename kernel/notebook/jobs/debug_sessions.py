@@ -5,7 +5,8 @@ which the kernel turns into an ``input_request`` to the frontend), sent back to 
 
 It drives a session from ``Job.wait`` (a ``%%train --wait`` cell) and from ``%train_debug``;
 a breakpoint hit while no cell waits is announced once, naming ``%train_debug``. ``stacks``
-are the answers to ``%train_stacks``. None of it costs anything while no rank stops.
+are the answers to ``%train_stacks``; ``waits`` the collectives that waited past their limit.
+None of it costs anything while no rank stops.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import threading
 import time
 from collections.abc import Callable
 
-DEBUG_KINDS = ("debug", "debug_end", "stacks")
+from hotswitch.kernel.notebook.jobs.collective_waits import CollectiveWaits
+
+DEBUG_KINDS = ("debug", "debug_end", "stacks", "collective_wait")
 SETTLE_S = 0.3  # after a session ends, how long a next breakpoint (or the same rank's) may take to show
 
 
@@ -29,11 +32,16 @@ class DebugSessions:
         self.pending: dict[int, dict] = {}  # rank -> its "debug" message, not yet answered
         self.active: set[int] = set()
         self.stacks: dict[int, str] = {}
+        self.waits = CollectiveWaits(output, name)
         self.changed = threading.Condition()
 
     def receive(self, rank: int, body: dict) -> None:
-        """One ``debug``, ``debug_end`` or ``stacks`` message of ``rank`` (the channel's thread)."""
+        """One ``debug``, ``debug_end``, ``stacks`` or ``collective_wait`` message of ``rank`` (the
+        channel's thread)."""
         kind = body.get("kind")
+        if kind == "collective_wait":
+            self.waits.receive(rank, body)
+            return
         with self.changed:
             if kind == "debug":
                 if rank not in self.active:

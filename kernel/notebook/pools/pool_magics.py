@@ -21,7 +21,7 @@ from hotswitch.kernel.notebook.pools.pool_start import attach_pool, pool_name, p
 
 # %train_pool start's launch options (``launch/options.py``)
 POOL_OPTIONS: tuple[str, ...] = ("nproc", "device", *LAUNCHER_OPTIONS, "detach", "env", "idle_timeout", "channel_host")
-POOL_OPTIONS += ("max_message_bytes",)
+POOL_OPTIONS += ("max_message_bytes", "collective_wait")
 
 
 def check_pool_name(name: str) -> str:

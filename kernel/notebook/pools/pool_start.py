@@ -27,6 +27,7 @@ from hotswitch.kernel.notebook.jobs.detached import private_dir, reattach, recor
 from hotswitch.kernel.notebook.jobs.job import Job
 from hotswitch.kernel.notebook.jobs.run_record import new_run_dir
 from hotswitch.kernel.notebook.pools.pool import Pool
+from hotswitch.kernel.worker.collective_wait import ENV_COLLECTIVE_WAIT
 from hotswitch.kernel.worker.pool_serve import ENV_IDLE_TIMEOUT
 
 POOL_BODY = "from hotswitch.kernel.worker.pool_serve import serve\n\nserve(job)\n"
@@ -47,7 +48,7 @@ def start_pool(args, jobs, output) -> Pool:
         raise UsageError(str(error)) from None
     check_local_gpus(args)
     idle = args.idle_timeout or None
-    env = {**parse_env(args.env), ENV_DEVICE: args.device}
+    env = {**parse_env(args.env), ENV_DEVICE: args.device, ENV_COLLECTIVE_WAIT: str(args.collective_wait)}
     run_dir = new_run_dir(job_name(args.name)) if args.detach else None
     if run_dir is not None:
         env[ENV_IDLE_TIMEOUT] = str(idle or 0)  # no kernel may be there to stop it

@@ -106,3 +106,26 @@ def test_an_interrupt_at_the_prompt_ends_the_session_and_the_job_cleanly(kernel)
     assert reply["content"]["status"] == "error"  # the interrupt, raised in the cell
     assert kernel.value("jobs['halted'].wait(60)") == "stopped"
     assert kernel.value("jobs['halted'].pids()") == []
+
+
+LATE = """
+import time
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+if job.rank == 1:
+    time.sleep(8)  # rank 0 waits in the all_reduce meanwhile
+total = torch.ones(1)
+dist.all_reduce(total)
+print("total", int(total), flush=True)
+"""
+
+
+def test_a_collective_waiting_past_its_limit_names_the_op_and_the_ranks_not_arrived(kernel):
+    cell = "%%train -n 2 --wait --name late --collective-wait 1.5\n" + LATE
+    msg_id, reply = kernel.execute(cell, timeout=180)
+    text = kernel.text(msg_id)
+    assert reply["status"] == "ok" and kernel.value("jobs['late'].status") == "succeeded", text
+    assert "[hotswitch] job 'late': all_reduce over ranks 0, 1 has waited" in text, text
+    assert "on rank(s) 0; not arrived: rank(s) 1 (rank(s) 1 still compute, or are stuck outside a collective)" in text
+    assert "[stdout:0] total 2" in text

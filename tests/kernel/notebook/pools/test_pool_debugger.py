@@ -54,6 +54,7 @@ def test_train_debug_opens_pdb_where_a_pool_jobs_body_raised_and_the_pool_goes_o
     assert kernel.value("jobs['broken'].status") == "failed", kernel.text(msg_id)
     text, prompts, reply = answered(kernel, "%train_debug broken", ["p len(batch)", "c"])
     assert reply["status"] == "ok", text
+    assert prompts == ["(Pdb rank 0) "] * 2
     assert "rank 0 of pool 'dbg': pdb where job 'broken' raised" in text, text
     assert "[pdb:0] 3" in text and "batch[7]" in text, text
     msg_id, reply = kernel.execute("%%ranks dbg\nrank * 10")
