@@ -34,7 +34,7 @@ from hotswitch.kernel.worker.fd_capture import BelowPython
 from hotswitch.kernel.worker.frame_locals import failing_locals
 from hotswitch.kernel.worker.rank_stream import LineStream
 
-KEPT_BODY = "/body.py"  # a pool job's body, under its task folder
+KEPT_BODIES: list[str] = []  # the pool job body whose lines linecache keeps (the last one)
 MAX_LISTED = 4096  # tensors up to this many elements come back as numbers; bigger ones as repr
 
 
@@ -67,10 +67,11 @@ def run_job(message: dict, namespace: dict, pool: WorkerContext) -> int:
 def keep_source(path: Path) -> None:
     """``path``'s lines in ``linecache`` under its name (with no time stamp, so no check drops them
     once the file is gone), where a post-mortem looks; the body kept before it is dropped."""
-    for name in [n for n, entry in linecache.cache.items() if entry[1] is None and n.endswith(KEPT_BODY)]:
-        del linecache.cache[name]
+    while KEPT_BODIES:
+        linecache.cache.pop(KEPT_BODIES.pop(), None)
     text = path.read_text()
     linecache.cache[str(path)] = (len(text), None, text.splitlines(keepends=True), str(path))
+    KEPT_BODIES.append(str(path))
 
 
 class TaskStream(LineStream):
