@@ -117,19 +117,43 @@ class Engine:
         self.instantiation = instantiation
         self.set_strategies(strategies)
         self.attention = self._choose_attention(precision.attention)
-        state = self.states[instantiation]
-        shard = parallelism.shard_optimizer is not False
-        self.master = Master(
+        self.seed = run.seed
+        self.initial = initial
+        self.shard_optimizer = parallelism.shard_optimizer is not False
+        self.master = self._new_master()
+
+    def _new_master(self) -> Master:
+        """Master weights on the instantiation strategy, at their initial values (the seed's, or
+        ``initial``'s), with AdamW's state (sharded over its replicas where asked)."""
+        state = self.states[self.instantiation]
+        if not state.allocated:
+            state.allocate()
+        return Master(
             state,
             self.optim,
-            run.seed,
+            self.seed,
             self.rank,
-            initial,
+            self.initial,
             self.precision,
             self.master_replicas,
-            shard,
+            self.shard_optimizer,
             fused=self.compiled,
         )
+
+    def instantiate_on(self, strategy: Strategy) -> None:
+        """Hold the master weights on ``strategy`` from now on (collective), as if the engine had
+        been built so: only before the first update, while they are their initial values, which
+        every layout sets alike. The former instantiation's buffers are released."""
+        if self.master.updates:
+            raise RuntimeError(f"the master weights moved after {self.master.updates} update(s); only before the first")
+        if strategy.is_group:
+            raise ValueError(f"the master weights live on every rank; {strategy} is a device group")
+        former = self.instantiation
+        self.instantiation = strategy
+        self.set_strategies([*self.states, strategy])
+        self.master = self._new_master()
+        if former in self.states and former != strategy:
+            self.release(self.states[former])
 
     def _choose_attention(self, kernel: str) -> AttentionChoice:
         """Attention's kernel put in force on every rank (collective): ``kernel``, or under

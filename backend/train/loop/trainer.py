@@ -159,9 +159,26 @@ class Trainer:
             box = [None if self.rank else best_plan(lengths, self.cost, self.engine.instantiation, self.data.max_len)]
             dist.broadcast_object_list(box, src=0)
             plan, predicted = cast("tuple[HotSwitchPlan, float]", box[0])  # every rank's, once broadcast
-            self._set_plan(plan, "auto", predicted)
+            if self._instantiate_where_trained(plan):
+                self._apply_plan(plan, "auto", predicted)  # its order and event, with the new instantiation
+            else:
+                self._set_plan(plan, "auto", predicted)
             return predicted
         return self.cost.step_s(self.plan, lengths, self.engine.instantiation) if self.cost else None
+
+    def _instantiate_where_trained(self, plan: HotSwitchPlan) -> bool:
+        """Under ``auto`` with no instantiation given, before the first update of a fresh run: the
+        master weights move to a strategy the first batch's plan trains on (the most split of its
+        whole-world ones), where the candidates' most split one trains none of it, so that no
+        step switches to a strategy that trains nothing and back. Whether they moved."""
+        chosen = self.engine.instantiation
+        fresh = self.step_index == 0 and self.engine.master.updates == 0
+        whole = [s for s in plan.strategies if not s.is_group]
+        if not fresh or self.run.parallelism.instantiation is not None or chosen in plan.strategies or not whole:
+            return False
+        self.engine.instantiate_on(instantiation_strategy(whole))
+        self.sink(graphs_event(self.engine))
+        return True
 
     # -- control ---------------------------------------------------------------------------------
     def _commands(self) -> list[dict]:

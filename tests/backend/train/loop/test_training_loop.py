@@ -5,6 +5,7 @@ newest, and a resume mid-schedule that equals the uninterrupted run exactly."""
 import pytest
 
 from hotswitch.backend.runtime.spawn import spawn_ranks
+from hotswitch.backend.strategy import Strategy
 
 from .loop_workers import loop_spec, one_device, train_events
 
@@ -93,6 +94,10 @@ def test_auto_weighs_context_parallel_layouts_and_trains_exactly(tmp_path):
     events, profiled = spawn_ranks(auto_run, 2, spec, str(tmp_path), timeout=1200)[0]
     assert {"dp1cp2tp1pp1", "dp1ul2tp1pp1", "dp2tp1pp1"} <= set(profiled), profiled
     assert [e["source"] for e in of(events, "plan")][-1] == "auto"
+    first_step = next(i for i, e in enumerate(events) if e["type"] == "step")
+    first = [e for e in events[:first_step] if e["type"] == "plan"][-1]  # the plan the first batch trained under
+    trained = {Strategy.parse(s) for s, _ in first["buckets"]}
+    assert Strategy.parse(first["instantiation"]) in trained, first  # no step switches to an idle strategy and back
     losses, _, _ = one_device(spec)
     steps = of(events, "step")
     assert len(steps) == 2
