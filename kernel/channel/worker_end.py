@@ -249,6 +249,12 @@ class WorkerChannel:
         which come within a second, but not for a kernel away for hours."""
         self._away_after = seconds
 
+    def deliver_locally(self, body: dict) -> None:
+        """Put ``body`` among the kernel's messages, as if the kernel had sent it: a rank keeping
+        a detached job's deadline stops its own body (``worker.deadline``)."""
+        with self._lock:
+            self._inbox.append(body)
+
     def silent_for(self) -> float:
         """Seconds since the kernel's latest valid message (or since this channel opened)."""
         return time.monotonic() - self._heard_at

@@ -20,6 +20,7 @@ from hotswitch.kernel.channel.messages import EndMessage
 from hotswitch.kernel.channel.secrets import WorkerSecret
 from hotswitch.kernel.channel.worker_end import WorkerChannel
 from hotswitch.kernel.worker.context import WorkerContext
+from hotswitch.kernel.worker.deadline import start_deadline
 from hotswitch.kernel.worker.debugger import Breakpoints, keep_failure
 from hotswitch.kernel.worker.fd_capture import BelowPython, say_on_agent_log
 from hotswitch.kernel.worker.frame_locals import failing_locals
@@ -124,6 +125,7 @@ def connect(rank: int) -> tuple[WorkerChannel, WorkerContext]:
     node = os.environ.get(ENV_NODE) or host
     channel.send({"kind": "started", "pid": os.getpid(), "host": host, "node": node, "world_size": job.world_size})
     start_heartbeat(channel, heartbeat_timeout())
+    start_deadline(channel, job.rank)
     return channel, job
 
 

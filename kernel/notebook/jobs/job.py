@@ -32,14 +32,10 @@ from hotswitch.kernel.notebook.jobs.launch_watch import WATCH_EVERY_S, LaunchUna
 from hotswitch.kernel.notebook.jobs.pulse import Pulse
 from hotswitch.kernel.notebook.jobs.rank_env import rank_env
 from hotswitch.kernel.notebook.jobs.rank_reports import RankReports
+from hotswitch.kernel.worker.deadline import ENDING_S
 
 FINAL = ("succeeded", "failed", "stopped", "timed out", "lost")
 STOP_MESSAGE_WAIT_S = 1.0  # a body that reads no controls: how long a stop waits before SIGTERM
-# A trainer (a job that reported a plan) ends its step when asked to stop, then writes what it was
-# asked to (a pending checkpoint, the run's final one, an export) and says ``done``: how long a
-# stop or a timeout waits for that before SIGTERM, within the 30 s Slurm gives a job between
-# SIGTERM and SIGKILL. A second Ctrl-C ends it at once.
-ENDING_S = 15.0
 STACKS_S = 5.0  # how long %train_stacks waits for every rank to answer
 
 
@@ -109,8 +105,15 @@ class Job:
         self._watcher.start()
 
     def _submit(self, max_bytes: int) -> str:
+        deadline = self.started_at + self.timeout if self.detached and self.timeout else None
         env = rank_env(
-            self.spec, self.name, self._channel.address, self.kernel_secret, max_bytes, self.launcher.ranks_here
+            self.spec,
+            self.name,
+            self._channel.address,
+            self.kernel_secret,
+            max_bytes,
+            self.launcher.ranks_here,
+            deadline,
         )
         return self.launcher.submit(replace(self.spec, env=env))
 
