@@ -28,6 +28,7 @@ from hotswitch.backend.train.config.run_config import RunConfig
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.evaluation import Evaluation
 from hotswitch.backend.train.loop.events import Sink, discard, event
+from hotswitch.backend.train.loop.prediction_watch import PredictionWatch
 from hotswitch.backend.train.loop.step_report import graphs_event, plan_event, step_event
 from hotswitch.backend.train.planning.auto import check_feasible
 from hotswitch.backend.train.planning.cost import CostModel
@@ -99,6 +100,8 @@ class Trainer:
             why = f"{chosen} has one replica (dp x cp): the optimizer state stays whole (nothing to shard)"
             self.sink(event("warning", message=f"shard_optimizer: {why}"))
         self._cost: CostModel | None = None
+        self.predictions = PredictionWatch()  # rank 0's: a profile far off the steps is measured again
+        self.reprofile_why: str | None = None
         first = self._first_plan(fixed, strategies, precision.memory_budget)
         self.step_index = 0
         if resume:
@@ -182,7 +185,10 @@ class Trainer:
 
     # -- control ---------------------------------------------------------------------------------
     def _commands(self) -> list[dict]:
-        box = [self.control() if self.rank == 0 else None]
+        """Rank 0's control commands, on every rank (with, first, its own ``reprofile``)."""
+        own = [{"command": "reprofile", "why": self.reprofile_why}] if self.reprofile_why else []
+        self.reprofile_why = None
+        box = [own + self.control() if self.rank == 0 else None]
         dist.broadcast_object_list(box, src=0)
         return box[0] or []
 
@@ -191,6 +197,9 @@ class Trainer:
         while True:
             for c in commands:
                 kind = c.get("command")
+                if kind == "reprofile":  # the trainer's own, not a user's: no control event
+                    self._reprofile(str(c.get("why")))
+                    continue
                 try:  # a command that cannot be carried out is reported, never fatal to the run
                     if kind == "switch" and c.get("strategy") == "auto":
                         self._enable_auto()
@@ -229,6 +238,16 @@ class Trainer:
         these strategies, e.g. by another trainer: a comparison run needs no second profile)."""
         self._cost = cost
         self.engine.use_batching(cost.micro_batching())
+
+    def _reprofile(self, why: str) -> None:
+        """Measure the strategies afresh (collective), replacing the cached profile, and plan
+        by the new one from this step on."""
+        cost = self.cost
+        if cost is None:
+            return
+        self.sink(event("warning", message=f"{why}: measuring the profile again (it replaces the cached one)"))
+        lengths = profile_lengths(self.data.max_len)
+        self.use_cost(profile(self.engine, list(cost.strategies), lengths, cost.budget, False, self.sink))
 
     def _auto_strategies(self) -> list[Strategy]:
         p = self.run.parallelism
@@ -277,6 +296,8 @@ class Trainer:
         result = self.engine.step(groups, self.order)
         total = time.perf_counter() - began
         self.step_index += 1
+        if self.rank == 0:
+            self.reprofile_why = self.reprofile_why or self.predictions.add(predicted, total)
         for stats in self.engine.take_switch_stats():
             self.sink(event("switch", step=self.step_index, **stats))
         lr = self.engine.optim.lr_at(self.engine.master.updates)

@@ -43,9 +43,10 @@ def profile_lengths(max_len: int) -> list[int]:
 
 def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 10,  # raw measurements per length, micro-batch overhead, steady-state means; fused
-        # attention without cuDNN's per-shape plans; the update with its norm and compute copy (in
-        # compiled runs one kernel); on the CPU one warm-up per graph (measure.cold_shapes)
+        "profile": 11,  # each measurement's spread kept, a noisy one measured again; raw measurements
+        # per length, micro-batch overhead, steady-state means; fused attention without cuDNN's
+        # per-shape plans; the update with its norm and compute copy (in compiled runs one kernel);
+        # on the CPU one warm-up per graph (measure.cold_shapes)
         "config": asdict(engine.config),
         "strategies": [str(s) for s in strategies],
         "world": engine.world,

@@ -88,6 +88,24 @@ def auto_run(rank: int, world: int, spec: dict, folder: str):
     return (events, [str(x) for x in trainer.cost.strategies]) if rank == 0 else None
 
 
+def misled_run(rank: int, world: int, spec: dict, folder: str):
+    """Train ``spec`` (plan "auto") with its measured cost model made to predict 5 s more per
+    step (its update's), as a profile measured on a busy machine would: rank 0's events and the
+    update's predicted seconds before and after the run."""
+    import dataclasses
+
+    os.environ[ENV_NOTEBOOK_DIR] = folder
+    os.environ["HOTSWITCH_CACHE"] = os.path.join(folder, "cache")
+    events = []
+    trainer, s = build(spec, events.append)
+    trainer.train(1)  # profiled (and cached)
+    misled = dataclasses.replace(trainer.cost, update_s=trainer.cost.update_s + 5.0)
+    trainer.use_cost(misled)
+    before = misled.update_s
+    trainer.train(s["steps"])
+    return (events, before, trainer.cost.update_s) if rank == 0 else None
+
+
 class RecordingJob:
     """What a ``WarmTrainer`` needs of a cell's job: it keeps what is emitted, sends no control."""
 
