@@ -52,6 +52,11 @@ TP_PLAN: Mapping[str, TPStyle] = MappingProxyType(
         "layers.*.feed_forward.b1": "column",
         "layers.*.feed_forward.b2": "replicate",
         "layers.*.feed_forward.b3": "column",
+        # a mixture of experts routes token by token: replicated, each rank routing its own tokens
+        "layers.*.feed_forward.router.weight": "replicate",
+        "layers.*.feed_forward.experts.w1": "replicate",
+        "layers.*.feed_forward.experts.w2": "replicate",
+        "layers.*.feed_forward.experts.w3": "replicate",
         "layers.*.ffn_out_norm.weight": "replicate",
         "norm.weight": "replicate",
         "output.weight": "vocab",

@@ -118,6 +118,18 @@ def attention(ins, shapes, node) -> Deduction:
     return _same([q, q, q, R], q)  # the whole rows' positions say where documents start
 
 
+def experts(ins, shapes, node) -> Deduction:
+    """A mixture of experts works token by token (x [..., dim], then the router and the experts'
+    weights): x split along any dim but the last passes through, each rank routing its own
+    tokens with every expert replicated, its weight gradients covering those tokens only (partial
+    sums, as a norm's). A partial sum or a split of the features is completed first."""
+    x = ins[0]
+    if x == P or _sharded(x, len(shapes[0]) - 1):
+        x = R
+    weights = len(ins) - 1
+    return _same([x, *[R] * weights], x, [False, *[isinstance(x, Shard)] * weights])
+
+
 def nonlinear_unary(ins, shapes, node) -> Deduction:
     x = R if ins[0] == P else ins[0]
     return _same([x], x)
@@ -265,6 +277,7 @@ RULES = {
     "flatten": flatten,
     "rotary": rotary,
     "attention": attention,
+    "experts": experts,
     "silu": nonlinear_unary,
     "gelu": nonlinear_unary,
     "bias": bias,

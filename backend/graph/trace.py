@@ -15,6 +15,7 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.experts import routed_experts
 from hotswitch.backend.models.llama import (
     add_bias,
     apply_rotary,
@@ -31,6 +32,7 @@ FUNCTION_OPS = {
     rms_norm: "rms_norm",
     apply_rotary: "rotary",
     causal_attention: "attention",
+    routed_experts: "experts",
     token_loss: "loss",
     F.silu: "silu",
     F.gelu: "gelu",

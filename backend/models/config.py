@@ -40,6 +40,25 @@ class RopeScaling:
 
 
 @dataclass(frozen=True)
+class Experts:
+    """A mixture of experts in place of the feed-forward of ``layers`` (empty: every layer): a
+    router (a linear map to ``count`` scores, softmax) picks each token's ``per_token`` experts
+    (top-k), each a SwiGLU of width ``ffn_dim``; their outputs are summed weighted by the picked
+    probabilities, renormalised to sum to one where ``normalize`` (Qwen3-MoE's and OLMoE's
+    ``norm_topk_prob``, always in Mixtral). Dropless: every token reaches its experts."""
+
+    count: int
+    per_token: int
+    ffn_dim: int
+    normalize: bool = False
+    layers: tuple[int, ...] = ()
+
+    def routes(self, layer: int) -> bool:
+        """Whether ``layer``'s feed-forward is this mixture (else a dense one)."""
+        return not self.layers or layer in self.layers
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     name: str
     vocab_size: int
@@ -72,6 +91,7 @@ class ModelConfig:
     attention_scale: float | None = None  # scores scaled by it, not 1/sqrt(head_dim) (Gemma)
     sliding_window: int | None = None  # tokens a sliding-window layer's query sees, itself included
     layer_kinds: tuple[LayerKind, ...] = ()  # per layer, full or sliding attention (empty: all full)
+    experts: Experts | None = None  # mixture-of-experts feed-forwards (Qwen3-MoE, OLMoE, Mixtral)
 
     def __post_init__(self) -> None:
         if self.head_dim is None and self.dim % self.n_heads:
@@ -82,6 +102,11 @@ class ModelConfig:
             raise ValueError(f"{self.name}: {len(self.layer_kinds)} layer kinds for {self.n_layers} layers")
         if "sliding" in self.layer_kinds and not self.sliding_window:
             raise ValueError(f"{self.name}: sliding layers need a sliding_window")
+        if self.experts is not None and not 0 < self.experts.per_token <= self.experts.count:
+            raise ValueError(
+                f"{self.name}: {self.experts.per_token} experts per token of {self.experts.count}; "
+                "give between 1 and the expert count"
+            )
         if self.rotary_dim % 2 or self.rotary_dim > self.head_size:
             raise ValueError(
                 f"{self.name}: partial_rotary={self.partial_rotary} of head_dim {self.head_size} is "
@@ -103,6 +128,15 @@ class ModelConfig:
         """The channels of each head that rotary embedding rotates (the rest pass through)."""
         return int(self.head_size * self.partial_rotary)
 
+    def routed(self, layer: int) -> bool:
+        """Whether ``layer``'s feed-forward is a mixture of experts."""
+        return self.experts is not None and self.experts.routes(layer)
+
+    @property
+    def active_ffn_dim(self) -> int:
+        """The feed-forward width a token passes through: a routed layer's picked experts' in all."""
+        return self.ffn_dim if self.experts is None else self.experts.per_token * self.experts.ffn_dim
+
     def layer_kind(self, layer: int) -> LayerKind:
         return self.layer_kinds[layer] if self.layer_kinds else "full"
 
@@ -120,13 +154,13 @@ class ModelConfig:
         parameter of its own: the head reads ``tok_embeddings.weight``."""
         shapes: dict[str, tuple[int, ...]] = {"tok_embeddings.weight": (self.vocab_size, self.dim)}
         for i in range(self.n_layers):
-            shapes.update(self._layer_shapes(f"layers.{i}."))
+            shapes.update(self._layer_shapes(f"layers.{i}.", self.routed(i)))
         shapes["norm.weight"] = (self.dim,)
         if not self.tie_embeddings:
             shapes["output.weight"] = (self.vocab_size, self.dim)
         return shapes
 
-    def _layer_shapes(self, p: str) -> dict[str, tuple[int, ...]]:
+    def _layer_shapes(self, p: str, routed: bool = False) -> dict[str, tuple[int, ...]]:
         dim = self.dim
         q = self.q_dim
         kv = self.n_kv_heads * self.head_size
@@ -150,14 +184,28 @@ class ModelConfig:
             shapes[p + "attention_out_norm.weight"] = (dim,)
         if self.norm_placement != "post":
             shapes[p + "ffn_norm.weight"] = (dim,)
-        shapes[p + "feed_forward.w1.weight"] = (ffn, dim)
-        shapes[p + "feed_forward.w2.weight"] = (dim, ffn)
-        shapes[p + "feed_forward.w3.weight"] = (ffn, dim)
-        if self.mlp_bias:
+        if routed:
+            shapes.update(self._expert_shapes(p))
+        else:
+            shapes[p + "feed_forward.w1.weight"] = (ffn, dim)
+            shapes[p + "feed_forward.w2.weight"] = (dim, ffn)
+            shapes[p + "feed_forward.w3.weight"] = (ffn, dim)
+        if self.mlp_bias and not routed:
             shapes.update({p + "feed_forward.b1": (ffn,), p + "feed_forward.b2": (dim,), p + "feed_forward.b3": (ffn,)})
         if self.norm_placement != "pre":
             shapes[p + "ffn_out_norm.weight"] = (dim,)
         return shapes
+
+    def _expert_shapes(self, p: str) -> dict[str, tuple[int, ...]]:
+        """A routed layer's router and its experts' SwiGLU weights, stacked over the experts."""
+        assert self.experts is not None
+        count, width, dim = self.experts.count, self.experts.ffn_dim, self.dim
+        return {
+            p + "feed_forward.router.weight": (count, dim),
+            p + "feed_forward.experts.w1": (count, width, dim),
+            p + "feed_forward.experts.w2": (count, dim, width),
+            p + "feed_forward.experts.w3": (count, width, dim),
+        }
 
     @functools.cached_property
     def n_params(self) -> int:

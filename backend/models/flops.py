@@ -20,10 +20,13 @@ BF16_PEAK_FLOPS = {
 
 
 def matmul_params(config: ModelConfig) -> int:
-    """Weights that take part in matrix multiplies: the matrices but the embedding table (a
-    tied head multiplies by it all the same); norms and biases do not."""
+    """Weights that take part in a token's matrix multiplies: the matrices but the embedding
+    table (a tied head multiplies by it all the same), and of each mixture of experts the picked
+    ones (``per_token`` of its experts' stacked matrices); norms and biases do not."""
     matrices = sum(rows * cols for name, (rows, cols, *_) in _matrices(config) if name != "tok_embeddings.weight")
-    return matrices + (config.vocab_size * config.dim if config.tie_embeddings else 0)
+    picked = config.experts.per_token if config.experts else 0
+    experts = sum(s[1] * s[2] * picked for s in config.param_shapes().values() if len(s) == 3)
+    return matrices + experts + (config.vocab_size * config.dim if config.tie_embeddings else 0)
 
 
 def _matrices(config: ModelConfig) -> list[tuple[str, tuple[int, ...]]]:

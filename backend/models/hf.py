@@ -38,7 +38,7 @@ from hotswitch.backend.dist_state import Box
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.hf_config import SETTINGS, config_from_hf
 from hotswitch.backend.models.hf_config_out import config_to_dict
-from hotswitch.backend.models.hf_names import IGNORED_SUFFIXES, fused_groups, hf_name, stored_layout
+from hotswitch.backend.models.hf_names import IGNORED_SUFFIXES, hf_name, stored_layout, stored_parts
 from hotswitch.backend.models.llama import Transformer
 from hotswitch.backend.models.rotary import rotary_buffers
 
@@ -91,7 +91,7 @@ class HFCheckpoint:
         self._check_shapes()
 
     def _check_names(self) -> None:
-        wanted = {stored.name for stored in self.layout.values()}
+        wanted = {tensor for stored in self.layout.values() for tensor in stored.names()}
         stored = {n for n in self.files if not n.endswith(IGNORED_SUFFIXES)}
         head = hf_name("output.weight")
         if self.config.tie_embeddings:
@@ -118,13 +118,26 @@ class HFCheckpoint:
     def shape(self, name: str) -> tuple[int, ...]:
         """Our parameter ``name``'s shape as stored (its rows of a fused tensor)."""
         stored = self.layout[name]
-        with _safetensors().safe_open(self.files[stored.name], framework="pt") as f:
-            shape = tuple(f.get_slice(stored.name).get_shape())
+        first = stored.names()[0]
+        with _safetensors().safe_open(self.files[first], framework="pt") as f:
+            shape = tuple(f.get_slice(first).get_shape())
+        if stored.experts:
+            for tensor in stored.names()[1:]:
+                with _safetensors().safe_open(self.files[tensor], framework="pt") as f:
+                    other = tuple(f.get_slice(tensor).get_shape())
+                if other != shape:
+                    raise ValueError(
+                        f"{self.directory}: {tensor} is {other}, but {first} is {shape}; a layer's experts are alike"
+                    )
+            return (stored.experts, *shape)
         return shape if stored.rows is None else (min(stored.rows, shape[0] - stored.start), *shape[1:])
 
     def read(self, name: str, box: Box | None = None) -> torch.Tensor:
-        """Our parameter ``name`` (or its ``box``) as float32, read from its shard file only."""
+        """Our parameter ``name`` (or its ``box``) as float32, read from its shard file only (a
+        stack of experts: from each expert's tensor in the box)."""
         stored = self.layout[name]
+        if stored.experts:
+            return self._read_experts(name, box)
         with _safetensors().safe_open(self.files[stored.name], framework="pt") as f:
             if box is None and stored.rows is None:
                 tensor = f.get_tensor(stored.name)
@@ -135,6 +148,16 @@ class HFCheckpoint:
                 key = (rows, *index[1:])
                 tensor = f.get_slice(stored.name)[key]
         return tensor.to(torch.float32)
+
+    def _read_experts(self, name: str, box: Box | None) -> torch.Tensor:
+        shape = self.shape(name)
+        index = (box or Box((0,) * len(shape), shape)).slices()
+        tensors = self.layout[name].names()[index[0]]
+        parts = []
+        for tensor in tensors:
+            with _safetensors().safe_open(self.files[tensor], framework="pt") as f:
+                parts.append(f.get_slice(tensor)[index[1:]].to(torch.float32))
+        return torch.stack(parts)
 
 
 def hf_initializer(
@@ -204,7 +227,8 @@ def save_pretrained(
     out.mkdir(parents=True, exist_ok=True)
     params = {n: p.detach().to("cpu") for n, p in model.named_parameters()}
     tensors = {
-        stored: torch.cat([params[n] for n in parts]).contiguous() for stored, parts in fused_groups(config).items()
+        stored: torch.cat([params[n] if expert is None else params[n][expert] for n, expert in parts]).contiguous()
+        for stored, parts in stored_parts(config).items()
     }
     dtype = next(iter(tensors.values())).dtype
     kept = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hotswitch.backend.models.config import ModelConfig, RopeScaling
+from hotswitch.backend.models.config import Experts, ModelConfig, RopeScaling
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Family:
     gemma: bool = False  # 1 + weight norms, sqrt(dim) embedding scale, query_pre_attn_scalar
     sliding: str = "none"  # how layers are sliding where layer_types is absent: all, qwen, gemma, smollm3
     fused: bool = False  # q/k/v and gate/up stored as one tensor each (Phi-3)
+    experts: str = "none"  # how its config gives a mixture of experts: qwen, olmoe, mixtral
 
 
 FAMILIES: dict[str, Family] = {
@@ -43,7 +44,11 @@ FAMILIES: dict[str, Family] = {
     "gemma3_text": Family("Gemma3ForCausalLM", qk_norm="head", norm_placement="sandwich", gemma=True, sliding="gemma"),
     "phi3": Family("Phi3ForCausalLM", fused=True, sliding="all"),
     "smollm3": Family("SmolLM3ForCausalLM", sliding="smollm3"),
+    "qwen3_moe": Family("Qwen3MoeForCausalLM", qk_norm="head", sliding="qwen", experts="qwen"),
+    "olmoe": Family("OlmoeForCausalLM", qk_norm="projection", experts="olmoe"),
+    "mixtral": Family("MixtralForCausalLM", sliding="all", experts="mixtral"),
 }
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 # keys that change nothing the engine computes: an export keeps them from its source
 SETTINGS = frozenset(
@@ -110,6 +115,12 @@ READ = frozenset(
         "intermediate_size",
         "max_position_embeddings",
         "rms_norm_eps",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "norm_topk_prob",
+        "decoder_sparse_step",
+        "mlp_only_layers",
+        "router_aux_loss_coef",  # weighs the auxiliary loss only where output_router_logits adds it
     ]
 )
 HARMLESS = SETTINGS | READ
@@ -125,6 +136,16 @@ NEUTRAL = {
     "num_experts": 0,
     "num_local_experts": 0,
     "n_routed_experts": 0,
+    "output_router_logits": False,
+    "router_jitter_noise": 0.0,
+    "clip_qkv": None,
+    "shared_expert_intermediate_size": 0,
+}
+WHY = {
+    "output_router_logits": "the load-balancing auxiliary loss is not computed yet; train with it false (the "
+    "default), which transformers also trains without",
+    "router_jitter_noise": "the router's training noise is not computed; give 0",
+    "clip_qkv": "q/k/v clipping is not computed; give null",
 }
 _warned: set[frozenset[str]] = set()
 
@@ -145,12 +166,17 @@ def _family(raw: dict[str, Any], where: Any) -> Family:
     return family
 
 
-def _check_keys(raw: dict[str, Any], where: Any) -> None:
+def _check_keys(raw: dict[str, Any], where: Any, family: Family) -> None:
     """Refuse what changes the computation unread; warn once about keys we do not know."""
     for key, neutral in NEUTRAL.items():
+        if key in EXPERT_COUNT_KEYS and family.experts != "none":
+            continue  # read by ``_experts``
         value = raw.get(key, neutral)
         if value not in (neutral, None) and not (neutral is False and value is None):
-            why = "mixture-of-experts layers are not computed yet" if "expert" in key else "not computed"
+            why = WHY.get(key, "not computed")
+            if key in EXPERT_COUNT_KEYS:
+                moe = ", ".join(k for k, f in FAMILIES.items() if f.experts != "none")
+                why = f"this family has no mixture of experts here; the mixture-of-experts families that load: {moe}"
             raise _refuse(where, key, value, why)
     unknown = frozenset(k for k in raw if k not in HARMLESS and k not in NEUTRAL)
     if unknown and unknown not in _warned:
@@ -304,11 +330,30 @@ def _options(raw: dict[str, Any], family: Family, where: Any) -> dict[str, Any]:
     return options
 
 
+def _experts(raw: dict[str, Any], family: Family, where: Any) -> Experts | None:
+    """The family's mixture of experts as its config sets it (None for a dense family)."""
+    if family.experts == "none":
+        return None
+    count = next((raw[k] for k in EXPERT_COUNT_KEYS if raw.get(k)), None)
+    if not count:
+        raise _refuse(where, "num_experts", count, f"a {raw['model_type']} config gives its expert count")
+    width = raw.get("moe_intermediate_size") if family.experts == "qwen" else raw["intermediate_size"]
+    layers: tuple[int, ...] = ()
+    if family.experts == "qwen":
+        step, dense = int(raw.get("decoder_sparse_step", 1)), set(raw.get("mlp_only_layers") or [])
+        routed = [i for i in range(raw["num_hidden_layers"]) if i not in dense and (i + 1) % step == 0]
+        if not routed:  # every layer dense
+            return None
+        layers = () if len(routed) == raw["num_hidden_layers"] else tuple(routed)
+    normalize = family.experts == "mixtral" or bool(raw.get("norm_topk_prob", False))
+    return Experts(int(count), int(raw.get("num_experts_per_tok", 2)), int(width), normalize, layers)
+
+
 def config_from_dict(raw: dict[str, Any], name: str = "hf", where: Any = "config.json") -> ModelConfig:
     """``ModelConfig`` of a parsed Hugging Face ``config.json``; ``ValueError`` naming the first
     option the decoder does not compute."""
     family = _family(raw, where)
-    _check_keys(raw, where)
+    _check_keys(raw, where, family)
     try:
         return ModelConfig(
             name,
@@ -322,6 +367,7 @@ def config_from_dict(raw: dict[str, Any], name: str = "hf", where: Any = "config
             norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
             tie_embeddings=bool(raw.get("tie_word_embeddings", family.gemma)),
             family=raw["model_type"],
+            experts=_experts(raw, family, where),
             **_options(raw, family, where),
         )
     except KeyError as missing:

@@ -30,6 +30,25 @@ def _rope_out(config: ModelConfig) -> dict[str, Any]:
     return {"rope_parameters": {"full_attention": rope, "sliding_attention": local}}
 
 
+def _experts_out(config: ModelConfig) -> dict[str, Any]:
+    """A mixture of experts as its family's config gives it (no auxiliary loss: the engine
+    trains without it, as transformers does by default)."""
+    experts = config.experts
+    assert experts is not None
+    count = "num_local_experts" if config.family == "mixtral" else "num_experts"
+    out: dict[str, Any] = {
+        count: experts.count,
+        "num_experts_per_tok": experts.per_token,
+        "output_router_logits": False,
+    }
+    if config.family != "mixtral":
+        out["norm_topk_prob"] = experts.normalize
+    if config.family == "qwen3_moe":
+        dense = [i for i in range(config.n_layers) if not experts.routes(i)]
+        out.update(moe_intermediate_size=experts.ffn_dim, decoder_sparse_step=1, mlp_only_layers=dense)
+    return out
+
+
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     """A ``config.json`` that transformers reads as ``config``, of its family's ``model_type``."""
     family = FAMILIES[config.family]
@@ -51,7 +70,9 @@ def config_to_dict(config: ModelConfig) -> dict[str, Any]:
             "gelu_pytorch_tanh" if config.activation == "gelu_tanh" else "silu"
         ),
     }
-    if config.family not in ("llama", "olmo2"):
+    if config.experts is not None:
+        out.update(_experts_out(config))
+    if config.family not in ("llama", "olmo2", "olmoe"):
         out["sliding_window"] = config.sliding_window
     if family.sliding in ("qwen", "gemma", "smollm3"):
         out["layer_types"] = [f"{config.layer_kind(i)}_attention" for i in range(config.n_layers)]

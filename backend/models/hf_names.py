@@ -1,9 +1,12 @@
-"""Our parameter names <-> a Hugging Face family's tensor names, and the fused tensors some
-families store (Phi-3's ``qkv_proj`` and ``gate_up_proj``): split on load, fused on export.
+"""Our parameter names <-> a Hugging Face family's tensor names, the fused tensors some
+families store (Phi-3's ``qkv_proj`` and ``gate_up_proj``: split on load, fused on export), and
+the experts that mixture-of-experts checkpoints store one tensor each (stacked on load into one
+parameter per projection, unstacked on export).
 
 Each of our parameters is a ``Stored`` slice: the rows ``[start, start + rows)`` of one stored
-tensor (the whole tensor where nothing is fused), so any box of a parameter is read straight
-from the file, and the fused tensors are rebuilt by concatenating their parts in order.
+tensor (the whole tensor where nothing is fused), or the stack of ``experts`` stored tensors
+(one per expert, named with ``{expert}``), so any box of a parameter is read straight from the
+files, and the fused tensors are rebuilt by concatenating their parts in order.
 """
 
 from __future__ import annotations
@@ -45,6 +48,23 @@ _NORMS = {
         "ffn_out_norm.weight": "post_feedforward_layernorm.weight",
     },
 }
+# a routed layer's router and experts (``{expert}``: each expert's own tensor, stacked in ours)
+_QWEN_EXPERTS = {
+    "feed_forward.router.weight": "mlp.gate.weight",
+    "feed_forward.experts.w1": "mlp.experts.{expert}.gate_proj.weight",
+    "feed_forward.experts.w2": "mlp.experts.{expert}.down_proj.weight",
+    "feed_forward.experts.w3": "mlp.experts.{expert}.up_proj.weight",
+}
+_EXPERTS = {
+    "qwen3_moe": _QWEN_EXPERTS,
+    "olmoe": _QWEN_EXPERTS,
+    "mixtral": {
+        "feed_forward.router.weight": "block_sparse_moe.gate.weight",
+        "feed_forward.experts.w1": "block_sparse_moe.experts.{expert}.w1.weight",
+        "feed_forward.experts.w2": "block_sparse_moe.experts.{expert}.w2.weight",
+        "feed_forward.experts.w3": "block_sparse_moe.experts.{expert}.w3.weight",
+    },
+}
 # fused tensors (Phi-3): the stored name and our parts, in their order along dim 0
 _FUSED = {
     "phi3": {
@@ -69,6 +89,13 @@ class Stored:
     name: str
     start: int = 0
     rows: int | None = None
+    experts: int = 0  # above 0: our parameter stacks this many tensors, ``name`` formatted with each
+
+    def names(self) -> list[str]:
+        """The stored tensors our parameter reads: one, or each expert's in order."""
+        if not self.experts:
+            return [self.name]
+        return [self.name.format(expert=e) for e in range(self.experts)]
 
 
 def hf_name(name: str, family: str = "llama") -> str:
@@ -78,7 +105,7 @@ def hf_name(name: str, family: str = "llama") -> str:
     if name in _TOP_NAMES:
         return _TOP_NAMES[name]
     head, layer, rest = name.split(".", 2)
-    names = {**_LAYER_NAMES, **_NORMS.get(family, {})}
+    names = {**_LAYER_NAMES, **_NORMS.get(family, {}), **_EXPERTS.get(family, {})}
     if head != "layers" or rest not in names:
         raise ValueError(f"parameter {name!r} has no Hugging Face name; is it a parameter of our Transformer?")
     return f"model.layers.{layer}.{names[rest]}"
@@ -88,6 +115,9 @@ def stored_layout(config: ModelConfig) -> dict[str, Stored]:
     """Each of ``config``'s parameters' place in a checkpoint of its family."""
     shapes = config.param_shapes()
     layout = {name: Stored(hf_name(name, config.family)) for name in shapes}
+    for name, stored in layout.items():
+        if "{expert}" in stored.name:
+            layout[name] = Stored(stored.name, experts=shapes[name][0])
     for layer in range(config.n_layers):
         prefix = f"layers.{layer}."
         for fused, parts in _FUSED.get(config.family, {}).items():
@@ -99,9 +129,14 @@ def stored_layout(config: ModelConfig) -> dict[str, Stored]:
     return layout
 
 
-def fused_groups(config: ModelConfig) -> dict[str, list[str]]:
-    """Stored tensor name -> our parameters concatenated (in order) into it, for export."""
-    groups: dict[str, list[str]] = {}
+def stored_parts(config: ModelConfig) -> dict[str, list[tuple[str, int | None]]]:
+    """Stored tensor name -> what an export concatenates (in order) into it: our parameters
+    whole (None), or one expert of a stacked one (its index)."""
+    groups: dict[str, list[tuple[str, int | None]]] = {}
     for name, stored in stored_layout(config).items():
-        groups.setdefault(stored.name, []).append(name)
+        if stored.experts:
+            for expert, tensor in enumerate(stored.names()):
+                groups[tensor] = [(name, expert)]
+        else:
+            groups.setdefault(stored.name, []).append((name, None))
     return groups

@@ -3,7 +3,8 @@
 Every family is this model with options (``ModelConfig``): rotary kinds and partial rotary,
 layers without rotary, head_dim apart from dim / heads, projection biases, q/k RMSNorm per
 head or per projection, norms before, after or around each sublayer, Gemma's ``1 + weight``
-norms, embedding scale and GELU gate, sliding-window layers, a head tied to the embedding.
+norms, embedding scale and GELU gate, sliding-window layers, a head tied to the embedding,
+mixture-of-experts feed-forwards (``models.experts``).
 Options that are off add no node to the traced graph.
 
 ``Transformer(config)(tokens, targets)`` returns the *sum* of the token losses
@@ -37,6 +38,7 @@ from hotswitch.backend.models.attention.varlen import varlen_causal_attention
 from hotswitch.backend.models.chunked_loss import chunked_cross_entropy
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.documents import gather_tables, per_document, spans, unpacked_positions
+from hotswitch.backend.models.experts import MixtureOfExperts
 from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 from hotswitch.backend.models.no_init import skip_default_init
 from hotswitch.backend.models.rotary import rotary_buffers
@@ -235,7 +237,9 @@ class TransformerBlock(nn.Module):
             self.attention_out_norm = RMSNorm(config.dim, eps, offset)
         if placement != "post":
             self.ffn_norm = RMSNorm(config.dim, eps, offset)
-        self.feed_forward = FeedForward(config)
+        experts = config.experts
+        routed = experts is not None and experts.routes(layer)
+        self.feed_forward = MixtureOfExperts(experts, config.dim) if routed and experts else FeedForward(config)
         if placement != "pre":
             self.ffn_out_norm = RMSNorm(config.dim, eps, offset)
         self.placement = placement

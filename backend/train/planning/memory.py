@@ -95,7 +95,7 @@ def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision, lo
     f = FP32_BYTES
     tp = strategy.tp
     region = strategy.tp if strategy.sp else 1
-    inside = c * (4 * config.ffn_dim + 2 * config.q_dim + 2 * kv) + f * config.n_heads
+    inside = c * (4 * config.active_ffn_dim + 2 * config.q_dim + 2 * kv) + f * config.n_heads
     if config.qk_norm != "none":  # each q/k norm keeps its input and one inverse RMS per row it norms
         rows = config.n_heads + config.n_kv_heads if config.qk_norm == "head" else 2
         inside += c * (config.q_dim + kv) + f * rows

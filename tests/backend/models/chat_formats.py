@@ -68,6 +68,9 @@ FAMILY_FORMAT = {
     "olmo2": "olmo2",
     "phi3": "phi3",
     "smollm3": "chatml",
+    "qwen3-moe": "chatml",
+    "olmoe": "olmo2",  # OLMoE's instruct models use Tulu's role tags, as OLMo 2's do
+    "mixtral": "mistral",
 }
 SPECIALS = (
     "<s>",

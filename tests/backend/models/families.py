@@ -55,6 +55,21 @@ FAMILIES: dict[str, tuple[str, str, dict]] = {
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {"tie_word_embeddings": False}),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", {"partial_rotary_factor": 0.5, "tie_word_embeddings": False}),
     "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"no_rope_layer_interval": 2, "tie_word_embeddings": True}),
+    # mixtures of experts: 4 experts, 2 per token; Qwen3-MoE keeps layer 1 dense (mlp_only_layers)
+    "qwen3-moe": (
+        "Qwen3MoeConfig",
+        "Qwen3MoeForCausalLM",
+        {
+            "head_dim": 16,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "norm_topk_prob": True,
+            "mlp_only_layers": [1],
+        },
+    ),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", {"num_experts": 4, "num_experts_per_tok": 2}),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2}),
 }
 # families whose layers slide: ring attention does not run them yet (refused by name); Ulysses does
 SLIDING = ("mistral", "gemma3")

@@ -103,11 +103,11 @@ def edit_config(directory, **changes):
     [
         ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}, "rope_type='longrope'"),
         ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "rope_type='dynamic'"),
-        ({"model_type": "mixtral"}, "model_type='mixtral'"),
+        ({"model_type": "deepseek_v3"}, "model_type='deepseek_v3'"),
         ({"architectures": ["MistralForCausalLM"]}, "architectures=['MistralForCausalLM']"),
         ({"hidden_act": "gelu"}, "hidden_act='gelu'"),
         ({"final_logit_softcapping": 30.0}, "final_logit_softcapping=30.0"),
-        ({"num_local_experts": 8}, "num_local_experts=8"),
+        ({"num_local_experts": 8}, "num_local_experts=8 (this family has no mixture of experts here; the "),
         ({"attention_dropout": 0.1}, "attention_dropout=0.1"),
     ],
 )
@@ -162,3 +162,32 @@ def test_released_presets_are_distinct_from_the_papers_shapes():
     with torch.device("meta"):
         model = Transformer(llama3)
     assert llama3.n_params == sum(p.numel() for p in model.parameters()) == 8_030_261_248
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"output_router_logits": True}, "output_router_logits=True (the load-balancing auxiliary loss is not"),
+        ({"router_jitter_noise": 0.1}, "router_jitter_noise=0.1 (the router's training noise is not computed"),
+    ],
+)
+def test_a_router_option_the_engine_does_not_compute_is_refused_by_name(tmp_path, changes, named):
+    from .families import make_family
+
+    make_family(tmp_path, "mixtral")
+    edit_config(tmp_path, **changes)
+    with pytest.raises(ValueError, match=re.escape("unsupported Hugging Face option " + named)):
+        load_pretrained(tmp_path)
+
+
+def test_a_moe_checkpoint_missing_an_expert_is_refused_naming_the_tensor(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from .families import make_family
+
+    make_family(tmp_path, "qwen3-moe")
+    tensors = load_file(tmp_path / "model.safetensors")
+    del tensors["model.layers.0.mlp.experts.3.up_proj.weight"]
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=re.escape("missing ['model.layers.0.mlp.experts.3.up_proj.weight']")):
+        load_pretrained(tmp_path)
