@@ -8,11 +8,16 @@ OLMoE and Mixtral.
 ``routed_experts`` is one fx leaf (``torch.fx.wrap``), with one deduction rule: it works token
 by token, so tokens split over ranks (data, sequence or context parallel) each route on their
 own rank, the router and experts replicated there, each rank's weight gradients a partial sum
-over its tokens. Experts run one after another over the tokens routed to them, in expert order
-(the order transformers sums them in).
+over its tokens. The experts run as three grouped matmuls over the tokens sorted by expert
+(``torch._grouped_mm``, ``grouped``), or one after another over the tokens routed to each
+(``loop``), whichever ``choose_experts`` measured faster on the device; both sum a token's
+experts in expert order (transformers' order), to the same values.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import torch
 import torch.fx
@@ -50,13 +55,78 @@ def routed_experts(
         return torch.empty_like(x)
     tokens = x.reshape(-1, x.shape[-1])
     picked, weights = route(tokens, router, per_token, normalize)
+    return KERNELS[IN_FORCE["kernel"]](tokens, picked, weights, w1, w2, w3).reshape(x.shape)
+
+
+def loop_experts(tokens, picked, weights, w1, w2, w3) -> torch.Tensor:
+    """Each expert in turn over the tokens routed to it (three matmuls an expert)."""
     out = torch.zeros_like(tokens)
     for expert in torch.unique(picked).tolist():
         rows, slot = torch.where(picked == expert)
         h = tokens[rows]
         y = F.linear(F.silu(F.linear(h, w1[expert])) * F.linear(h, w3[expert]), w2[expert])
-        out.index_add_(0, rows, y * weights[rows, slot, None])
-    return out.reshape(x.shape)
+        out = out.index_add(0, rows, y * weights[rows, slot, None])
+    return out
+
+
+def grouped_experts(tokens, picked, weights, w1, w2, w3) -> torch.Tensor:
+    """Every expert at once: the (token, expert) pairs sorted by expert, three grouped matmuls
+    (``torch._grouped_mm``, one group per expert), then each token's outputs summed back."""
+    per_token = picked.shape[1]
+    flat = picked.reshape(-1)
+    order = torch.argsort(flat, stable=True)  # a token's experts stay in expert order
+    rows = order // per_token
+    ends = torch.cumsum(torch.bincount(flat, minlength=w1.shape[0]), 0).to(torch.int32)
+    h = tokens[rows]
+    gate = torch._grouped_mm(h, w1.transpose(1, 2), offs=ends)
+    up = torch._grouped_mm(h, w3.transpose(1, 2), offs=ends)
+    y = torch._grouped_mm(F.silu(gate) * up, w2.transpose(1, 2), offs=ends)
+    return torch.zeros_like(tokens).index_add(0, rows, y * weights.reshape(-1)[order, None])
+
+
+Kernel = Callable[..., torch.Tensor]
+KERNELS: dict[str, Kernel] = {"grouped": grouped_experts, "loop": loop_experts}
+IN_FORCE = {"kernel": "loop"}  # the one every routed layer of this process runs (``use_experts``)
+
+
+def use_experts(kernel: str) -> None:
+    """Put ``kernel`` ("grouped" or "loop") in force for every routed layer of this process."""
+    if kernel not in KERNELS:
+        raise ValueError(f"experts kernel {kernel!r}: choose one of {', '.join(KERNELS)}")
+    IN_FORCE["kernel"] = kernel
+
+
+def choose_experts(experts: Experts, dim: int, tokens: int, device: torch.device, dtype: torch.dtype) -> dict:
+    """Time both kernels (forward and backward) on ``tokens`` random tokens of this mixture's
+    shape on ``device`` in ``dtype``: {"kernel": the faster, "seconds": each's}; a kernel that
+    cannot run there (``torch._grouped_mm`` wants a GPU of compute capability 9.0 for bf16, and
+    16-byte aligned rows) is left out."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(tokens, dim, generator=g).to(device, dtype).requires_grad_()
+    shapes = ((experts.count, experts.ffn_dim, dim), (experts.count, dim, experts.ffn_dim))
+    w1, w2, w3 = (torch.randn(shapes[i], generator=g).mul(0.02).to(device, dtype).requires_grad_() for i in (0, 1, 0))
+    picked = torch.stack([torch.randperm(experts.count, generator=g)[: experts.per_token] for _ in range(tokens)])
+    weights = torch.rand(tokens, experts.per_token, generator=g).to(device, dtype)
+    picked = picked.to(device)
+    seconds = {}
+    for name, kernel in KERNELS.items():
+        try:
+            seconds[name] = _timed(lambda k=kernel: k(x, picked, weights, w1, w2, w3).sum().backward(), device)
+        except (RuntimeError, NotImplementedError):  # this device or dtype does not run it
+            continue
+    return {"kernel": min(seconds, key=lambda k: seconds[k]), "seconds": seconds}
+
+
+def _timed(run: Callable[[], object], device: torch.device, repeats: int = 3) -> float:
+    run()  # warm: kernels chosen, memory grown
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - started) / repeats
 
 
 class ExpertWeights(nn.Module):

@@ -17,6 +17,7 @@ from hotswitch.backend.train.planning.dispatch import HotSwitchPlan
 from hotswitch.backend.train.planning.memory import check_budget_holds_states
 
 TOKEN_BUDGET = 1024  # tokens per micro-batch where max_len is shorter
+EXPERT_KERNELS = ("grouped", "loop")  # models.experts.KERNELS, named without importing torch
 EXAMPLE_BUDGET = 8e6  # bytes, only quoted in the message for a bad memory_budget
 
 
@@ -56,6 +57,13 @@ class PrecisionSettings:
         choices=("auto", *KERNEL_NAMES),
     )
 
+    experts: str = setting(
+        "auto",
+        "a mixture of experts' kernel: auto (the faster measured on the device at start), grouped "
+        "(torch._grouped_mm: every expert in three grouped matmuls) or loop (one expert after another)",
+        choices=("auto", *EXPERT_KERNELS),
+    )
+
     def check(self, max_len: int, device: str) -> PrecisionSettings:
         """This section checked for sequences of up to ``max_len`` tokens on ``device`` (a kind);
         ``token_budget`` and ``compile`` filled in."""
@@ -66,6 +74,7 @@ class PrecisionSettings:
             raise bad_setting("packing", self.packing, "give true or false")
         three_way("compile", self.compile, "compiled on cuda, eager on cpu")
         choice("attention", self.attention, ("auto", *KERNEL_NAMES))
+        choice("experts", self.experts, ("auto", *EXPERT_KERNELS))
         if device == "cpu" and self.attention not in ("auto", *CPU_KERNELS):
             why = "that kernel runs on cuda only; on cpu give auto, flash or math"
             raise bad_setting("attention", self.attention, why)

@@ -33,6 +33,7 @@ from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.attention.kernels import AttentionChoice, chosen, in_force, use
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.experts import choose_experts, use_experts
 from hotswitch.backend.runtime.devices import Span, local_device
 from hotswitch.backend.runtime.flat_buffer import FlatBuffer
 from hotswitch.backend.runtime.on_read import OnRead, to_device
@@ -117,6 +118,7 @@ class Engine:
         self.instantiation = instantiation
         self.set_strategies(strategies)
         self.attention = self._choose_attention(precision.attention)
+        self.experts_kernel = self._choose_experts(precision.experts)
         self.seed = run.seed
         self.initial = initial
         self.shard_optimizer = parallelism.shard_optimizer is not False
@@ -172,6 +174,24 @@ class Engine:
         dist.broadcast_object_list(box, src=0)
         choice = cast("AttentionChoice", box[0])  # rank 0's, now on every rank
         use(choice)
+        return choice
+
+    def _choose_experts(self, kernel: str) -> dict | None:
+        """A mixture of experts' kernel put in force on every rank (collective; None for a
+        dense model): ``kernel``, or under "auto" the faster timed on rank 0's device on a
+        micro-batch's tokens (``models.experts.choose_experts``)."""
+        experts = self.config.experts
+        if experts is None:
+            return None
+        if kernel != "auto":
+            use_experts(kernel)
+            return {"kernel": kernel}
+        tokens = min(self.token_budget, 4096)
+        dtype = self.precision.compute_dtype
+        box = [choose_experts(experts, self.config.dim, tokens, self.device, dtype) if self.rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        choice = cast("dict", box[0])  # rank 0's, now on every rank
+        use_experts(choice["kernel"])
         return choice
 
     def master_replicas(self):

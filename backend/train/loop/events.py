@@ -51,7 +51,11 @@ class AttentionKernel(TypedDict):
     document_seconds: dict[str, float | None]  # what each way took on a packed row ({} unpacked)
 
 
-class GraphsEvent(Event):
+class _ExpertsField(TypedDict, total=False):
+    experts: dict  # a mixture of experts' kernel and what choosing it measured (dense models: absent)
+
+
+class GraphsEvent(Event, _ExpertsField):
     logical: dict  # graph.logical.summarize
     exec: dict[str, dict]  # {strategy: ExecGraph.summary()} of rank 0
     attention: AttentionKernel

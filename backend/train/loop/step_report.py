@@ -38,7 +38,8 @@ def graphs_event(engine: Engine) -> dict:
     the attention kernel they run (with what choosing it measured)."""
     executable = {str(s): state.graph.summary() for s, state in engine.states.items() if state.graph is not None}
     attention = {k: v for k, v in asdict(engine.attention).items() if k != "alone"}  # alone: only while timed
-    return event("graphs", logical=summarize(engine.logical), exec=executable, attention=attention)
+    experts = {"experts": engine.experts_kernel} if engine.experts_kernel else {}
+    return event("graphs", logical=summarize(engine.logical), exec=executable, attention=attention, **experts)
 
 
 def step_event(

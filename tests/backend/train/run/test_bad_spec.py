@@ -73,6 +73,7 @@ CASES = [
     ({"grad_dtype": "bf16"}, "gradients accumulate in fp32 under precision 'fp32'; drop it"),
     ({"lr_schedule": "linear"}, "'lr_schedule' = 'linear' is not valid: choose one of constant, cosine"),
     ({"warmup_steps": -1}, "'warmup_steps' = -1 is not valid: give a whole number of at least 0"),
+    ({"experts": "fast"}, "'experts' = 'fast' is not valid: choose one of auto, grouped, loop"),
     ({"pipeline_schedule": "zb"}, "'pipeline_schedule' = 'zb' is not valid: choose one of 1f1b, gpipe"),
     ({"min_lr": 1.0}, "'min_lr' = 1.0 is not valid: give a number from 0 to lr (0.001)"),
     ({"weight_decay": -0.1}, "'weight_decay' = -0.1 is not valid: give a number at least 0"),

@@ -1,0 +1,97 @@
+"""The mixture of experts' two kernels: grouped matmuls over the tokens sorted by expert, and one
+expert after another, give the same outputs and gradients (the loop is the grouped kernel's
+twin where torch._grouped_mm does not run), equal to transformers' own Qwen3-MoE block; the
+engine runs the one measured faster unless a run names one."""
+
+import pytest
+import torch
+
+from hotswitch.backend.models.config import Experts
+from hotswitch.backend.models.experts import (
+    IN_FORCE,
+    KERNELS,
+    choose_experts,
+    grouped_experts,
+    loop_experts,
+    routed_experts,
+    use_experts,
+)
+
+EXPERTS = Experts(count=8, per_token=2, ffn_dim=24, normalize=True)
+DIM = 32
+
+
+def weights(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    router = torch.randn(EXPERTS.count, DIM, generator=g)
+    w1 = torch.randn(EXPERTS.count, EXPERTS.ffn_dim, DIM, generator=g) * 0.1
+    w2 = torch.randn(EXPERTS.count, DIM, EXPERTS.ffn_dim, generator=g) * 0.1
+    w3 = torch.randn(EXPERTS.count, EXPERTS.ffn_dim, DIM, generator=g) * 0.1
+    return [t.requires_grad_() for t in (router, w1, w2, w3)]
+
+
+def run(kernel: str, x: torch.Tensor, params: list) -> tuple[torch.Tensor, list]:
+    use_experts(kernel)
+    try:
+        out = routed_experts(x, *params, EXPERTS.per_token, EXPERTS.normalize)
+        grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), [x, *params])
+    finally:
+        use_experts("loop")
+    return out, list(grads)
+
+
+def test_the_grouped_and_the_loop_kernels_give_the_same_outputs_and_gradients():
+    x = torch.randn(3, 40, DIM, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    params = weights()
+    grouped, grouped_grads = run("grouped", x, params)
+    loop, loop_grads = run("loop", x, params)
+    assert torch.allclose(grouped, loop, atol=1e-6, rtol=1e-5)
+    for a, b in zip(grouped_grads, loop_grads, strict=True):  # x, the router and the three experts
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-5)
+    assert loop_grads[1].abs().sum() > 0  # the router learns through the picked weights
+
+
+def test_an_expert_no_token_picks_gets_a_zero_gradient_in_both_kernels():
+    tokens = torch.randn(6, DIM)
+    picked = torch.tensor([[0, 1]] * 6)  # experts 2-7 idle
+    gates = torch.full((6, 2), 0.5)
+    _, w1, w2, w3 = weights()
+    for kernel in (grouped_experts, loop_experts):
+        out = kernel(tokens, picked, gates, w1, w2, w3)
+        (grad,) = torch.autograd.grad(out.sum(), [w1])
+        assert grad[2:].abs().sum() == 0 and grad[:2].abs().sum() > 0
+
+
+def test_the_mixture_equals_transformers_qwen3_moe_block():
+    import transformers
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+
+    config = transformers.Qwen3MoeConfig(
+        hidden_size=DIM, moe_intermediate_size=EXPERTS.ffn_dim, num_experts=EXPERTS.count, num_experts_per_tok=2
+    )
+    config.norm_topk_prob = True
+    block = Qwen3MoeSparseMoeBlock(config)
+    router, w1, w2, w3 = weights()
+    with torch.no_grad():
+        block.gate.weight.copy_(router)
+        block.experts.gate_up_proj.copy_(torch.cat([w1, w3], dim=1))
+        block.experts.down_proj.copy_(w2)
+    x = torch.randn(2, 30, DIM, generator=torch.Generator().manual_seed(2))
+    expected = block(x)
+    for kernel in KERNELS:
+        use_experts(kernel)
+        try:
+            ours = routed_experts(x, router, w1, w2, w3, 2, True)
+        finally:
+            use_experts("loop")
+        assert torch.allclose(ours, expected, atol=1e-6, rtol=1e-5), kernel
+
+
+def test_the_choice_times_both_kernels_where_both_run_and_puts_none_in_force_itself():
+    before = IN_FORCE["kernel"]
+    choice = choose_experts(EXPERTS, DIM, 256, torch.device("cpu"), torch.float32)
+    assert set(choice["seconds"]) == set(KERNELS) and choice["kernel"] in KERNELS
+    assert choice["kernel"] == min(choice["seconds"], key=choice["seconds"].get)
+    assert IN_FORCE["kernel"] == before
+    with pytest.raises(ValueError, match="experts kernel 'fast': choose one of grouped, loop"):
+        use_experts("fast")
