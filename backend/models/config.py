@@ -315,6 +315,21 @@ def _other_families() -> tuple[ModelConfig, ...]:
             max_seq_len=65536, norm_eps=1e-6, rope_theta=5e6, tie_embeddings=True,
             no_rope_layers=tuple(range(3, 36, 4)), family="smollm3",
         ),
+        ModelConfig(
+            "qwen3-30b-a3b", vocab_size=151936, dim=2048, n_layers=48, n_heads=32, n_kv_heads=4, head_dim=128,
+            ffn_dim=6144, max_seq_len=40960, rope_theta=1e6, qk_norm="head", family="qwen3_moe",
+            experts=Experts(count=128, per_token=8, ffn_dim=768, normalize=True),
+        ),
+        ModelConfig(
+            "olmoe-1b-7b", vocab_size=50304, dim=2048, n_layers=16, n_heads=16, n_kv_heads=16, ffn_dim=1024,
+            max_seq_len=4096, qk_norm="projection", family="olmoe",
+            experts=Experts(count=64, per_token=8, ffn_dim=1024),
+        ),
+        ModelConfig(
+            "mixtral-8x7b", vocab_size=32000, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336,
+            max_seq_len=32768, rope_theta=1e6, family="mixtral",
+            experts=Experts(count=8, per_token=2, ffn_dim=14336, normalize=True),
+        ),
     )  # fmt: skip
 
 

@@ -95,3 +95,19 @@ def test_the_choice_times_both_kernels_where_both_run_and_puts_none_in_force_its
     assert IN_FORCE["kernel"] == before
     with pytest.raises(ValueError, match="experts kernel 'fast': choose one of grouped, loop"):
         use_experts("fast")
+
+
+@pytest.mark.parametrize(
+    ("preset", "total", "active"),
+    [("qwen3-30b-a3b", 30.5e9, 3.3e9), ("olmoe-1b-7b", 6.9e9, 1.3e9), ("mixtral-8x7b", 46.7e9, 12.9e9)],
+)
+def test_the_released_mixtures_count_the_parameters_their_makers_publish(preset, total, active):
+    """Total parameters, and those a token passes through (its picked experts, the embedding and
+    the rest): what the simulator prices memory and compute by."""
+    from hotswitch.backend.models.config import get_config
+    from hotswitch.backend.models.flops import matmul_params
+
+    config = get_config(preset)
+    assert abs(config.n_params / total - 1) < 0.01, config.n_params
+    passed = matmul_params(config) + config.vocab_size * config.dim  # the embedding's rows too
+    assert abs(passed / active - 1) < 0.02, passed
