@@ -5,6 +5,7 @@
 #   bash benchmarks/on_a_gpu.sh tests packing   # the CUDA tests (1-2 min), packing on one GPU
 #   bash benchmarks/on_a_gpu.sh peers           # python -m benchmarks.peers --device cuda (about 5 min)
 #   bash benchmarks/on_a_gpu.sh breakdown       # where each side's step goes, 1b 32K and documents (2-3 min)
+#   bash benchmarks/on_a_gpu.sh moe             # the experts' grouped matmuls against the loop, bf16 (1 min)
 #   DEADLINE=585 PACKING_S=160 PEERS_S=300 ROUNDS=2 BUDGET=200 \
 #       bash benchmarks/on_a_gpu.sh packing peers tests   # all in one 10-minute call
 # Issue 41's next lease, in this order (each call while the machine is still warm):
@@ -86,8 +87,13 @@ for what in "${parts[@]}"; do
         part breakdown 180 "$py" -m benchmarks.breakdown --device cuda ${BREAKDOWN_ROWS:+--rows $BREAKDOWN_ROWS} --json >"$out/breakdown.json" 2>"$out/breakdown.err"
         grep '^\[breakdown\].*by kind' "$out/breakdown.err"
         ;;
+    moe)
+        part moe 120 "$py" -m benchmarks.moe --device cuda --dtype bf16 --dim 2048 --ffn-dim 768 --per-token 8 \
+            --tokens 8192 --experts 64 128 --json >"$out/moe.json" 2>"$out/moe.err"
+        tail -2 "$out/moe.err"
+        ;;
     *)
-        echo "unknown part '$what': give tests, packing, peers or breakdown"
+        echo "unknown part '$what': give tests, packing, peers, breakdown or moe"
         exit 2
         ;;
     esac
