@@ -155,7 +155,20 @@ def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
             f"computed under ring attention yet; give Ulysses (ul{strategy.cp}, where each tensor-parallel rank's "
             "heads split over it), or train its long sequences with tp/sp or pp"
         )
+    _check_experts(config, strategy)
     stage_layers(config.n_layers, strategy.pp)
+
+
+def _check_experts(config: ModelConfig, strategy: Strategy) -> None:
+    if strategy.ep == 1:
+        return
+    if config.experts is None:
+        raise ValueError(f"{strategy}: ep={strategy.ep} splits experts, and {config.name} has none; drop ep")
+    if config.experts.count % strategy.ep:
+        raise ValueError(
+            f"{strategy}: ep={strategy.ep} does not divide {config.name}'s {config.experts.count} experts; "
+            "choose ep dividing the expert count"
+        )
 
 
 def tp_style(name: str) -> TPStyle:
@@ -183,6 +196,8 @@ def param_layout(config: ModelConfig, strategy: Strategy) -> dict[str, ParamLayo
     for name, shape in config.param_shapes().items():
         stage = _stage_of(name, stages)
         state = DistState(strategy.stage_ranks[stage], mesh_shape(strategy), (R, R, TP_PLACEMENTS[tp_style(name)]))
+        if strategy.ep > 1 and is_expert(name):
+            state = expert_state(strategy, stage)
         layout[name] = ParamLayout(name, shape, state, stage)
     return layout
 
@@ -193,14 +208,36 @@ def rank_params(layout: dict[str, ParamLayout], rank: int) -> list[ParamLayout]:
 
 
 def tp_placement(state: DistState) -> Placement:
-    """A stage's DistState's placement along tp."""
-    return state.placements[MESH_DIMS.index("tp")]
+    """A stage's DistState's placement along tp (its last mesh dim, also of an expert's)."""
+    return state.placements[-1]
 
 
 def partial_over_replicas(layout: dict[str, ParamLayout]) -> dict[str, ParamLayout]:
     """The same layout with the dp and cp mesh dims ``Partial``: accumulated gradients before
-    their reduction over the replica group (dp x cp), each replica holding one summand."""
-    return {
-        name: replace(p, state=replace(p.state, placements=(Partial(), Partial(), tp_placement(p.state))))
-        for name, p in layout.items()
-    }
+    their reduction over the replica group (dp x cp), each replica holding one summand (an
+    expert split over ep stays split there)."""
+    out = {}
+    for name, p in layout.items():
+        kept = p.state.placements[1:2] if len(p.state.placements) == 4 else ()  # ep's split of the experts
+        placements = (Partial(), *kept, Partial(), tp_placement(p.state))
+        out[name] = replace(p, state=replace(p.state, placements=placements))
+    return out
+
+
+def is_expert(name: str) -> bool:
+    """Whether parameter ``name`` is a routed layer's experts' (split over ep)."""
+    return ".feed_forward.experts." in name
+
+
+def expert_state(strategy: Strategy, stage: int) -> DistState:
+    """An expert parameter's DistState under expert parallelism: the stage's (dp, cp, tp) mesh
+    with dp seen as (dp / ep, ep), the experts split over ep, replicated over the rest."""
+    mesh = (strategy.dp // strategy.ep, strategy.ep, strategy.cp, strategy.tp)
+    return DistState(strategy.stage_ranks[stage], mesh, (R, Shard(0), R, R))
+
+
+def compiled_placements(p: ParamLayout) -> tuple[Placement, ...]:
+    """``p``'s placements along the stage's (dp, cp, tp) mesh as the graph compiler sees them:
+    an expert split over ep is a replicated weight there (the mixture sends tokens to it)."""
+    placements = p.state.placements
+    return (R, placements[2], placements[3]) if len(placements) == 4 else placements

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, NamedTuple
 
-_TOKEN = re.compile(r"(dp|cp|ul|tp|pp)(\d+)|(sp|ckpt|sel)")
+_TOKEN = re.compile(r"(dp|ep|cp|ul|tp|pp)(\d+)|(sp|ckpt|sel)")
 _FLAGS = ("sp", "ckpt", "sel")
 
 
@@ -61,9 +61,10 @@ class Strategy:
     ulysses: bool = False
     sel: bool = False
     first: int | None = None
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "cp"):
+        for name in ("dp", "tp", "pp", "cp", "ep"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -76,6 +77,8 @@ class Strategy:
                 f"{self}: selective recompute (sel) and full activation checkpointing (ckpt) exclude each other; "
                 "choose one"
             )
+        if self.dp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide the data-parallel replicas (dp={self.dp})")
         if self.ulysses and self.cp == 1:
             raise ValueError("ulysses is a flavour of context parallelism; it needs cp > 1 (write ul2, ul4, ...)")
 
@@ -84,7 +87,7 @@ class Strategy:
         # ints only: a rank receives strategies pickled with their cached hash, and before
         # Python 3.12 hash(None) differs between processes
         first = -1 if self.first is None else self.first
-        return hash((self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel, first))
+        return hash((self.dp, self.tp, self.pp, self.sp, self.ckpt, self.cp, self.ulysses, self.sel, first, self.ep))
 
     def __hash__(self) -> int:
         return self._hash
@@ -118,6 +121,8 @@ class Strategy:
             )
         if "ul" in degrees:
             degrees["cp"], degrees["ulysses"] = degrees.pop("ul"), True
+        if "ep" in degrees:  # written as a factor of its own: dp2ep2 is 4 data-parallel replicas
+            degrees["dp"] = degrees.get("dp", 1) * degrees["ep"]
         strategy = cls(**degrees)
         return replace(strategy, first=_first_rank(text, where, strategy.world_size)) if placed else strategy
 
@@ -125,7 +130,8 @@ class Strategy:
         context = (f"ul{self.cp}" if self.ulysses else f"cp{self.cp}") if self.cp > 1 else ""
         flags = ("sp" if self.sp else "") + ("ckpt" if self.ckpt else "") + ("sel" if self.sel else "")
         where = "" if self.first is None else f"@{self.first}-{self.ranks[-1]}"
-        return f"dp{self.dp}{context}tp{self.tp}pp{self.pp}{flags}{where}"
+        experts = f"ep{self.ep}" if self.ep > 1 else ""
+        return f"dp{self.dp // self.ep}{experts}{context}tp{self.tp}pp{self.pp}{flags}{where}"
 
     @property
     def world_size(self) -> int:
@@ -196,6 +202,20 @@ class Strategy:
         """The ranks holding the same parameter shard: dp x cp, where gradients are reduced."""
         c = self.coords(rank)
         return tuple(self.rank_of(c.pp, d, k, c.tp) for d in range(self.dp) for k in range(self.cp))
+
+    def ep_group(self, rank: int) -> tuple[int, ...]:
+        """The ranks the experts are split over with ``rank`` (consecutive data-parallel replicas),
+        between which tokens travel to their experts and back."""
+        c = self.coords(rank)
+        first = c.dp - c.dp % self.ep
+        return tuple(self.rank_of(c.pp, d, c.cp, c.tp) for d in range(first, first + self.ep))
+
+    def expert_replica_group(self, rank: int) -> tuple[int, ...]:
+        """The ranks holding the same experts as ``rank`` (its replica group, every ep-th): where
+        the experts' gradients are summed."""
+        c = self.coords(rank)
+        replicas = range(c.dp % self.ep, self.dp, self.ep)
+        return tuple(self.rank_of(c.pp, d, k, c.tp) for d in replicas for k in range(self.cp))
 
     def replica_index(self, rank: int) -> int:
         """This rank's place in its ``replica_group``."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from hotswitch.backend.dist_state import DistState, Placement, Replicate, Shard
 from hotswitch.backend.graph import rules
 from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, POSITIONS, CommStep, LogicalNode
-from hotswitch.backend.layout import mesh_shape, param_layout
+from hotswitch.backend.layout import compiled_placements, mesh_shape, param_layout
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.strategy import Strategy
 
@@ -144,7 +144,7 @@ class _CommInsertion:
                 )
             elif node.kind == "param":
                 placed[node.name] = tuple(
-                    p if size > 1 else Replicate() for p, size in zip(layout[node.name].state.placements, mesh)
+                    p if size > 1 else Replicate() for p, size in zip(compiled_placements(layout[node.name]), mesh)
                 )
             elif node.kind == "buffer":
                 placed[node.name] = (Replicate(),) * len(mesh)

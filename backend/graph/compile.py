@@ -31,6 +31,7 @@ from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, Mes
 from hotswitch.backend.graph.selective_recompute import recompute_selectively
 from hotswitch.backend.layout import context_flavour, param_layout
 from hotswitch.backend.models.llama import fused_token_loss, token_loss
+from hotswitch.backend.parallel.expert_parallel import ExpertParallel
 from hotswitch.backend.parallel.pipeline import Link
 from hotswitch.backend.parallel.ring_attention import RingAttention
 from hotswitch.backend.parallel.sequence_parallel_linear import GatheredLinear, SequenceParallelGather
@@ -208,6 +209,8 @@ class _StageCompiler:
             return out.call_function(fused_token_loss if self.fused else token_loss, tuple(ins))
         if node.op in ("rotary", "attention") and self._context_split(node):
             return self._context_parallel(node, ins)
+        if node.op == "experts" and self.strategy.ep > 1:
+            return self._expert_parallel(node, ins)
         fx = node.fx_node  # every other op runs as traced, on local shapes
         assert fx is not None  # compute nodes keep their traced call
         mapping = dict(zip(fx.all_input_nodes, ins))
@@ -239,6 +242,16 @@ class _StageCompiler:
             assert window is None  # ``check_strategy`` refuses sliding layers under ring attention
             module = RingAttention(ranks, index)
         return self._module_node(f"{node.name}_context_parallel", module, ins)
+
+    def _expert_parallel(self, node: LogicalNode, ins: list[torch.fx.Node]) -> torch.fx.Node:
+        """The mixture with its experts split over the ep group: tokens sent to them and back."""
+        fx = node.fx_node
+        assert fx is not None and self.graph.config.experts is not None  # a routed layer's traced call
+        per_token, normalize = fx.args[5], fx.args[6]
+        assert isinstance(per_token, int) and isinstance(normalize, bool)  # traced as the layer's constants
+        ranks = self.strategy.ep_group(self.rank)
+        module = ExpertParallel(ranks, ranks.index(self.rank), self.graph.config.experts.count, per_token, normalize)
+        return self._module_node(f"{node.name}_expert_parallel", module, ins)
 
 
 def _vocab_split(node: LogicalNode, graph: LogicalGraph, strategy: Strategy) -> bool:

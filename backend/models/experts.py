@@ -110,8 +110,12 @@ def choose_experts(experts: Experts, dim: int, tokens: int, device: torch.device
     picked = picked.to(device)
     seconds = {}
     for name, kernel in KERNELS.items():
+
+        def step(k: Kernel = kernel) -> None:
+            k(x, picked, weights, w1, w2, w3).sum().backward()
+
         try:
-            seconds[name] = _timed(lambda k=kernel: k(x, picked, weights, w1, w2, w3).sum().backward(), device)
+            seconds[name] = _timed(step, device)
         except (RuntimeError, NotImplementedError):  # this device or dtype does not run it
             continue
     return {"kernel": min(seconds, key=lambda k: seconds[k]), "seconds": seconds}

@@ -337,7 +337,7 @@ def _experts(raw: dict[str, Any], family: Family, where: Any) -> Experts | None:
     count = next((raw[k] for k in EXPERT_COUNT_KEYS if raw.get(k)), None)
     if not count:
         raise _refuse(where, "num_experts", count, f"a {raw['model_type']} config gives its expert count")
-    width = raw.get("moe_intermediate_size") if family.experts == "qwen" else raw["intermediate_size"]
+    width = raw["moe_intermediate_size"] if family.experts == "qwen" else raw["intermediate_size"]
     layers: tuple[int, ...] = ()
     if family.experts == "qwen":
         step, dense = int(raw.get("decoder_sparse_step", 1)), set(raw.get("mlp_only_layers") or [])

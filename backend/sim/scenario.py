@@ -105,6 +105,11 @@ class Setup:
     def check(self, strategy: Strategy) -> Strategy:
         """Raise, naming the limit, if ``strategy`` cannot lay the model out on this cluster; the
         strategy that runs (Ulysses falls back to ring where the heads do not split, noticed)."""
+        if strategy.ep > 1:
+            raise ValueError(
+                f"{strategy}: the simulator does not price expert parallelism yet (its all-to-all of tokens); "
+                "simulate the plan without ep (the experts replicated), which the engine also trains"
+            )
         runs, notice = check_context(self.config, strategy, self.cluster.world_size)
         if notice and notice not in self.notices:
             self.notices.append(notice)

@@ -5,6 +5,7 @@ import pytest
 from hotswitch.backend import Replicate, Shard, Strategy, get_config, param_layout
 from hotswitch.backend.layout import TP_PLAN, stage_layers, tp_placement, tp_style
 from hotswitch.backend.models import build_model
+from hotswitch.backend.models.config import Experts
 
 
 def test_megatron_placements_and_stages():
@@ -51,6 +52,7 @@ OPTIONS = {"qkv_bias": True, "o_bias": True, "mlp_bias": True, "qk_norm": "head"
 
 def test_every_parameter_matches_exactly_one_tp_plan_entry():
     configs = [get_config(m) for m in ("tiny", "125m", "1b", "32b")] + [get_config("tiny").with_(**OPTIONS)]
+    configs.append(get_config("tiny").with_(experts=Experts(count=4, per_token=2, ffn_dim=32, layers=(0,))))
     used = set()
     for config in configs:
         names = [name for name, _ in build_model(config, device="meta").named_parameters()]

@@ -112,6 +112,11 @@ class Engine:
             raise ValueError(
                 f"the instantiation strategy holds the master weights on every rank; {instantiation} is a device group"
             )
+        if instantiation.ep > 1:
+            raise ValueError(
+                f"the instantiation strategy holds every expert on each replica; {instantiation} splits them over "
+                f"ep={instantiation.ep}: give it without ep (the plan's strategies may split them)"
+            )
         self.switches = Switches(self)
         self.groups = ProcessGroups()
         self.states: dict[Strategy, StrategyState] = {}

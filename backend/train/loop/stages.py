@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.data.stream import Sequence as Seq
+from hotswitch.backend.layout import is_expert
 from hotswitch.backend.runtime.devices import DeviceMarks, Span
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.dispatch import Stage, as_stage, check_disjoint
@@ -98,12 +99,13 @@ class StageWalk:
             if s != mine:
                 continue
             started = marks.mark()
-            local = engine.run_group(s, shares[s.coords(engine.rank).dp], self.scale, fresh=s in fresh)
+            share = shares[s.coords(engine.rank).dp] if s.ep == 1 else padded_for_experts(s, shares, engine.rank)
+            local = engine.run_group(s, share, self.scale, fresh=s in fresh)
             computed = marks.mark()
             if s.coords(engine.rank).tp == 0:
                 self.loss += local
             if s.replicas > 1:
-                dist.all_reduce(engine.states[s].grads.flat, group=engine.groups[s.replica_group(engine.rank)])
+                reduce_over_replicas(engine, s)
             spans[i] = (started, computed, marks.mark())
         self.unread.append((ran, spans))
         if self.waits(ran):  # each group timed itself; every rank reports all of them
@@ -153,3 +155,38 @@ class StageWalk:
     def release(self, stage: Stage) -> None:
         for s in stage:
             self.engine.release(self.engine.states[s])
+
+
+IDLE = [Seq(-1, (0, 0), ((0, 1),))]  # a micro-batch of one token that trains nothing
+
+
+def padded_for_experts(s: Strategy, shares: list[list[list[Seq]]], rank: int) -> list[list[Seq]]:
+    """``rank``'s replica's micro-batches, with idle ones after them up to the most that any
+    replica of its ep group runs: tokens travel between them at every micro-batch's mixtures of
+    experts, so each must run as many (an idle one sends and receives nothing of its own)."""
+    replica = s.coords(rank).dp
+    first = replica - replica % s.ep
+    most = max(len(shares[d]) for d in range(first, first + s.ep))
+    mine = shares[replica]
+    return [*mine, *[IDLE] * (most - len(mine))]
+
+
+def reduce_over_replicas(engine: Engine, s: Strategy) -> None:
+    """Sum this rank's accumulated gradients of ``s`` over its replicas (collective over them):
+    every parameter over the replica group (dp x cp); under expert parallelism the experts' over
+    the ranks holding the same experts only, the rest then over the ep group too (their
+    replica group is the two together)."""
+    grads = engine.states[s].grads
+    rank = engine.rank
+    if s.ep == 1:
+        dist.all_reduce(grads.flat, group=engine.groups[s.replica_group(rank)])
+        return
+    if len(s.expert_replica_group(rank)) > 1:
+        dist.all_reduce(grads.flat, group=engine.groups[s.expert_replica_group(rank)])
+    dense = [view for name, view in grads.views.items() if not is_expert(name)]
+    packed = torch.cat([v.reshape(-1) for v in dense])
+    dist.all_reduce(packed, group=engine.groups[s.ep_group(rank)])
+    offset = 0
+    for view in dense:
+        view.copy_(packed[offset : offset + view.numel()].view_as(view))
+        offset += view.numel()

@@ -176,7 +176,7 @@ class Trainer:
         step switches to a strategy that trains nothing and back. Whether they moved."""
         chosen = self.engine.instantiation
         fresh = self.step_index == 0 and self.engine.master.updates == 0
-        whole = [s for s in plan.strategies if not s.is_group]
+        whole = [s for s in plan.strategies if not s.is_group and s.ep == 1]
         if not fresh or self.run.parallelism.instantiation is not None or chosen in plan.strategies or not whole:
             return False
         self.engine.instantiate_on(instantiation_strategy(whole))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hotswitch.backend.data.stream import Sequence as Seq
 from hotswitch.backend.strategy import Strategy
@@ -120,11 +120,13 @@ def instantiation_strategy(strategies: Sequence[Strategy]) -> Strategy:
     """The strategy over every device keeping the fewest model states per device (most split
     by tp x pp); among equals the first given, i.e. the one serving the longest sequences.
     Device groups cannot hold the master weights: a plan of groups alone keeps them
-    data-parallel over the devices its groups reach (sharded by the distributed optimizer)."""
+    data-parallel over the devices its groups reach (sharded by the distributed optimizer); nor
+    can expert parallelism: the chosen strategy holds every expert (its ep dropped)."""
     whole = [s for s in strategies if not s.is_group]
     if not whole:
         return Strategy(dp=max(s.ranks[-1] for s in strategies) + 1)
-    return max(whole, key=lambda s: (s.tp * s.pp, -whole.index(s)))
+    chosen = max(whole, key=lambda s: (s.tp * s.pp, -whole.index(s)))
+    return replace(chosen, ep=1)  # the master weights hold every expert (a plan's strategies may split them)
 
 
 def check_device_groups(strategies: Sequence[Strategy], world: int) -> None:
