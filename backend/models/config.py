@@ -337,6 +337,10 @@ CONFIGS: dict[str, ModelConfig] = {
     c.name: c
     for c in (
         ModelConfig("tiny", vocab_size=512, dim=64, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=160, max_seq_len=1024),
+        ModelConfig(
+            "tiny-moe", vocab_size=512, dim=64, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=160, max_seq_len=1024,
+            family="qwen3_moe", qk_norm="head", experts=Experts(count=8, per_token=2, ffn_dim=48, normalize=True),
+        ),
         ModelConfig("125m", vocab_size=32000, dim=768, n_layers=12, n_heads=12, n_kv_heads=12, ffn_dim=2048),
         ModelConfig("1b", vocab_size=32000, dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, ffn_dim=5632),
         ModelConfig("7b", vocab_size=PAPER_VOCAB, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, ffn_dim=11008),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 from collections.abc import Sequence
 
 from hotswitch.backend.layout import check_strategy
@@ -52,7 +53,23 @@ def auto_candidates(config: ModelConfig, world: int, max_len: int, context_paral
     splitting a short sequence costs more in the ring's exchanges than it saves)."""
     if context_parallel is None:
         context_parallel = max_len >= CONTEXT_PARALLEL_FROM
-    return candidate_strategies(config, world, context_parallel)
+    candidates = candidate_strategies(config, world, context_parallel)
+    return [*candidates, *expert_parallel_candidates(config, candidates)]
+
+
+def expert_parallel_candidates(config: ModelConfig, candidates: Sequence[Strategy]) -> list[Strategy]:
+    """For a mixture of experts, each candidate with data-parallel replicas again with its experts
+    split over as many of them as divide the expert count (the widest ep it can take): short
+    sequences put many tokens through the experts per unit of attention, where splitting them
+    pays; the cost model measures what each costs (the all-to-all included)."""
+    if config.experts is None:
+        return []
+    out = []
+    for s in candidates:
+        ep = math.gcd(s.dp, config.experts.count)
+        if ep > 1 and not s.is_group:
+            out.append(dataclasses.replace(s, ep=ep))
+    return out
 
 
 def with_selective(strategies: Sequence[Strategy]) -> list[Strategy]:

@@ -92,3 +92,39 @@ def test_an_expert_count_the_ep_group_does_not_divide_is_refused_naming_the_fix(
         param_layout(mixtral, Strategy.parse("ep3"))
     with pytest.raises(ValueError, match=r"ep=2 must divide the data-parallel replicas"):
         Strategy(dp=3, ep=2)
+
+
+@pytest.mark.slow
+def test_auto_weighs_expert_parallel_layouts_and_trains_exactly(tmp_path):
+    """A mixture of experts' ``auto`` profiles its candidates with the experts split over the
+    data-parallel replicas too (the all-to-all measured with them) and trains exactly."""
+    from ..train.loop.loop_workers import auto_run, loop_spec, one_device
+
+    spec = loop_spec(model="tiny-moe", plan="auto", steps=2, batch_size=6, eval_every=None)
+    events, profiled = spawn_ranks(auto_run, 2, spec, str(tmp_path), timeout=1200)[0]
+    assert "dp1ep2tp1pp1" in profiled and "dp2tp1pp1" in profiled, profiled
+    losses, _, _ = one_device(spec)
+    steps = [e for e in events if e["type"] == "step"]
+    assert len(steps) == 2
+    for e, loss in zip(steps, losses, strict=True):
+        assert relative(e["loss"], loss) <= 1e-5, (e["step"], e["loss"], loss)
+
+
+@pytest.mark.slow
+def test_a_run_resumes_under_another_expert_layout_as_if_uninterrupted(tmp_path):
+    """Checkpointed at step 2 under dp2ep2 (experts in pairs), resumed under ep4 and under dp4
+    (experts whole): steps 3-4 equal the uninterrupted run's (loss 1e-6)."""
+    from ..train.loop.loop_workers import loop_spec, train_events
+
+    base = {"model": "tiny-moe", "steps": 4, "eval_every": None, "checkpoint_every": 2}
+    first = loop_spec(**base, plan="dp2ep2")
+    events, _ = spawn_ranks(train_events, 4, first, str(tmp_path / "first"), timeout=1200)[0]
+    expected = {e["step"]: e["loss"] for e in events if e["type"] == "step"}
+    saved = str(tmp_path / "first" / "checkpoints" / "step-2")
+    for plan in ("ep4", "dp4"):
+        spec = loop_spec(**{**base, "checkpoint_every": None}, plan=plan, resume_from=saved)
+        resumed, _ = spawn_ranks(train_events, 4, spec, str(tmp_path / plan), timeout=1200)[0]
+        steps = [e for e in resumed if e["type"] == "step"]
+        assert [e["step"] for e in steps] == [3, 4], plan
+        for e in steps:
+            assert e["loss"] == pytest.approx(expected[e["step"]], rel=1e-6), (plan, e["step"])
