@@ -1,5 +1,5 @@
-"""A parallel strategy: data, context, tensor and pipeline degrees (and Megatron sequence
-parallelism, recompute) and the rank mesh they imply."""
+"""A parallel strategy: data, context, tensor, pipeline and expert degrees (and Megatron
+sequence parallelism, recompute) and the rank mesh they imply."""
 
 from __future__ import annotations
 
@@ -50,7 +50,11 @@ class Strategy:
     selective recompute (attention's core is recomputed, matmul outputs kept). They change no
     layout, only time and memory. ``first``: None for a strategy over all of a job's devices;
     else the rank where a device group starts (written ``@2-3``), a strategy over part of the
-    devices trained side by side with other groups on disjoint ranks; its mesh covers ``ranks``."""
+    devices trained side by side with other groups on disjoint ranks; its mesh covers ``ranks``.
+    ``ep``: expert parallelism, a mixture of experts' experts split over ``ep`` consecutive of
+    the ``dp`` data-parallel replicas (``dp`` counts them all: ``dp2ep2`` is written with ep as
+    a factor of its own and holds ``dp=4``); tokens travel to their experts' replicas and back
+    (``parallel.expert_parallel``)."""
 
     dp: int = 1
     tp: int = 1
