@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 
 from benchmarks.common.promised import check_promised
+from benchmarks.common.timing import median_seconds
 from hotswitch.backend.models.config import Experts
 from hotswitch.backend.models.experts import KERNELS, choose_experts
-from hotswitch.backend.runtime.devices import device_clock
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 SMOKE = dict(dim=32, ffn_dim=16, per_token=2, tokens=64, experts=[8], repeat=1)
@@ -43,17 +42,6 @@ OUTPUT_KEYS = (
     "rows[].max_error",
     "rows[].kernel",
 )
-
-
-def _timed(fn, device: str, repeat: int) -> float:
-    """Median seconds of ``fn`` over ``repeat`` runs after one warm-up."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = device_clock(device)
-        fn()
-        times.append(device_clock(device) - start)
-    return statistics.median(times)
 
 
 def _inputs(args, count: int):
@@ -75,7 +63,7 @@ def measure(args, count: int) -> dict:
     for name, kernel in KERNELS.items():
         try:
             outputs[name] = kernel(*inputs).detach().float()
-            seconds[name] = _timed(lambda k=kernel: k(*inputs).sum().backward(), args.device, args.repeat)
+            seconds[name] = median_seconds(lambda k=kernel: k(*inputs).sum().backward(), args.device, args.repeat)
         except (RuntimeError, NotImplementedError) as error:  # the device or dtype does not run it
             print(f"{name} kernel: {error}", file=sys.stderr)
             seconds[name] = None

@@ -22,15 +22,14 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import statistics
 import sys
 
 import torch
 
 from benchmarks.common.promised import check_promised
+from benchmarks.common.timing import median_seconds
 from hotswitch.backend.parallel.attention_blocks import blockwise, kernel
 from hotswitch.backend.parallel.ring_attention import ring_block
-from hotswitch.backend.runtime.devices import device_clock
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 SMOKE = dict(heads=2, kv_heads=1, head_dim=8, lengths=[64], cp=[2], repeat=1)
@@ -43,17 +42,6 @@ OUTPUT_KEYS = (
     "rows[].cp.*.rank_s",
     "rows[].cp.*.efficiency",
 )
-
-
-def _timed(fn, device: str, repeat: int) -> float:
-    """Median seconds of ``fn`` over ``repeat`` runs after one warm-up."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = device_clock(device)
-        fn()
-        times.append(device_clock(device) - start)
-    return statistics.median(times)
 
 
 def _blocks(rank: int, cp: int, chunk: int) -> list[tuple[slice, slice, bool]]:
@@ -70,13 +58,15 @@ def _tensors(args, length: int):
 
 def measure(args, length: int) -> dict:
     q, k, v, grad = _tensors(args, length)
-    whole = _timed(lambda: blockwise(q, k, v, grad, [(slice(None), slice(None), True)]), args.device, args.repeat)
+    whole = median_seconds(
+        lambda: blockwise(q, k, v, grad, [(slice(None), slice(None), True)]), args.device, args.repeat
+    )
     row = {"length": length, "whole_s": whole, "kernel": kernel(q), "cp": {}}
     for cp in args.cp:
         local = length // cp  # one rank's two chunks
         shard = [x[..., :local, :] for x in (q, k, v, grad)]  # the same shapes as a rank's chunks
         rank_s = [
-            _timed(functools.partial(blockwise, *shard, _blocks(r, cp, local // 2)), args.device, args.repeat)
+            median_seconds(functools.partial(blockwise, *shard, _blocks(r, cp, local // 2)), args.device, args.repeat)
             for r in (0, cp - 1)
         ]
         row["cp"][cp] = {"rank_s": rank_s, "efficiency": whole / cp / max(rank_s)}

@@ -255,3 +255,17 @@ def wait_until(condition, timeout: float = 60.0, every: float = 0.1) -> bool:
             return True
         time.sleep(every)
     return bool(condition())
+
+
+# writes below Python on every rank (fd 2, a child process), then rank 1 segfaults after last words
+BELOW_AND_CRASH = """
+import os, signal, subprocess, time
+os.write(2, b"below python on rank %d\\n" % job.rank)
+subprocess.run(["sh", "-c", "echo from a child of rank $RANK"], check=True)
+if job.rank == 1:
+    time.sleep(0.5)
+    os.write(2, b"last words below python\\n")
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGSEGV)
+time.sleep(120)
+"""

@@ -14,6 +14,7 @@ import pytest
 
 from hotswitch.kernel.launch.ray import launcher as ray_launcher
 from tests.kernel.kernel_session import (
+    BELOW_AND_CRASH,
     CAP_S,
     cpu_seconds,
     hotswitch_json,
@@ -105,6 +106,21 @@ def test_ray_rank_killed_on_the_second_node_fails_the_job_and_stops_the_first(ke
     reason = kernel.value("jobs['killed'].exit_reason")
     assert "rank 1" in reason and "SIGKILL" in reason, reason
     _nothing_left("rank 0 on the first node ending after rank 1 was killed on the second")
+
+
+def test_ray_writes_below_python_on_both_nodes_and_a_segfaults_last_lines_reach_the_cell(kernel, ray_address):
+    cell = f"%%train --launcher ray --ray-address {ray_address} --nodes 2 -n 1 --wait --name below\n{BELOW_AND_CRASH}"
+    msg_id, reply = kernel.execute(cell, timeout=CAP_S)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    text = kernel.text(msg_id)
+    for rank in (0, 1):
+        assert f"[stderr:{rank}] below python on rank {rank}" in text, text
+        assert f"[stdout:{rank}] from a child of rank {rank}" in text, text
+    assert "[stderr:1] last words below python" in text, text
+    assert kernel.value("jobs['below'].status") == "failed"
+    reason = kernel.value("jobs['below'].exit_reason")
+    assert "rank 1" in reason and ("SIGSEGV" in reason or "signal 11" in reason), reason
+    _nothing_left("rank 0 on the first node ending after rank 1 crashed on the second")
 
 
 def test_ray_address_with_no_cluster_is_refused_within_seconds(kernel):

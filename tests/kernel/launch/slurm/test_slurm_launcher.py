@@ -13,6 +13,7 @@ import pytest
 from hotswitch.kernel.launch.slurm.launcher import SlurmLauncher
 from hotswitch.kernel.worker.heartbeat import ENV_HEARTBEAT_TIMEOUT
 from tests.kernel.kernel_session import (
+    BELOW_AND_CRASH,
     CAP_S,
     cpu_seconds,
     hotswitch_json,
@@ -108,6 +109,21 @@ def test_slurm_failing_rank_fails_the_job_with_its_traceback(kernel):
     text = kernel.text(msg_id)
     assert "[rank 1] failed on node localhost" in text and "[rank 1] ValueError: rank 1 cannot go on" in text
     _nothing_left("the failed Slurm job ending on its node")
+
+
+def test_slurm_writes_below_python_and_a_segfaults_last_lines_reach_the_cell(kernel):
+    cell = f"%%train --launcher slurm -n 2 --wait --name below\n{BELOW_AND_CRASH}"
+    msg_id, reply = kernel.execute(cell, timeout=CAP_S)
+    assert reply["status"] == "ok", kernel.text(msg_id)
+    text = kernel.text(msg_id)
+    for rank in (0, 1):
+        assert f"[stderr:{rank}] below python on rank {rank}" in text, text
+        assert f"[stdout:{rank}] from a child of rank {rank}" in text, text
+    assert "[stderr:1] last words below python" in text, text
+    assert kernel.value("jobs['below'].status") == "failed"
+    reason = kernel.value("jobs['below'].exit_reason")
+    assert "SIGSEGV" in reason or "signal 11" in reason, reason
+    _nothing_left("the crashed Slurm job ending on its node")
 
 
 def test_slurm_ranks_stop_when_their_kernel_is_killed(slurm_conf, tmp_path_factory):
