@@ -8,6 +8,8 @@ MFU). The embedding lookup is not a matmul and is left out; the output head is c
 
 from __future__ import annotations
 
+import functools
+
 from hotswitch.backend.models.config import ModelConfig
 
 # Dense bf16 tensor-core peaks per device (vendor data sheets, without sparsity).
@@ -19,6 +21,7 @@ BF16_PEAK_FLOPS = {
 }
 
 
+@functools.lru_cache(maxsize=64)  # the simulator asks for it thousands of times per configuration
 def matmul_params(config: ModelConfig) -> int:
     """Weights that take part in a token's matrix multiplies: the matrices but the embedding
     table (a tied head multiplies by it all the same), and of each mixture of experts the picked

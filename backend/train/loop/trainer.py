@@ -243,7 +243,7 @@ class Trainer:
         """Measure the strategies afresh (collective), replacing the cached profile, and plan
         by the new one from this step on."""
         cost = self.cost
-        if cost is None:
+        if cost is None or not self.auto:  # a plan in force since: its strategies alone are resident
             return
         self.sink(event("warning", message=f"{why}: measuring the profile again (it replaces the cached one)"))
         lengths = profile_lengths(self.data.max_len)

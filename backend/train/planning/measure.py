@@ -62,7 +62,7 @@ def measure_link(device: torch.device, nbytes: int = 8 << 20, repeats: int = 3) 
 
 
 NOISY_SPREAD = 0.10  # runs of one measurement this far apart (of their mean): measured again
-NOISY_TRIES = 3  # measurements of a noisy one, the least spread kept
+NOISY_TRIES = 2  # measurements of a noisy one (one again, with more runs), the least spread kept
 
 
 def timed(run: Callable[[], object], device: torch.device, repeats: int = 2) -> float:

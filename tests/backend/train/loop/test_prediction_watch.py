@@ -9,7 +9,7 @@ from .loop_workers import loop_spec, misled_run
 
 
 def test_the_watch_speaks_once_past_its_warmup_when_the_median_error_is_past_its_bound():
-    watch = PredictionWatch(window=3, off_by=0.2, warmup=2)
+    watch = PredictionWatch(window=3, off_by=0.2, warmup=2, min_s=0.0)
     said = [watch.add(1.0, 9.0), watch.add(1.0, 9.0)]  # the warm-up steps: never counted
     said += [watch.add(1.0, 1.1), watch.add(1.0, 1.5), watch.add(None, 5.0)]  # no prediction: not counted
     assert said == [None] * 5
@@ -18,8 +18,13 @@ def test_the_watch_speaks_once_past_its_warmup_when_the_median_error_is_past_its
     assert [watch.add(1.0, 3.0) for _ in range(5)] == [None] * 5  # once a run
 
 
+def test_a_gap_of_milliseconds_is_left_alone_however_large_a_share():
+    watch = PredictionWatch(window=3, off_by=0.2, warmup=0, min_s=0.25)
+    assert [watch.add(0.01, 0.02) for _ in range(5)] == [None] * 5  # +100%, but 10 ms a step
+
+
 def test_a_close_profile_is_left_alone():
-    watch = PredictionWatch(window=3, off_by=0.2, warmup=0)
+    watch = PredictionWatch(window=3, off_by=0.2, warmup=0, min_s=0.0)
     assert [watch.add(1.0, m) for m in (1.1, 0.9, 1.15, 0.85, 1.05)] == [None] * 5
 
 
