@@ -57,6 +57,12 @@ TP_PLAN: Mapping[str, TPStyle] = MappingProxyType(
         "layers.*.feed_forward.experts.w1": "replicate",
         "layers.*.feed_forward.experts.w2": "replicate",
         "layers.*.feed_forward.experts.w3": "replicate",
+        # a shared expert is a dense feed-forward beside the routed ones: split as one; its gate's
+        # one score per token is replicated
+        "layers.*.feed_forward.shared.w1.weight": "column",
+        "layers.*.feed_forward.shared.w2.weight": "row",
+        "layers.*.feed_forward.shared.w3.weight": "column",
+        "layers.*.feed_forward.shared_gate.weight": "replicate",
         "layers.*.ffn_out_norm.weight": "replicate",
         "norm.weight": "replicate",
         "output.weight": "vocab",
@@ -143,6 +149,7 @@ def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
         ("n_heads", config.n_heads),
         ("n_kv_heads", config.n_kv_heads),
         ("ffn_dim", config.ffn_dim),
+        ("shared expert's ffn_dim", config.experts.shared_ffn_dim if config.experts else 0),
         ("vocab_size", config.vocab_size),
     ):
         if value % tp:
@@ -160,6 +167,7 @@ def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
 
 
 def _check_experts(config: ModelConfig, strategy: Strategy) -> None:
+    _check_balance(config, strategy)
     if strategy.ep == 1:
         return
     if config.experts is None:
@@ -168,6 +176,22 @@ def _check_experts(config: ModelConfig, strategy: Strategy) -> None:
         raise ValueError(
             f"{strategy}: ep={strategy.ep} does not divide {config.name}'s {config.experts.count} experts; "
             "choose ep dividing the expert count"
+        )
+
+
+def _check_balance(config: ModelConfig, strategy: Strategy) -> None:
+    """The auxiliary loss counts each sequence's routing over all its layers before its backward
+    (``models.balance``): on one rank, which pp, sp and cp would each split."""
+    if config.experts is None or not config.experts.aux_loss_coef:
+        return
+    splits = [f"{what}={n}" for what, n in (("pp", strategy.pp), ("cp", strategy.cp)) if n > 1]
+    splits += ["sp"] if strategy.sp else []
+    if splits:
+        raise ValueError(
+            f"{strategy}: {config.name}'s load-balancing auxiliary loss (router_aux_loss_coef="
+            f"{config.experts.aux_loss_coef}) is not computed under {', '.join(splits)} yet (a sequence's "
+            "routing would be split over ranks); choose strategies of dp, tp and ep, or train without it "
+            "(output_router_logits false in config.json, or Experts(aux_loss_coef=0))"
         )
 
 

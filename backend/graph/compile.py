@@ -247,10 +247,11 @@ class _StageCompiler:
         """The mixture with its experts split over the ep group: tokens sent to them and back."""
         fx = node.fx_node
         assert fx is not None and self.graph.config.experts is not None  # a routed layer's traced call
-        per_token, normalize = fx.args[5], fx.args[6]
-        assert isinstance(per_token, int) and isinstance(normalize, bool)  # traced as the layer's constants
+        per_token, normalize, layer = fx.args[5:8]
+        assert isinstance(per_token, int) and isinstance(normalize, bool) and isinstance(layer, int)  # constants
         ranks = self.strategy.ep_group(self.rank)
-        module = ExpertParallel(ranks, ranks.index(self.rank), self.graph.config.experts.count, per_token, normalize)
+        count = self.graph.config.experts.count
+        module = ExpertParallel(ranks, ranks.index(self.rank), count, per_token, normalize, layer)
         return self._module_node(f"{node.name}_expert_parallel", module, ins)
 
 

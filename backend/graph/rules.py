@@ -46,9 +46,9 @@ def _sharded(p: Placement, dim: int) -> bool:
 def linear(ins, shapes, node) -> Deduction:
     x, w = ins
     last = len(shapes[0]) - 1
-    if w == R:
+    if w == R:  # x split along another dim (a shared expert's gate under sp): each rank's weight gradient is partial
         x = R if _sharded(x, last) else x
-        return _same([x, R], x)
+        return _same([x, R], x, [False, isinstance(x, Shard)])
     if _sharded(w, 0):  # column-parallel: the output features are split
         return _same([R, w], Shard(last), [True, False])
     if _sharded(w, 1):  # row-parallel: the input features are split, the outputs are summands
@@ -280,6 +280,7 @@ RULES = {
     "experts": experts,
     "silu": nonlinear_unary,
     "gelu": nonlinear_unary,
+    "sigmoid": nonlinear_unary,
     "bias": bias,
     "scale": scale,
     "add": add,

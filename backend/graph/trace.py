@@ -36,6 +36,7 @@ FUNCTION_OPS = {
     token_loss: "loss",
     F.silu: "silu",
     F.gelu: "gelu",
+    torch.sigmoid: "sigmoid",  # a shared expert's gate
     F.linear: "linear",
     add_bias: "bias",
     scale: "scale",

@@ -12,31 +12,12 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-RopeKind = Literal["default", "linear", "llama3", "yarn"]
+from hotswitch.backend.models.rope_scaling import RopeScaling  # an option of ModelConfig, imported from here too
+
 QKNorm = Literal["none", "head", "projection"]
 NormPlacement = Literal["pre", "post", "sandwich"]
 Activation = Literal["silu", "gelu_tanh"]
 LayerKind = Literal["full", "sliding"]
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """How rotary frequencies are stretched for long contexts (Hugging Face's ``rope_type``):
-    ``linear`` divides every frequency by ``factor``; ``llama3`` divides the low frequencies and
-    blends the middle band (``low_freq_factor``, ``high_freq_factor`` over
-    ``original_max_positions``); ``yarn`` blends interpolated and extrapolated frequencies
-    between ``beta_fast`` and ``beta_slow`` rotations and scales cos/sin by
-    ``attention_factor``."""
-
-    kind: RopeKind = "default"
-    factor: float = 1.0
-    low_freq_factor: float = 1.0
-    high_freq_factor: float = 4.0
-    original_max_positions: int = 0
-    attention_factor: float = 1.0
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-    truncate: bool = True
 
 
 @dataclass(frozen=True)
@@ -45,17 +26,29 @@ class Experts:
     router (a linear map to ``count`` scores, softmax) picks each token's ``per_token`` experts
     (top-k), each a SwiGLU of width ``ffn_dim``; their outputs are summed weighted by the picked
     probabilities, renormalised to sum to one where ``normalize`` (Qwen3-MoE's and OLMoE's
-    ``norm_topk_prob``, always in Mixtral). Dropless: every token reaches its experts."""
+    ``norm_topk_prob``, always in Mixtral). Dropless: every token reaches its experts. A shared
+    expert (``shared_ffn_dim`` above 0: Qwen2-MoE, DeepSeek) is a SwiGLU of that width that every
+    token passes through, its output added to the routed one, scaled by sigmoid(a linear map of
+    the token to one score) where ``shared_gate`` (Qwen2-MoE's ``shared_expert_gate``)."""
 
     count: int
     per_token: int
     ffn_dim: int
     normalize: bool = False
     layers: tuple[int, ...] = ()
+    shared_ffn_dim: int = 0
+    shared_gate: bool = False
+    # the load-balancing auxiliary loss's weight in the loss, 0 for none (transformers'
+    # router_aux_loss_coef where output_router_logits): ``models.balance``
+    aux_loss_coef: float = 0.0
 
     def routes(self, layer: int) -> bool:
         """Whether ``layer``'s feed-forward is this mixture (else a dense one)."""
         return not self.layers or layer in self.layers
+
+    def routed_layers(self, n_layers: int) -> int:
+        """How many of ``n_layers`` layers route."""
+        return sum(self.routes(i) for i in range(n_layers))
 
 
 @dataclass(frozen=True)
@@ -91,7 +84,7 @@ class ModelConfig:
     attention_scale: float | None = None  # scores scaled by it, not 1/sqrt(head_dim) (Gemma)
     sliding_window: int | None = None  # tokens a sliding-window layer's query sees, itself included
     layer_kinds: tuple[LayerKind, ...] = ()  # per layer, full or sliding attention (empty: all full)
-    experts: Experts | None = None  # mixture-of-experts feed-forwards (Qwen3-MoE, OLMoE, Mixtral)
+    experts: Experts | None = None  # mixture-of-experts feed-forwards (Qwen3-MoE, Qwen2-MoE, OLMoE, Mixtral)
 
     def __post_init__(self) -> None:
         if self.head_dim is None and self.dim % self.n_heads:
@@ -134,8 +127,10 @@ class ModelConfig:
 
     @property
     def active_ffn_dim(self) -> int:
-        """The feed-forward width a token passes through: a routed layer's picked experts' in all."""
-        return self.ffn_dim if self.experts is None else self.experts.per_token * self.experts.ffn_dim
+        """The feed-forward width a token passes through: a routed layer's picked experts' and its
+        shared expert's in all."""
+        e = self.experts
+        return self.ffn_dim if e is None else e.per_token * e.ffn_dim + e.shared_ffn_dim
 
     def layer_kind(self, layer: int) -> LayerKind:
         return self.layer_kinds[layer] if self.layer_kinds else "full"
@@ -197,15 +192,24 @@ class ModelConfig:
         return shapes
 
     def _expert_shapes(self, p: str) -> dict[str, tuple[int, ...]]:
-        """A routed layer's router and its experts' SwiGLU weights, stacked over the experts."""
+        """A routed layer's router and its experts' SwiGLU weights, stacked over the experts; its
+        shared expert's (plain matrices, as a dense feed-forward's) and gate where it has them."""
         assert self.experts is not None
         count, width, dim = self.experts.count, self.experts.ffn_dim, self.dim
-        return {
+        shapes = {
             p + "feed_forward.router.weight": (count, dim),
             p + "feed_forward.experts.w1": (count, width, dim),
             p + "feed_forward.experts.w2": (count, dim, width),
             p + "feed_forward.experts.w3": (count, width, dim),
         }
+        shared = self.experts.shared_ffn_dim
+        if shared:
+            shapes[p + "feed_forward.shared.w1.weight"] = (shared, dim)
+            shapes[p + "feed_forward.shared.w2.weight"] = (dim, shared)
+            shapes[p + "feed_forward.shared.w3.weight"] = (shared, dim)
+        if shared and self.experts.shared_gate:
+            shapes[p + "feed_forward.shared_gate.weight"] = (1, dim)
+        return shapes
 
     @functools.cached_property
     def n_params(self) -> int:
@@ -319,6 +323,11 @@ def _other_families() -> tuple[ModelConfig, ...]:
             "qwen3-30b-a3b", vocab_size=151936, dim=2048, n_layers=48, n_heads=32, n_kv_heads=4, head_dim=128,
             ffn_dim=6144, max_seq_len=40960, rope_theta=1e6, qk_norm="head", family="qwen3_moe",
             experts=Experts(count=128, per_token=8, ffn_dim=768, normalize=True),
+        ),
+        ModelConfig(
+            "qwen1.5-moe-a2.7b", vocab_size=151936, dim=2048, n_layers=24, n_heads=16, n_kv_heads=16, ffn_dim=5632,
+            max_seq_len=8192, rope_theta=1e6, qkv_bias=True, family="qwen2_moe",
+            experts=Experts(count=60, per_token=4, ffn_dim=1408, shared_ffn_dim=5632, shared_gate=True),
         ),
         ModelConfig(
             "olmoe-1b-7b", vocab_size=50304, dim=2048, n_layers=16, n_heads=16, n_kv_heads=16, ffn_dim=1024,

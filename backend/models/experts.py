@@ -24,15 +24,22 @@ import torch.fx
 import torch.nn.functional as F
 from torch import nn
 
+from hotswitch.backend.models.balance import BALANCE
 from hotswitch.backend.models.config import Experts
 
 
-def route(tokens: torch.Tensor, router: torch.Tensor, per_token: int, normalize: bool):
+def route(tokens: torch.Tensor, router: torch.Tensor, per_token: int, normalize: bool, layer: int = 0):
     """Each token's ``per_token`` experts [tokens, k] and their weights (in the tokens' dtype):
-    the top-k of the router's softmax, in fp32, renormalised to sum to one where ``normalize``."""
+    the top-k of the router's softmax, in fp32, renormalised to sum to one where ``normalize``.
+    In a training step with the auxiliary loss on, the probabilities of routed layer ``layer``
+    also carry its gradient (``models.balance``)."""
     logits = F.linear(tokens, router)
     probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
-    weights, picked = torch.topk(probs, per_token, dim=-1)
+    if BALANCE.routing is None:
+        weights, picked = torch.topk(probs, per_token, dim=-1)
+    else:  # the same values and gradient as topk's, the probabilities balanced first
+        picked = torch.topk(probs.detach(), per_token, dim=-1).indices
+        weights = BALANCE.balanced(probs, picked, layer).gather(-1, picked)
     if normalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     return picked, weights.to(logits.dtype)
@@ -47,14 +54,16 @@ def routed_experts(
     w3: torch.Tensor,
     per_token: int,
     normalize: bool,
+    layer: int = 0,
 ) -> torch.Tensor:
     """The mixture's output for ``x`` [..., dim]: experts ``w1``/``w3`` [experts, width, dim]
-    (gate, up) and ``w2`` [experts, dim, width] (down), ``router`` [experts, dim]. On meta
-    tensors (tracing) its shape alone."""
+    (gate, up) and ``w2`` [experts, dim, width] (down), ``router`` [experts, dim]; ``layer``: its
+    layer's index (the auxiliary loss counts each layer once). On meta tensors
+    (tracing) its shape alone."""
     if x.is_meta:
         return torch.empty_like(x)
     tokens = x.reshape(-1, x.shape[-1])
-    picked, weights = route(tokens, router, per_token, normalize)
+    picked, weights = route(tokens, router, per_token, normalize, layer)
     return KERNELS[IN_FORCE["kernel"]](tokens, picked, weights, w1, w2, w3).reshape(x.shape)
 
 
@@ -144,16 +153,46 @@ class ExpertWeights(nn.Module):
         self.w3 = nn.Parameter(torch.empty(count, width, dim))
 
 
-class MixtureOfExperts(nn.Module):
-    """A routed layer's feed-forward: ``router`` and ``experts``."""
+class SharedExpert(nn.Module):
+    """The expert every token passes through: a SwiGLU of plain linear maps (``w1`` gate, ``w3``
+    up, ``w2`` down), so the traced graph holds ordinary linear nodes and tensor parallelism
+    splits it as a dense feed-forward (w1/w3 column-parallel, w2 row-parallel)."""
 
-    def __init__(self, experts: Experts, dim: int):
+    def __init__(self, dim: int, width: int):
         super().__init__()
+        self.w1 = nn.Linear(dim, width, bias=False)
+        self.w2 = nn.Linear(width, dim, bias=False)
+        self.w3 = nn.Linear(dim, width, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class MixtureOfExperts(nn.Module):
+    """A routed layer's feed-forward: ``router`` and ``experts``, and where ``Experts`` gives one
+    a ``shared`` expert (with its ``shared_gate``, a linear map to one score, where gated) whose
+    output is added to the routed one, as transformers' Qwen2MoeSparseMoeBlock computes it."""
+
+    def __init__(self, experts: Experts, dim: int, layer: int = 0):
+        super().__init__()
+        self.layer = layer  # its layer's index in the model
         self.router = nn.Linear(dim, experts.count, bias=False)
         self.experts = ExpertWeights(experts, dim)
+        if experts.shared_ffn_dim:
+            self.shared = SharedExpert(dim, experts.shared_ffn_dim)
+            if experts.shared_gate:
+                self.shared_gate = nn.Linear(dim, 1, bias=False)
         self.per_token = experts.per_token
         self.normalize = experts.normalize
+        self.has_shared = bool(experts.shared_ffn_dim)
+        self.gated = self.has_shared and experts.shared_gate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         e = self.experts
-        return routed_experts(x, self.router.weight, e.w1, e.w2, e.w3, self.per_token, self.normalize)
+        routed = routed_experts(x, self.router.weight, e.w1, e.w2, e.w3, self.per_token, self.normalize, self.layer)
+        if not self.has_shared:
+            return routed
+        shared = self.shared(x)
+        if self.gated:
+            shared = torch.sigmoid(self.shared_gate(x)) * shared
+        return routed + shared  # transformers' order of the sum

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hotswitch.backend.models.config import Experts, ModelConfig, RopeScaling
+from hotswitch.backend.models.hf_config_moe import experts_of
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Family:
     gemma: bool = False  # 1 + weight norms, sqrt(dim) embedding scale, query_pre_attn_scalar
     sliding: str = "none"  # how layers are sliding where layer_types is absent: all, qwen, gemma, smollm3
     fused: bool = False  # q/k/v and gate/up stored as one tensor each (Phi-3)
-    experts: str = "none"  # how its config gives a mixture of experts: qwen, olmoe, mixtral
+    experts: str = "none"  # how its config gives a mixture of experts: qwen, qwen2, olmoe, mixtral (hf_config_moe)
 
 
 FAMILIES: dict[str, Family] = {
@@ -45,10 +46,12 @@ FAMILIES: dict[str, Family] = {
     "phi3": Family("Phi3ForCausalLM", fused=True, sliding="all"),
     "smollm3": Family("SmolLM3ForCausalLM", sliding="smollm3"),
     "qwen3_moe": Family("Qwen3MoeForCausalLM", qk_norm="head", sliding="qwen", experts="qwen"),
+    "qwen2_moe": Family("Qwen2MoeForCausalLM", qkv_bias=True, sliding="qwen2_moe", experts="qwen2"),
     "olmoe": Family("OlmoeForCausalLM", qk_norm="projection", experts="olmoe"),
     "mixtral": Family("MixtralForCausalLM", sliding="all", experts="mixtral"),
 }
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+SHARED_KEY = "shared_expert_intermediate_size"  # read where the family has a shared expert, else refused
 
 # keys that change nothing the engine computes: an export keeps them from its source
 SETTINGS = frozenset(
@@ -120,7 +123,9 @@ READ = frozenset(
         "norm_topk_prob",
         "decoder_sparse_step",
         "mlp_only_layers",
+        "qkv_bias",  # Qwen2-MoE's q/k/v biases
         "router_aux_loss_coef",  # weighs the auxiliary loss only where output_router_logits adds it
+        "output_router_logits",  # the auxiliary loss on (hf_config_moe.aux_loss_coef)
     ]
 )
 HARMLESS = SETTINGS | READ
@@ -136,16 +141,14 @@ NEUTRAL = {
     "num_experts": 0,
     "num_local_experts": 0,
     "n_routed_experts": 0,
-    "output_router_logits": False,
     "router_jitter_noise": 0.0,
     "clip_qkv": None,
     "shared_expert_intermediate_size": 0,
 }
 WHY = {
-    "output_router_logits": "the load-balancing auxiliary loss is not computed yet; train with it false (the "
-    "default), which transformers also trains without",
     "router_jitter_noise": "the router's training noise is not computed; give 0",
     "clip_qkv": "q/k/v clipping is not computed; give null",
+    SHARED_KEY: "a shared expert is read for qwen2_moe; this family's checkpoints have none, give 0",
 }
 _warned: set[frozenset[str]] = set()
 
@@ -171,6 +174,8 @@ def _check_keys(raw: dict[str, Any], where: Any, family: Family) -> None:
     for key, neutral in NEUTRAL.items():
         if key in EXPERT_COUNT_KEYS and family.experts != "none":
             continue  # read by ``_experts``
+        if key == SHARED_KEY and family.experts == "qwen2":
+            continue
         value = raw.get(key, neutral)
         if value not in (neutral, None) and not (neutral is False and value is None):
             why = WHY.get(key, "not computed")
@@ -263,6 +268,9 @@ def _default_layer_types(raw: dict[str, Any], family: Family, layers: int, windo
     if family.sliding == "qwen" and window and raw.get("use_sliding_window"):
         first = raw.get("max_window_layers", layers)
         return [sliding if i >= first else full for i in range(layers)]
+    if family.sliding == "qwen2_moe" and window and raw.get("use_sliding_window"):  # every other layer below
+        first = raw.get("max_window_layers", layers)
+        return [sliding if (i + 1) % 2 and i < first else full for i in range(layers)]
     if family.sliding == "gemma" and window:
         pattern = raw.get("sliding_window_pattern") or raw.get("_sliding_window_pattern") or 6
         return [sliding if (i + 1) % pattern else full for i in range(layers)]
@@ -315,7 +323,7 @@ def _options(raw: dict[str, Any], family: Family, where: Any) -> dict[str, Any]:
         "partial_rotary": float(partial),
         "local_rope_theta": float(local["rope_theta"]) if local is not None and kinds else None,
         "no_rope_layers": _no_rope_layers(raw, layers),
-        "qkv_bias": family.qkv_bias or bias,
+        "qkv_bias": bool(raw.get("qkv_bias", family.qkv_bias)) or bias,
         "o_bias": bias,
         "mlp_bias": bool(raw.get("mlp_bias", False)),
         "qk_norm": family.qk_norm,
@@ -337,16 +345,7 @@ def _experts(raw: dict[str, Any], family: Family, where: Any) -> Experts | None:
     count = next((raw[k] for k in EXPERT_COUNT_KEYS if raw.get(k)), None)
     if not count:
         raise _refuse(where, "num_experts", count, f"a {raw['model_type']} config gives its expert count")
-    width = raw["moe_intermediate_size"] if family.experts == "qwen" else raw["intermediate_size"]
-    layers: tuple[int, ...] = ()
-    if family.experts == "qwen":
-        step, dense = int(raw.get("decoder_sparse_step", 1)), set(raw.get("mlp_only_layers") or [])
-        routed = [i for i in range(raw["num_hidden_layers"]) if i not in dense and (i + 1) % step == 0]
-        if not routed:  # every layer dense
-            return None
-        layers = () if len(routed) == raw["num_hidden_layers"] else tuple(routed)
-    normalize = family.experts == "mixtral" or bool(raw.get("norm_topk_prob", False))
-    return Experts(int(count), int(raw.get("num_experts_per_tok", 2)), int(width), normalize, layers)
+    return experts_of(raw, family.experts, int(count))
 
 
 def config_from_dict(raw: dict[str, Any], name: str = "hf", where: Any = "config.json") -> ModelConfig:

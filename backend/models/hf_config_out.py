@@ -31,21 +31,25 @@ def _rope_out(config: ModelConfig) -> dict[str, Any]:
 
 
 def _experts_out(config: ModelConfig) -> dict[str, Any]:
-    """A mixture of experts as its family's config gives it (no auxiliary loss: the engine
-    trains without it, as transformers does by default)."""
+    """A mixture of experts as its family's config gives it, the auxiliary loss on where it
+    weighs one (``output_router_logits`` and its ``router_aux_loss_coef``)."""
     experts = config.experts
     assert experts is not None
     count = "num_local_experts" if config.family == "mixtral" else "num_experts"
     out: dict[str, Any] = {
         count: experts.count,
         "num_experts_per_tok": experts.per_token,
-        "output_router_logits": False,
+        "output_router_logits": bool(experts.aux_loss_coef),
     }
+    if experts.aux_loss_coef:
+        out["router_aux_loss_coef"] = experts.aux_loss_coef
     if config.family != "mixtral":
         out["norm_topk_prob"] = experts.normalize
-    if config.family == "qwen3_moe":
+    if config.family in ("qwen3_moe", "qwen2_moe"):
         dense = [i for i in range(config.n_layers) if not experts.routes(i)]
         out.update(moe_intermediate_size=experts.ffn_dim, decoder_sparse_step=1, mlp_only_layers=dense)
+    if config.family == "qwen2_moe":
+        out["shared_expert_intermediate_size"] = experts.shared_ffn_dim
     return out
 
 
@@ -74,7 +78,7 @@ def config_to_dict(config: ModelConfig) -> dict[str, Any]:
         out.update(_experts_out(config))
     if config.family not in ("llama", "olmo2", "olmoe"):
         out["sliding_window"] = config.sliding_window
-    if family.sliding in ("qwen", "gemma", "smollm3"):
+    if family.sliding in ("qwen", "gemma", "smollm3", "qwen2_moe"):
         out["layer_types"] = [f"{config.layer_kind(i)}_attention" for i in range(config.n_layers)]
     if config.partial_rotary != 1.0:
         out["partial_rotary_factor"] = config.partial_rotary
@@ -84,8 +88,10 @@ def config_to_dict(config: ModelConfig) -> dict[str, Any]:
         assert config.attention_scale is not None  # every Gemma config sets it
         scalar = round(config.attention_scale**-2, 6)
         out["query_pre_attn_scalar"] = int(scalar) if scalar == int(scalar) else scalar
-    if config.family in ("qwen2", "qwen3", "smollm3"):
+    if config.family in ("qwen2", "qwen3", "smollm3", "qwen2_moe"):
         out["use_sliding_window"] = config.sliding_window is not None
+    if config.family == "qwen2_moe":
+        out["qkv_bias"] = config.qkv_bias
     if config.family == "smollm3":
         out["no_rope_layers"] = [int(i not in config.no_rope_layers) for i in range(config.n_layers)]
     return out

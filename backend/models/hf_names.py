@@ -57,6 +57,13 @@ _QWEN_EXPERTS = {
 }
 _EXPERTS = {
     "qwen3_moe": _QWEN_EXPERTS,
+    "qwen2_moe": {  # and a shared expert, gated
+        **_QWEN_EXPERTS,
+        "feed_forward.shared.w1.weight": "mlp.shared_expert.gate_proj.weight",
+        "feed_forward.shared.w2.weight": "mlp.shared_expert.down_proj.weight",
+        "feed_forward.shared.w3.weight": "mlp.shared_expert.up_proj.weight",
+        "feed_forward.shared_gate.weight": "mlp.shared_expert_gate.weight",
+    },
     "olmoe": _QWEN_EXPERTS,
     "mixtral": {
         "feed_forward.router.weight": "block_sparse_moe.gate.weight",

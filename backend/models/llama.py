@@ -239,7 +239,7 @@ class TransformerBlock(nn.Module):
             self.ffn_norm = RMSNorm(config.dim, eps, offset)
         experts = config.experts
         routed = experts is not None and experts.routes(layer)
-        self.feed_forward = MixtureOfExperts(experts, config.dim) if routed and experts else FeedForward(config)
+        self.feed_forward = MixtureOfExperts(experts, config.dim, layer) if routed and experts else FeedForward(config)
         if placement != "pre":
             self.ffn_out_norm = RMSNorm(config.dim, eps, offset)
         self.placement = placement

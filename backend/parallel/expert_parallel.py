@@ -52,8 +52,9 @@ class ExpertParallel(GroupModule):
 
     what = "expert parallelism"
 
-    def __init__(self, ranks: tuple[int, ...], index: int, count: int, per_token: int, normalize: bool):
+    def __init__(self, ranks: tuple[int, ...], index: int, count: int, per_token: int, normalize: bool, layer: int):
         super().__init__(ranks)
+        self.layer = layer
         self.index = index
         self.per_token = per_token
         self.normalize = normalize
@@ -62,7 +63,7 @@ class ExpertParallel(GroupModule):
     def forward(self, x, router, w1, w2, w3) -> torch.Tensor:
         group = self.bound_group()
         tokens = x.reshape(-1, x.shape[-1])
-        picked, weights = route(tokens, router, self.per_token, self.normalize)
+        picked, weights = route(tokens, router, self.per_token, self.normalize, self.layer)
         flat = picked.reshape(-1)
         order = torch.argsort(flat, stable=True)  # by expert, so by owner, a token's experts in order
         rows = order // self.per_token

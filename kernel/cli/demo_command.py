@@ -84,10 +84,11 @@ def data_parallel_holds_a_third(world: int, max_len: int, precision: str = "fp32
 def reference_losses(spec: dict, show_progress: bool = True) -> list[float]:
     """Each step's loss when one device trains the same batches from the same weights."""
     from hotswitch.backend.train.loop.reference import ReferenceTrainer
-    from hotswitch.backend.train.run.recipe import batches, check_spec, model_config, optimizer, precision_of
+    from hotswitch.backend.train.run.recipe import batches, check_spec, optimizer, precision_of
+    from hotswitch.backend.train.run.spec import run_config
 
     s = check_spec(spec)
-    config = model_config(s["model"])
+    config = run_config(s).model.architecture()  # as the ranks train it (its auxiliary loss too)
     trainer = ReferenceTrainer(config, optimizer(s), s["seed"], s["token_budget"], precision_of(s))
     stream = batches(s, config)
     losses = []

@@ -53,6 +53,7 @@ OPTIONS = {"qkv_bias": True, "o_bias": True, "mlp_bias": True, "qk_norm": "head"
 def test_every_parameter_matches_exactly_one_tp_plan_entry():
     configs = [get_config(m) for m in ("tiny", "125m", "1b", "32b")] + [get_config("tiny").with_(**OPTIONS)]
     configs.append(get_config("tiny").with_(experts=Experts(count=4, per_token=2, ffn_dim=32, layers=(0,))))
+    configs.append(get_config("tiny").with_(experts=Experts(4, 2, 32, shared_ffn_dim=40, shared_gate=True)))
     used = set()
     for config in configs:
         names = [name for name, _ in build_model(config, device="meta").named_parameters()]
@@ -60,6 +61,17 @@ def test_every_parameter_matches_exactly_one_tp_plan_entry():
         assert {name: found for name, found in matches.items() if len(found) != 1} == {}, config.name
         used |= {found[0] for found in matches.values()}
     assert used == set(TP_PLAN)  # and no entry is dead
+
+
+def test_a_shared_expert_is_split_over_tp_as_a_dense_feed_forward_and_its_gate_replicated():
+    experts = Experts(4, 2, 32, shared_ffn_dim=40, shared_gate=True)
+    layout = param_layout(get_config("tiny").with_(experts=experts), Strategy.parse("tp2"))
+    tp = {name: tp_placement(p.state) for name, p in layout.items()}
+    assert tp["layers.0.feed_forward.shared.w1.weight"] == tp["layers.0.feed_forward.shared.w3.weight"] == Shard(0)
+    assert tp["layers.0.feed_forward.shared.w2.weight"] == Shard(1)
+    assert tp["layers.0.feed_forward.shared_gate.weight"] == tp["layers.0.feed_forward.experts.w1"] == Replicate()
+    with pytest.raises(ValueError, match="tp=4 does not divide tiny's shared expert's ffn_dim=42"):
+        param_layout(get_config("tiny").with_(experts=Experts(4, 2, 32, shared_ffn_dim=42)), Strategy.parse("tp4"))
 
 
 def test_a_parameter_missing_from_the_tp_plan_is_named():

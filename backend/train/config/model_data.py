@@ -14,7 +14,7 @@ from hotswitch.backend.train.config.inputs import (
     default_tokenizer,
     model_config,
 )
-from hotswitch.backend.train.config.setting import bad_setting, choice, setting, whole
+from hotswitch.backend.train.config.setting import at_least_zero, bad_setting, choice, setting, whole
 
 LONG_DOCUMENTS = ("cut", "split")
 
@@ -26,14 +26,31 @@ class ModelSettings:
     name: str = setting(
         "tiny", "tiny, 1b, 7b, llama3.2-1b, qwen3-8b, ..., or hf:DIR (a Hugging Face checkpoint)", key="model"
     )
+    router_aux_loss_coef: float | None = setting(
+        None,
+        "a mixture of experts' load-balancing auxiliary loss, this times it added to the loss (per sequence, "
+        "as transformers computes it with output_router_logits); 0: none; default: the checkpoint's (on "
+        "where its config.json sets output_router_logits)",
+    )
 
     def check(self) -> ModelSettings:
         """This section checked; an ``hf:`` folder made absolute."""
-        return ModelSettings(check_model(self.name))
+        checked = ModelSettings(check_model(self.name), self.router_aux_loss_coef)
+        if self.router_aux_loss_coef is not None:
+            at_least_zero("router_aux_loss_coef", self.router_aux_loss_coef)
+            if checked.architecture().experts is None:
+                raise bad_setting(
+                    "router_aux_loss_coef", self.router_aux_loss_coef, f"{self.name} has no experts; leave it out"
+                )
+        return checked
 
     def architecture(self) -> ModelConfig:
-        """The ``ModelConfig`` of a checked section (an ``hf:`` checkpoint's as its config.json sets it)."""
-        return model_config(self.name)
+        """The ``ModelConfig`` of a checked section (an ``hf:`` checkpoint's as its config.json sets
+        it), its auxiliary loss as ``router_aux_loss_coef`` weighs it where given."""
+        config = model_config(self.name)
+        if self.router_aux_loss_coef is None or config.experts is None:
+            return config
+        return config.with_(experts=replace(config.experts, aux_loss_coef=float(self.router_aux_loss_coef)))
 
 
 @dataclass(frozen=True)

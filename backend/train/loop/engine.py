@@ -32,6 +32,7 @@ from hotswitch.backend.graph.compiled_regions import compile_seconds
 from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.attention.kernels import AttentionChoice, chosen, in_force, use
+from hotswitch.backend.models.balance import BALANCE
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.experts import choose_experts, use_experts
 from hotswitch.backend.runtime.devices import Span, local_device
@@ -293,8 +294,12 @@ class Engine:
         times = StepTimes()
         compiling = compile_seconds()
         walk = StageWalk(self, times, 1.0 / total)
-        for stage in as_stages(order):
-            walk.stage(stage, groups)
+        self._balance(sum(len(seqs) for seqs in groups.values()))
+        try:
+            for stage in as_stages(order):
+                walk.stage(stage, groups)
+        finally:
+            BALANCE.close()
         walk.finish()
         times.compile = compile_seconds() - compiling
         started = walk.marks.mark()  # no phase stops the device; the update's norm ends the step
@@ -305,6 +310,12 @@ class Engine:
         times.update = walk.marks.seconds(started, walk.marks.mark())
         walk.read_times()
         return StepResult(walk.loss.item() / total, grad_norm, times)
+
+    def _balance(self, sequences: int) -> None:
+        """Open the auxiliary loss for a step of ``sequences`` (``models.balance``), if it is on."""
+        experts = self.config.experts
+        if experts is not None and experts.aux_loss_coef:
+            BALANCE.start_step(experts.aux_loss_coef, experts.routed_layers(self.config.n_layers), sequences)
 
     @torch.no_grad()
     def evaluate(self, seqs: list[Seq]) -> tuple[float, int]:
@@ -323,15 +334,18 @@ class Engine:
         """This rank's replica's ``share`` of ``strategy``'s sequences through its graph; the loss
         sum, left on the device (reading it would stop the device). Gradients accumulate into
         its buffer, from zero where ``fresh`` (the first gradient of each parameter copied in:
-        ``ExecGraph.restart_grads``); the buffer is whole afterwards, even if this fails."""
+        ``ExecGraph.restart_grads``); the buffer is whole afterwards, even if this fails. With the
+        auxiliary loss on, the sum includes its sequences' share of it, in the loss's units."""
         graph = self.states[strategy].graph
         assert graph is not None, f"rank {self.rank} computes nothing under {strategy}"
         if fresh:
             graph.restart_grads()
+        mark = BALANCE.opened()
         try:
-            return graph.run(self._inputs(share), scale, self.schedule)
+            local = graph.run(self._inputs(share), scale, self.schedule)
         finally:
             graph.settle_grads()
+        return local + BALANCE.weighted_since(mark, local.device) / scale if BALANCE.weight else local
 
     def _inputs(self, share: list[list[Seq]]) -> Sequence[tuple[torch.Tensor, ...]]:
         """A replica's micro-batches (each a list of sequences) as the graph takes them, each
@@ -342,6 +356,7 @@ class Engine:
     def _micro_batch(self, seqs: list[Seq]) -> tuple[torch.Tensor, ...]:
         with record_function(INPUTS):
             m = self.batching.collate(seqs)
+            BALANCE.begin(m.sequences)  # read as its forward starts (runtime.on_read)
             return to_device(m.tokens, self.device), to_device(m.targets, self.device), m.positions
 
     def free_memory(self) -> float:

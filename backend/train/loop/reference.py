@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.models.balance import BALANCE
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import build_model
 from hotswitch.backend.precision import FP32, Precision, accumulate_into
@@ -17,7 +18,8 @@ from hotswitch.backend.train.state.optim import OptimizerConfig
 
 
 class ReferenceTrainer:
-    """The whole model on one device; each step's loss is the mean over the batch's tokens.
+    """The whole model on one device; each step's loss is the mean over the batch's tokens
+    (plus, where a mixture of experts weighs it, its auxiliary loss: ``models.balance``).
 
     In mixed precision the model holds the fp32 master weights and a copy in the compute dtype
     runs forward and backward, its gradients accumulating in ``precision.grad``, exactly as
@@ -54,13 +56,25 @@ class ReferenceTrainer:
         for buffer in self.accumulated.values():
             buffer.zero_()
         loss = 0.0
-        for group in pack(batch, self.token_budget):
-            micro = collate(group)
-            part = self.compute(micro.tokens, micro.targets)
-            (part * (1.0 / total)).backward()
-            loss += part.item()
+        self._balance(len(batch))
+        try:
+            for group in pack(batch, self.token_budget):
+                micro = collate(group)
+                BALANCE.begin(micro.sequences)
+                part = self.compute(micro.tokens, micro.targets)
+                (part * (1.0 / total)).backward()
+                loss += part.item()
+            aux = BALANCE.weighted_since(0, torch.device("cpu")).item() if BALANCE.weight else 0.0
+        finally:
+            BALANCE.close()
         self._update(before_update)
-        return loss / total
+        return loss / total + aux
+
+    def _balance(self, sequences: int) -> None:
+        """Open the auxiliary loss (``models.balance``) for a step of ``sequences``, if it is on."""
+        config = self.model.config
+        if config.experts is not None and config.experts.aux_loss_coef:
+            BALANCE.start_step(config.experts.aux_loss_coef, config.experts.routed_layers(config.n_layers), sequences)
 
     @torch.no_grad()
     def evaluate(self, batch: list[Sequence]) -> tuple[float, int]:

@@ -46,6 +46,7 @@ class MicroBatch:
     tokens: torch.Tensor  # [rows, length]
     targets: torch.Tensor  # [rows, length], IGNORE on padding and prompts
     positions: torch.Tensor  # [rows, length], each token's position in its document (on the host)
+    sequences: torch.Tensor  # [rows, length], each token's sequence in the micro-batch, -1 on padding (host)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -84,9 +85,14 @@ def collate_rows(rows: list[list[Sequence]]) -> MicroBatch:
     tokens = torch.full((len(rows), length), PAD, dtype=torch.long)
     targets = torch.full((len(rows), length), IGNORE, dtype=torch.long)
     positions = torch.empty((len(rows), length), dtype=torch.long)
+    sequences = torch.full((len(rows), length), -1, dtype=torch.long)
+    count = 0
     for r, row in enumerate(rows):
         at = 0
         for s in row:
+            if s.doc >= 0:  # an idle micro-batch's one token is no sequence
+                sequences[r, at : at + s.length] = count
+                count += 1
             data = long_tensor(s.tokens)
             tokens[r, at : at + s.length] = data[:-1]
             targets[r, at : at + s.length] = data[1:]
@@ -94,7 +100,7 @@ def collate_rows(rows: list[list[Sequence]]) -> MicroBatch:
                 targets[r, at + start : at + end] = IGNORE
             at += s.length
         positions[r] = row_positions([s.length for s in row], length)
-    return MicroBatch(tokens, targets, positions)
+    return MicroBatch(tokens, targets, positions, sequences)
 
 
 def long_tensor(values: Collection[int]) -> torch.Tensor:

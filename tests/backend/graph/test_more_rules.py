@@ -33,6 +33,14 @@ def test_reshape_keeps_an_outer_shard_and_gathers_an_inner_one():
     assert rules.reshape([Shard(0)], [(2, 16, 64)], call(shape=(32, 64))).out == Shard(0)
 
 
+def test_a_replicated_linear_weight_on_split_tokens_gets_a_partial_gradient():
+    """A shared expert's gate under sequence parallelism: each rank's gradient covers its tokens."""
+    x, w = (2, 16, 64), (1, 64)
+    split = rules.linear([Shard(1), R], [x, w], call())
+    assert split.out == Shard(1) and split.grad_partial == (False, True)
+    assert rules.linear([R, R], [x, w], call()).grad_partial == (False, False)
+
+
 def test_matmul_cases():
     a, b = (2, 16, 64), (64, 128)
     assert rules.matmul([R, Shard(1)], [a, b], call()).out == Shard(2)  # column split of the weight

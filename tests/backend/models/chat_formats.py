@@ -69,6 +69,7 @@ FAMILY_FORMAT = {
     "phi3": "phi3",
     "smollm3": "chatml",
     "qwen3-moe": "chatml",
+    "qwen2-moe": "chatml",
     "olmoe": "olmo2",  # OLMoE's instruct models use Tulu's role tags, as OLMo 2's do
     "mixtral": "mistral",
 }

@@ -68,6 +68,18 @@ FAMILIES: dict[str, tuple[str, str, dict]] = {
             "mlp_only_layers": [1],
         },
     ),
+    # and a gated shared expert beside them; layer 2 dense (mlp_only_layers)
+    "qwen2-moe": (
+        "Qwen2MoeConfig",
+        "Qwen2MoeForCausalLM",
+        {
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48,
+            "mlp_only_layers": [2],
+        },
+    ),
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", {"num_experts": 4, "num_experts_per_tok": 2}),
     "mixtral": ("MixtralConfig", "MixtralForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2}),
 }

@@ -2,7 +2,10 @@
 ranks, tokens sent to them and back by all-to-all, under ep alone, ep with data parallelism,
 with tensor (and sequence) parallelism, in a pipeline with experts in both stages, and
 hot-switched between expert layouts within each step: per-step loss within 1e-5 and every
-gradient at step 1 within 3e-5 of one device."""
+gradient at step 1 within 3e-5 of one device; with the load-balancing auxiliary loss too,
+under ep with dp and tp, and hot-switched."""
+
+import dataclasses
 
 import pytest
 
@@ -22,7 +25,10 @@ PLANS = {
     "ep2pp2": [("ep2pp2", 0)],
     "ep2cp2": [("ep2cp2", 0)],
     "hot": [("tp2pp2", 30), ("dp2ep2", 16), ("ep4", 0)],
+    # with the load-balancing auxiliary loss (``models.balance``): each strategy that computes it
+    "aux-hot": [("tp2ep2", 30), ("dp2ep2", 16), ("ep4", 0)],
 }
+AUX = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +40,10 @@ def mixtral(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(mixtral):
-    configs = dict.fromkeys(PLANS, mixtral)
-    return spawn_ranks(family_runs, 4, configs, PLANS, timeout=1200)[0], reference(mixtral)
+    balanced = mixtral.with_(experts=dataclasses.replace(mixtral.experts, aux_loss_coef=AUX))
+    configs = {name: balanced if name.startswith("aux-") else mixtral for name in PLANS}
+    results = spawn_ranks(family_runs, 4, configs, PLANS, timeout=1200)[0]
+    return results, reference(mixtral), reference(balanced)
 
 
 def relative(a, b):
@@ -45,7 +53,8 @@ def relative(a, b):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PLANS))
 def test_expert_parallel_training_equals_one_device(runs, name):
-    results, (ref_losses, ref_grads, ref_params) = runs
+    results, plain, balanced = runs
+    ref_losses, ref_grads, ref_params = balanced if name.startswith("aux-") else plain
     losses, grads, params, used = results[name]
     assert len(used) == len(PLANS[name]), f"{name}: every strategy of the plan trains some sequences"
     assert max(relative(a, b) for a, b in zip(losses, ref_losses, strict=True)) <= 1e-5, (name, losses, ref_losses)

@@ -87,6 +87,47 @@ def test_the_mixture_equals_transformers_qwen3_moe_block():
         assert torch.allclose(ours, expected, atol=1e-6, rtol=1e-5), kernel
 
 
+def test_a_mixture_with_a_gated_shared_expert_equals_transformers_qwen2_moe_block():
+    """Routed experts plus the shared expert scaled by sigmoid(gate(x)), in transformers' order."""
+    import transformers
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
+
+    from hotswitch.backend.models.experts import MixtureOfExperts
+
+    config = transformers.Qwen2MoeConfig(
+        hidden_size=DIM,
+        moe_intermediate_size=EXPERTS.ffn_dim,
+        shared_expert_intermediate_size=40,
+        num_experts=EXPERTS.count,
+        num_experts_per_tok=2,
+        norm_topk_prob=False,
+    )
+    torch.manual_seed(3)
+    block = Qwen2MoeSparseMoeBlock(config)
+    ours = MixtureOfExperts(Experts(EXPERTS.count, 2, EXPERTS.ffn_dim, shared_ffn_dim=40, shared_gate=True), DIM)
+    with torch.no_grad():
+        for param in block.parameters():
+            param.normal_(0, 0.1)
+        ours.router.weight.copy_(block.gate.weight)
+        w1, w3 = block.experts.gate_up_proj.chunk(2, dim=1)
+        ours.experts.w1.copy_(w1), ours.experts.w3.copy_(w3), ours.experts.w2.copy_(block.experts.down_proj)
+        ours.shared.w1.weight.copy_(block.shared_expert.gate_proj.weight)
+        ours.shared.w2.weight.copy_(block.shared_expert.down_proj.weight)
+        ours.shared.w3.weight.copy_(block.shared_expert.up_proj.weight)
+        ours.shared_gate.weight.copy_(block.shared_expert_gate.weight)
+    x = torch.randn(2, 30, DIM, generator=torch.Generator().manual_seed(2))
+    expected = block(x)
+    for kernel in KERNELS:
+        use_experts(kernel)
+        try:
+            got = ours(x)
+        finally:
+            use_experts("loop")
+        assert torch.allclose(got, expected, atol=1e-6, rtol=1e-5), kernel
+    ungated = MixtureOfExperts(Experts(EXPERTS.count, 2, EXPERTS.ffn_dim, shared_ffn_dim=40), DIM)
+    assert not hasattr(ungated, "shared_gate")  # DeepSeek's shared experts are added ungated
+
+
 def test_the_choice_times_both_kernels_where_both_run_and_puts_none_in_force_itself():
     before = IN_FORCE["kernel"]
     choice = choose_experts(EXPERTS, DIM, 256, torch.device("cpu"), torch.float32)
@@ -99,7 +140,12 @@ def test_the_choice_times_both_kernels_where_both_run_and_puts_none_in_force_its
 
 @pytest.mark.parametrize(
     ("preset", "total", "active"),
-    [("qwen3-30b-a3b", 30.5e9, 3.3e9), ("olmoe-1b-7b", 6.9e9, 1.3e9), ("mixtral-8x7b", 46.7e9, 12.9e9)],
+    [
+        ("qwen3-30b-a3b", 30.5e9, 3.3e9),
+        ("olmoe-1b-7b", 6.9e9, 1.3e9),
+        ("mixtral-8x7b", 46.7e9, 12.9e9),
+        ("qwen1.5-moe-a2.7b", 14.3e9, 2.7e9),  # its shared expert passed through by every token
+    ],
 )
 def test_the_released_mixtures_count_the_parameters_their_makers_publish(preset, total, active):
     """Total parameters, and those a token passes through (its picked experts, the embedding and

@@ -167,7 +167,6 @@ def test_released_presets_are_distinct_from_the_papers_shapes():
 @pytest.mark.parametrize(
     ("changes", "named"),
     [
-        ({"output_router_logits": True}, "output_router_logits=True (the load-balancing auxiliary loss is not"),
         ({"router_jitter_noise": 0.1}, "router_jitter_noise=0.1 (the router's training noise is not computed"),
     ],
 )
@@ -190,4 +189,54 @@ def test_a_moe_checkpoint_missing_an_expert_is_refused_naming_the_tensor(tmp_pat
     del tensors["model.layers.0.mlp.experts.3.up_proj.weight"]
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(ValueError, match=re.escape("missing ['model.layers.0.mlp.experts.3.up_proj.weight']")):
+        load_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("family", ["qwen2-moe", "qwen3-moe", "mixtral"])
+def test_a_moe_checkpoint_exports_the_tensors_it_loaded_and_reloads_to_equal_ones(tmp_path, family):
+    """Each expert's tensors unstacked under their own names, a shared expert and its gate too."""
+    from safetensors.torch import load_file
+
+    from .families import make_family
+
+    make_family(tmp_path / "hf", family)
+    model = load_pretrained(tmp_path / "hf")
+    save_pretrained(model, tmp_path / "ours", like=tmp_path / "hf")
+    source, exported = (
+        load_file(tmp_path / "hf" / "model.safetensors"),
+        load_file(tmp_path / "ours" / "model.safetensors"),
+    )
+    assert exported.keys() == source.keys()
+    assert all(torch.equal(exported[n], source[n]) for n in source)
+    again = load_pretrained(tmp_path / "ours")
+    assert again.config.with_(name=model.config.name) == model.config
+    mine, theirs = model.state_dict(), again.state_dict()
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[n], theirs[n]) for n in mine)
+
+
+def test_qwen2_moe_reads_its_own_bias_switch_and_sliding_layers_as_transformers_does():
+    """``qkv_bias`` (no attention_bias), and without ``layer_types`` the layers transformers' own
+    config makes sliding (every other one below ``max_window_layers``)."""
+    import transformers
+
+    from hotswitch.backend.models.hf_config import config_from_dict
+
+    theirs = transformers.Qwen2MoeConfig(
+        num_hidden_layers=6, use_sliding_window=True, sliding_window=12, max_window_layers=4, qkv_bias=False
+    )
+    raw = json.loads(theirs.to_json_string())
+    expected = tuple("sliding" if kind == "sliding_attention" else "full" for kind in raw.pop("layer_types"))
+    config = config_from_dict(raw)
+    assert config.layer_kinds == expected == ("sliding", "full", "sliding", "full", "full", "full")
+    assert (config.sliding_window, config.qkv_bias, config.o_bias) == (12, False, False)
+    assert config.experts is not None and (config.experts.shared_ffn_dim, config.experts.shared_gate) == (5632, True)
+
+
+def test_a_shared_expert_on_a_family_without_one_is_refused_by_name(tmp_path):
+    from .families import make_family
+
+    make_family(tmp_path, "qwen3-moe")
+    edit_config(tmp_path, shared_expert_intermediate_size=64)
+    named = "option shared_expert_intermediate_size=64 (a shared expert is read for qwen2_moe"
+    with pytest.raises(ValueError, match=re.escape(named)):
         load_pretrained(tmp_path)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from hotswitch.backend import get_config
+from hotswitch.backend.models.config import Experts
 from hotswitch.backend.models.llama import Transformer
 
 CONFIGS = {
@@ -15,6 +16,10 @@ CONFIGS = {
     "seven layers, grouped-query": get_config("1b").with_(n_layers=7),
     "7b": get_config("7b"),
     "32b": get_config("32b"),
+    "mixture with a gated shared expert, one layer dense": get_config("tiny").with_(
+        experts=Experts(4, 2, 32, layers=(0, 2, 3), shared_ffn_dim=40, shared_gate=True)
+    ),
+    "mixture with an ungated shared expert": get_config("tiny").with_(experts=Experts(4, 2, 32, shared_ffn_dim=40)),
 }
 
 

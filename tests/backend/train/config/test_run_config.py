@@ -82,7 +82,7 @@ def test_a_typo_in_toml_names_the_key_and_lists_the_known_ones(tmp_path):
     with pytest.raises(ValueError) as error:
         load_toml(tmp_path / "typo.toml")
     assert "unknown training settings ['learning_rate']" in str(error.value)
-    assert "known: model, data, text_field, prompt_field, chat_field, tokenizer" in str(error.value)
+    assert "known: model, router_aux_loss_coef, data, text_field, prompt_field" in str(error.value)
 
 
 @pytest.mark.parametrize(

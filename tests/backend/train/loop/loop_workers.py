@@ -12,6 +12,7 @@ from hotswitch.backend.train.run.recipe import (
     model_config,
     optimizer,
 )
+from hotswitch.backend.train.run.spec import run_config
 
 PLAN = [["tp4", 128], ["dp2tp2", 48], ["dp4", 0]]
 
@@ -48,7 +49,7 @@ def train_events(rank: int, world: int, spec: dict, folder: str):
 def one_device(spec: dict):
     """One device on the same spec: each step's loss and lr, and the eval losses when due."""
     s = check_spec(spec)
-    config = model_config(s["model"])
+    config = run_config(s).model.architecture()
     trainer = ReferenceTrainer(config, optimizer(s), s["seed"], s["token_budget"])
     stream, held_out = batches(s, config), evaluation(s, config)
     losses, rates, evals = [], [], {}

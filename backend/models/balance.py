@@ -1,0 +1,157 @@
+"""A mixture of experts' load-balancing auxiliary loss, per sequence.
+
+Transformers (``load_balancing_loss_func``: Qwen3-MoE, OLMoE, Mixtral) adds
+``router_aux_loss_coef * E * sum_e f_e * P_e`` to the loss, where over the router scores of
+every routed layer and every real (unpadded) token of a forward's batch, concatenated, ``f_e``
+is the share of (layer, token) pairs that pick expert ``e`` among their top-k (summed over the k
+slots) and ``P_e`` the mean probability of ``e``. Over a forward's batch it depends on which
+sequences share a forward, which a hot-switch plan changes with every strategy's micro-batches,
+and the step with it. hotswitch takes the sequence as the unit (as DeepSeek-V3's sequence-wise
+balance loss does): each sequence's auxiliary loss is transformers' over a batch of that
+sequence alone, and the step adds ``coef`` times their mean over the global batch's sequences:
+one value for every plan, and transformers' own for a batch of one sequence.
+
+``f`` carries no gradient (it counts a top-k), so a token's probabilities at each layer get
+``coef / D * E * F_d / N_d**2`` added to their gradient (``F_d``: sequence ``d``'s picks of each
+expert over all its routed layers, ``N_d``: its layers times tokens, ``D``: the batch's
+sequences). ``Balanced`` adds it in backward; forward counts every layer's picks in the
+micro-batch's ``SequenceRouting``, complete before any backward reads it because one rank holds
+all of a sequence's tokens and layers (strategies that split them, pp, sp and cp, are refused
+while the loss is on: ``layout.check_strategy``).
+
+The engine drives one ``BalanceLedger`` per process (``BALANCE``): ``start_step`` with the
+step's sequence count, ``begin`` before each micro-batch's forward with its tokens' sequences,
+``weighted_since`` for a group's share of the loss, ``close`` at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class SequenceRouting:
+    """One micro-batch's routing, per sequence: ``sequences`` [tokens] is each token's sequence
+    in the micro-batch (-1 on padding), ``tokens`` [count] each sequence's tokens; ``picks`` and
+    ``probs`` [count, experts] per routed layer: its tokens' picks of each expert and their
+    summed probabilities (no gradient)."""
+
+    sequences: torch.Tensor
+    tokens: torch.Tensor
+    layers: int
+    picks: dict[int, torch.Tensor] = field(default_factory=dict)
+    probs: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, sequences: torch.Tensor, layers: int) -> SequenceRouting:
+        flat = sequences.reshape(-1)
+        count = int(flat.max()) + 1 if flat.numel() else 0
+        tokens = torch.bincount(flat[flat >= 0], minlength=count).double()
+        return cls(flat, tokens, layers)
+
+    def record(self, layer: int, picked: torch.Tensor, probs: torch.Tensor) -> None:
+        """Layer ``layer``'s picks [tokens, k] and probabilities [tokens, experts] (set, not
+        added: a checkpointed layer recomputed in backward records the same again)."""
+        real = self.sequences.to(picked.device) >= 0
+        seq = self.sequences.to(picked.device)[real]
+        count, experts = len(self.tokens), probs.shape[-1]
+        chosen = torch.zeros(len(seq), experts, dtype=torch.float64, device=picked.device)
+        chosen.scatter_add_(1, picked[real], torch.ones(picked[real].shape, dtype=torch.float64, device=picked.device))
+        zeros = torch.zeros(count, experts, dtype=torch.float64, device=picked.device)
+        self.picks[layer] = zeros.index_add(0, seq, chosen)
+        self.probs[layer] = zeros.index_add(0, seq, probs.detach()[real].double())
+
+    def totals(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(picks over every layer [count, experts], ``N_d``: layers times tokens [count])."""
+        if len(self.picks) != self.layers:
+            raise RuntimeError(
+                f"the auxiliary loss needs every routed layer's routing before backward; {len(self.picks)} of "
+                f"{self.layers} recorded (a strategy that splits layers or tokens got past layout.check_strategy)"
+            )
+        picks = torch.stack(list(self.picks.values())).sum(0)
+        return picks, self.tokens.to(picks.device) * self.layers
+
+    def gradient(self, weight: float, experts: int) -> torch.Tensor:
+        """The auxiliary loss's gradient of each token's probabilities [tokens, experts] (zero on
+        padding), for the loss ``weight * sum_d aux_d``."""
+        picks, n = self.totals()
+        per_sequence = weight * experts * picks / (n * n).clamp(min=1)[:, None]
+        out = torch.zeros(len(self.sequences), experts, dtype=torch.float64, device=picks.device)
+        real = self.sequences.to(picks.device) >= 0
+        out[real] = per_sequence[self.sequences.to(picks.device)[real]]
+        return out
+
+    def value(self, experts: int) -> torch.Tensor:
+        """The sum over this micro-batch's sequences of their auxiliary losses."""
+        picks, n = self.totals()
+        probs = torch.stack(list(self.probs.values())).sum(0)
+        return (experts * (picks * probs).sum(-1) / (n * n).clamp(min=1)).sum()
+
+
+class Balanced(torch.autograd.Function):
+    """Identity on a layer's router probabilities; backward adds the auxiliary loss's gradient."""
+
+    @staticmethod
+    def forward(ctx, probs, picked, layer: int, routing: SequenceRouting, weight: float):
+        if torch._C._current_graph_task_id() == -1:  # not a checkpointed recompute inside backward
+            routing.record(layer, picked, probs)
+        ctx.routing, ctx.weight = routing, weight
+        return probs.view_as(probs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        extra = ctx.routing.gradient(ctx.weight, grad.shape[-1]).to(grad.dtype)
+        return grad + extra.reshape(grad.shape), None, None, None, None
+
+
+class BalanceLedger:
+    """This process's auxiliary loss: its weight (``coef`` over the step's sequences), the
+    micro-batches' routing, and their value. Off (``routing`` None) outside a training step."""
+
+    def __init__(self) -> None:
+        self.coef = 0.0
+        self.layers = 0
+        self.weight = 0.0
+        self.routing: SequenceRouting | None = None
+        self.seen: list[SequenceRouting] = []
+
+    def start_step(self, coef: float, layers: int, sequences: int) -> None:
+        """A training step of ``sequences`` over a model of ``layers`` routed layers; ``coef``
+        zero turns the loss off."""
+        self.coef, self.layers = coef, layers
+        self.weight = coef / sequences if coef and sequences else 0.0
+        self.routing, self.seen = None, []
+
+    def begin(self, sequences: torch.Tensor) -> None:
+        """The next micro-batch's forward: each of its tokens' sequence (-1 on padding)."""
+        if self.weight:
+            self.routing = SequenceRouting.of(sequences, self.layers)
+            self.seen.append(self.routing)
+
+    def balanced(self, probs: torch.Tensor, picked: torch.Tensor, layer: int) -> torch.Tensor:
+        """``probs`` through ``Balanced`` where a training step's routing is open, else as is."""
+        if self.routing is None:
+            return probs
+        return Balanced.apply(probs, picked, layer, self.routing, self.weight)
+
+    def opened(self) -> int:
+        """How many micro-batches this step has begun (a mark for ``weighted_since``)."""
+        return len(self.seen)
+
+    def weighted_since(self, mark: int, device: torch.device) -> torch.Tensor:
+        """``weight`` times the auxiliary losses of the sequences of the micro-batches begun since
+        ``mark``: their share of the step's ``coef`` times the mean over its sequences."""
+        total = torch.zeros((), dtype=torch.float64, device=device)
+        for routing in self.seen[mark:]:
+            if routing.picks:  # an idle micro-batch of an ep group routes no sequence of its own
+                total = total + routing.value(next(iter(routing.picks.values())).shape[-1]).to(device)
+        return total * self.weight
+
+    def close(self) -> None:
+        """The step is over: routing off until the next ``start_step``."""
+        self.weight, self.routing, self.seen = 0.0, None, []
+
+
+BALANCE = BalanceLedger()  # the one a process's routed layers read, driven by its engine
