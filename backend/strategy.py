@@ -82,7 +82,10 @@ class Strategy:
                 "choose one"
             )
         if self.dp % self.ep:
-            raise ValueError(f"ep={self.ep} must divide the data-parallel replicas (dp={self.dp})")
+            raise ValueError(
+                f"ep={self.ep} must divide the data-parallel replicas (dp={self.dp}): the experts split over "
+                f"replicas; choose ep dividing {self.dp}, or write dp{self.ep}ep{self.ep} for {self.ep} replicas"
+            )
         if self.ulysses and self.cp == 1:
             raise ValueError("ulysses is a flavour of context parallelism; it needs cp > 1 (write ul2, ul4, ...)")
 

@@ -11,7 +11,23 @@ no time (``null``). The output: the ``device``, ``dtype``, the layer's shape (``
 expert layer (hidden 2048, width 768, 8 of 128 experts per token) at 64 and 128 experts, shrunk
 on the CPU; ``--smoke``: 8 experts of width 16 over 64 tokens of width 32.
 
+``--ranks 4`` adds ``layouts``: the ``tiny-moe`` preset trained on 4 local CPU ranks on the same
+mixed-length batches (``--size`` CommonCrawl-like documents cut at ``--cap`` tokens) under each
+static layout of ``--layouts`` (by default every expert layout the engine trains on 4 ranks,
+``ep4``, ``dp2ep2``, ``tp2ep2``, ``ep2tp2sp``, and the dense ``dp4``, ``dp2tp2``, ``tp4``, ``pp4``,
+``dp2pp2`` with every expert on each replica) and under hot switching (``auto``, profiled first), side by side in one
+run (``benchmarks/common/moe_layouts.py``). Its figures: ``step_s`` (each contender's median
+step, slowest rank), ``best_static``, ``hot_over_best_static`` (hot switching's step over the
+best static's: below 1 is faster), ``loss_error`` (each contender's largest relative difference
+from one device's loss at a step) and ``losses_match_one_device`` (all within 1e-4), and under
+``hot`` the ``plans`` auto chose, their ``predicted_step_s`` and measured ``seconds`` split, its
+cost model's ``predicted_static_s`` for each layout it profiled (on the same batches), the
+strategies it ``profiled`` and its profile's ``expert_exchanges`` (per ep strategy, the measured
+all-to-all seconds and router imbalance at each length). With ``--smoke`` that part trains
+on 8 documents of up to 64 tokens, one round of one step.
+
     python -m benchmarks.moe --json                                              # CPU
+    python -m benchmarks.moe --ranks 4 --experts 8 --json                         # and 4 CPU ranks
     python -m benchmarks.moe --device cuda --dtype bf16 --dim 2048 --ffn-dim 768 --per-token 8 \\
         --tokens 8192 --experts 64 128 --json                                      # a GPU
 """
@@ -24,6 +40,7 @@ import sys
 
 import torch
 
+from benchmarks.common import moe_layouts
 from benchmarks.common.promised import check_promised
 from benchmarks.common.timing import median_seconds
 from hotswitch.backend.models.config import Experts
@@ -41,6 +58,19 @@ OUTPUT_KEYS = (
     "rows[].speedup",
     "rows[].max_error",
     "rows[].kernel",
+)
+LAYOUT_KEYS = (  # with --ranks
+    "layouts.step_s",
+    "layouts.best_static",
+    "layouts.hot_over_best_static",
+    "layouts.loss_error",
+    "layouts.losses_match_one_device",
+    "layouts.hot.plans",
+    "layouts.hot.predicted_step_s",
+    "layouts.hot.predicted_static_s",
+    "layouts.hot.seconds",
+    "layouts.hot.profiled",
+    "layouts.hot.expert_exchanges",
 )
 
 
@@ -94,9 +124,10 @@ def main(argv=None) -> dict:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", action="store_true")
     p.add_argument("--smoke", action="store_true", help=f"a tiny run in seconds: {SMOKE}")
+    moe_layouts.add_arguments(p)
     args = p.parse_args(argv)
     if args.smoke:
-        vars(args).update(SMOKE)
+        vars(args).update(SMOKE, **moe_layouts.SMOKE)
     if any(args.per_token > n for n in args.experts):
         p.error(f"--per-token {args.per_token} is more than an expert count of {args.experts}")
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
@@ -108,10 +139,13 @@ def main(argv=None) -> dict:
         "per_token": args.per_token,
         "tokens": args.tokens,
         "rows": [measure(args, n) for n in args.experts],
+        **({"layouts": moe_layouts.layouts(args)} if args.ranks else {}),
         **({"smoke": SMOKE} if args.smoke else {}),
     }
     print(json.dumps(result, indent=2 if args.json else None))
     check_promised(result, OUTPUT_KEYS)
+    if args.ranks:
+        check_promised(result, LAYOUT_KEYS)
     return result
 
 

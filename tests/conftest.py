@@ -45,6 +45,7 @@ CLUSTERS = (
 NOTEBOOK_RUNS = "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom["
 LONGEST = (
     "tests/benchmarks/test_benchmarks_smoke.py",
+    "tests/backend/models/test_expert_parallel.py",
     "tests/kernel/notebook/cells/test_train_magic.py",
     "tests/backend/train/loop/test_mixed_precision.py",
     "tests/kernel/notebook/test_kill_scenarios.py",
@@ -55,6 +56,10 @@ LONGEST = (
     "tests/widgets/test_browser.py",
     "tests/backend/train/loop/test_training_loop.py",
     "tests/backend/train/loop/test_compiled_exact.py",
+    "tests/backend/models/test_families_distributed.py",
+    "tests/backend/train/planning/test_expert_costs.py",
+    "tests/benchmarks/test_moe_ranks.py",
+    "tests/backend/models/test_balance.py",
     "tests/backend/train/loop/test_gradient_oracle.py",
     "tests/kernel/cli/test_demo_command.py",
     "tests/kernel/cli/test_train_command.py",

@@ -75,6 +75,10 @@ def loop_experts(tokens, picked, weights, w1, w2, w3) -> torch.Tensor:
         h = tokens[rows]
         y = F.linear(F.silu(F.linear(h, w1[expert])) * F.linear(h, w3[expert]), w2[expert])
         out = out.index_add(0, rows, y * weights[rows, slot, None])
+    if out.grad_fn is None and tokens.requires_grad:
+        # no token for any expert here: the output still depends on ``tokens``, so that backward
+        # reaches what made them (an expert-parallel rank's all-to-alls run in every backward)
+        out = out + tokens * 0
     return out
 
 

@@ -14,7 +14,16 @@ Per micro-batch on one dp replica (latency through all its pipeline stages):
 - checkpointing: the forward again, with its collectives; selective recompute: the norms' outputs
   and the FFN's activation again, elementwise, at the device's memory bandwidth;
 - context parallelism: every FLOP and activation over cp as well (zig-zag chunks balance causal
-  attention), and the ring's or Ulysses' traffic (``sim.context_parallel``).
+  attention), and the ring's or Ulysses' traffic (``sim.context_parallel``);
+- a mixture of experts: the picked experts' FLOPs as ``models.flops.matmul_params`` counts them,
+  each device computing the tokens it routes (tensor parallelism replicates the experts: without
+  sp every tp rank computes its replica's whole, with sp its share; a routed layer has only
+  attention's tp collectives); expert parallelism leaves a replica's FLOPs as they are, the
+  busiest rank of an ep group computing ``imbalance`` times its share, and adds the all-to-alls
+  (``sim.expert_parallel``); the experts' gradients are summed over the ranks holding the same
+  experts, the rest over the ep group too (as ``train.loop.stages.reduce_over_replicas`` does).
+  The grouped kernel's efficiency is the dense matmuls' at the micro-batch's tokens: that ep
+  hands each expert ``ep`` times the rows (larger matmuls) is not modelled.
 Each collective also pays the device's latency per ring step, and every layer a micro-batch
 passes a calibrated fixed cost (kernel launches, synchronisation): the fixed cost of a micro-batch.
 
@@ -37,9 +46,16 @@ from hotswitch.backend.models.flops import attended_pairs, matmul_params
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.context_parallel import RING_STEP, ContextTraffic
 from hotswitch.backend.sim.device import DeviceSpec
+from hotswitch.backend.sim.expert_parallel import ExpertTraffic
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import Quadratic, StrategyCost, per_sequence
-from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
+from hotswitch.backend.train.planning.memory import (
+    activation_bytes,
+    device_params,
+    expert_params,
+    model_state_bytes,
+    routed_layers,
+)
 from hotswitch.backend.train.planning.selective import recompute_traffic_bytes
 
 UPDATE_BYTES = 30  # per parameter, AdamW: fp32 master read+write 8, grad read 4, moments read+write 16, bf16 copy 2
@@ -61,6 +77,15 @@ def attention_forward_flops(config: ModelConfig, length: int) -> float:
     return 4.0 * config.q_dim * attended_pairs(config, length)
 
 
+def expert_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:
+    """The picked experts' part of ``flops_parts``' matmul FLOPs for one sequence (0 without experts)."""
+    e = config.experts
+    if e is None:
+        return 0.0
+    weights = 3 * config.dim * e.ffn_dim * e.per_token * routed_layers(config)
+    return (2 * (2 if ckpt else 1) + 4) * weights * length
+
+
 def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> float:
     """All FLOPs of ``flops_parts``."""
     return sum(flops_parts(config, length, ckpt))
@@ -69,11 +94,14 @@ def executed_flops(config: ModelConfig, length: int, ckpt: bool = False) -> floa
 @dataclass(frozen=True)
 class Links:
     """Per-device bandwidth of each kind of group of one strategy on one cluster (``dp_bw``: the
-    replica group, dp x cp, that reduces gradients; cp's own traffic: ``sim.context_parallel``)."""
+    replica group, dp x cp, that reduces gradients; under ep ``ep_bw``: the ep group's ring,
+    ``expert_dp_bw``: the ranks holding the same experts; cp's own traffic: ``sim.context_parallel``)."""
 
     tp_bw: float
     dp_bw: float
     pp_bw: float
+    ep_bw: float = 0.0
+    expert_dp_bw: float = 0.0
 
     @classmethod
     def of(cls, strategy: Strategy, cluster: Cluster) -> Links:
@@ -91,7 +119,11 @@ class Links:
         tp = ring_bw(min(s.tp, per_node), s.tp > per_node)
         dp = ring_bw(min(s.replicas, max(1, per_node // s.tp)), s.replicas * s.tp > per_node)  # dp x cp
         pp = ring_bw(1, s.world_size > per_node)
-        return cls(tp, dp, pp)
+        ep = ring_bw(min(s.ep, max(1, per_node // (s.cp * s.tp))), s.ep * s.cp * s.tp > per_node)
+        # every ep-th replica, with its cp ranks (beside each other while cp x tp fit a server)
+        beside = s.cp * max(1, per_node // (s.ep * s.cp * s.tp)) if s.cp * s.tp <= per_node else 1
+        experts = ring_bw(min(s.replicas // s.ep, beside), s.replicas * s.tp > per_node)
+        return cls(tp, dp, pp, ep, experts)
 
 
 def ring_s(nbytes: float, ranks: int, bandwidth: float, latency: float, passes: int = 2) -> float:
@@ -111,22 +143,40 @@ class SimulatedStrategy:
     cluster: Cluster
     spec: DeviceSpec
     precision: Precision
+    imbalance: float = 1.0  # under ep: the busiest rank's routed rows over the mean (``sim.expert_parallel``)
 
     @property
     def links(self) -> Links:
         return Links.of(self.strategy, self.cluster)
 
-    def flops_s(self, tokens: int, dense: float, attention: float) -> float:
-        """Seconds of a micro-batch of ``tokens`` executing ``dense`` matmul and ``attention``
-        FLOPs: matmuls at the efficiency of their size, attention at the attention kernel's."""
+    @property
+    def experts(self) -> ExpertTraffic:
+        return ExpertTraffic(self.config, self.strategy, self.cluster, self.precision, self.imbalance)
+
+    @property
+    def expert_factor(self) -> float:
+        """How many times a device computes the experts' FLOPs against the dense ones' 1/tp share:
+        tp replicates the experts (split with sp only), the busiest ep rank computes ``imbalance``
+        times its share."""
+        s = self.strategy
+        load = self.imbalance if s.ep > 1 else 1.0
+        return load * s.tp / (s.tp if s.sp else 1)
+
+    def flops_s(self, tokens: int, dense: float, attention: float, experts: float = 0.0) -> float:
+        """Seconds of a micro-batch of ``tokens`` executing ``dense`` matmul (``experts`` of them
+        the routed experts', ``expert_factor``) and ``attention`` FLOPs: matmuls at the
+        efficiency of their size, attention at the attention kernel's."""
         s = self.strategy
         spec = self.spec
         efficiency = spec.efficiency(tokens / s.cp, self.config.dim, s.tp)
+        dense += experts * (self.expert_factor - 1)
         return (dense / efficiency + attention / spec.attention_mfu) / (s.tp * s.cp) / spec.peak_flops
 
     def compute_s(self, rows: int, length: int) -> float:
-        dense, attention = flops_parts(self.config, length, self.strategy.ckpt)
-        return self.flops_s(rows * length, rows * dense, rows * attention) + self.recompute_s(rows * length)
+        ckpt = self.strategy.ckpt
+        dense, attention = flops_parts(self.config, length, ckpt)
+        experts = rows * expert_flops(self.config, length, ckpt)
+        return self.flops_s(rows * length, rows * dense, rows * attention, experts) + self.recompute_s(rows * length)
 
     def recompute_s(self, tokens: int) -> float:
         """Selective recompute (0 without ``sel``): the norms' outputs and the FFN's activation
@@ -134,12 +184,15 @@ class SimulatedStrategy:
         traffic = recompute_traffic_bytes(self.config, self.strategy, self.precision)
         return tokens / self.strategy.cp * self.config.n_layers * traffic / self.spec.hbm_bw
 
-    def collectives(self) -> int:
+    def collectives(self) -> float:
         """Tensor-parallel collectives per micro-batch, in all-reduces' bytes: 4 per layer, 6 with
-        checkpointing, one more with sequence parallelism (the two all-gathers again in backward)."""
+        checkpointing, one more with sequence parallelism (the two all-gathers again in backward);
+        half of that in a routed layer without a shared expert, whose mixture needs none."""
         s = self.strategy
         per_layer = (6 if s.ckpt else 4) + (1 if s.sp else 0)
-        return per_layer * self.config.n_layers if s.tp > 1 else 0
+        e = self.config.experts
+        halved = routed_layers(self.config) if e and self.config.active_ffn_dim == e.per_token * e.ffn_dim else 0
+        return per_layer * (self.config.n_layers - halved / 2) if s.tp > 1 else 0
 
     def comm_s(self, tokens: int) -> float:
         """Tensor-parallel and pipeline traffic of a micro-batch of ``tokens``, without latency."""
@@ -149,7 +202,7 @@ class SimulatedStrategy:
         activations = tokens / s.cp * self.config.dim * c
         tp = self.collectives() * ring_s(activations, s.tp, links.tp_bw, 0.0)
         pp = 2 * (s.pp - 1) * activations / s.tp / links.pp_bw
-        return tp + pp
+        return tp + pp + self.experts.seconds(tokens)
 
     def overhead_s(self) -> float:
         """What a micro-batch pays whatever it holds: every collective's and p2p's latency, and
@@ -157,7 +210,7 @@ class SimulatedStrategy:
         s = self.strategy
         latency = self.spec.latency_s
         layers = self.config.n_layers * self.spec.layer_overhead_s * (1.5 if s.ckpt else 1.0)
-        context = self.context.latency_steps() * latency
+        context = (self.context.latency_steps() + self.experts.latency_steps()) * latency
         return layers + self.collectives() * 2 * (s.tp - 1) * latency + 2 * (s.pp - 1) * latency + context
 
     @property
@@ -193,9 +246,12 @@ class SimulatedStrategy:
         """A micro-batch of whole documents packed without padding, each attending only to
         itself (varlen attention, Megatron-LM's ``--sequence-packing``): latency through all
         stages."""
-        parts = [flops_parts(self.config, n, self.strategy.ckpt) for n in lengths]
+        ckpt = self.strategy.ckpt
+        parts = [flops_parts(self.config, n, ckpt) for n in lengths]
         tokens = sum(lengths)
-        compute = self.flops_s(tokens, sum(d for d, _ in parts), sum(a for _, a in parts)) + self.recompute_s(tokens)
+        experts = expert_flops(self.config, tokens, ckpt)
+        compute = self.flops_s(tokens, sum(d for d, _ in parts), sum(a for _, a in parts), experts)
+        compute += self.recompute_s(tokens)
         return self.overhead_s() + compute + self.comm_s(tokens) + self.context_s(lengths)
 
     def micro_batch_s(self, rows: int, length: int) -> float:
@@ -203,10 +259,18 @@ class SimulatedStrategy:
         return self.overhead_s() + self.compute_s(rows, length) + self.comm_s(tokens) + self.context_s([length] * rows)
 
     def sync_s(self) -> float:
-        """Reducing the strategy's gradient shard over its dp x cp replicas (a ring all-reduce)."""
+        """Reducing the strategy's gradient shard (``memory.device_params``) over its dp x cp
+        replicas (a ring all-reduce); under ep every gradient over the ranks holding the same
+        experts, then the rest over the ep group."""
         s = self.strategy
-        nbytes = self.precision.grad_bytes * self.config.n_params / (s.tp * s.pp)
-        return ring_s(nbytes, s.replicas, self.links.dp_bw, self.spec.latency_s)
+        c = self.precision.grad_bytes
+        links = self.links
+        nbytes = c * device_params(self.config, s)
+        if s.ep == 1:
+            return ring_s(nbytes, s.replicas, links.dp_bw, self.spec.latency_s)
+        dense = c * (self.config.n_params - expert_params(self.config)) / (s.tp * s.pp)
+        same_experts = ring_s(nbytes, s.replicas // s.ep, links.expert_dp_bw, self.spec.latency_s)
+        return same_experts + ring_s(dense, s.ep, links.ep_bw, self.spec.latency_s)
 
     def cost(self, lengths: list[int], token_budget: int) -> StrategyCost:
         """What ``train.profile`` would measure and fit: micro-batches filled to the token budget
@@ -216,7 +280,9 @@ class SimulatedStrategy:
         rows = [max(1, token_budget // n) for n in lengths]
         filled = [self.micro_batch_s(r, n) for r, n in zip(rows, lengths, strict=True)]
         overhead, seconds = per_sequence(self.micro_batch_s(1, lengths[0]), filled, rows)
-        memory = [activation_bytes(self.config, self.strategy, n, self.precision) for n in lengths]
+        memory = [
+            activation_bytes(self.config, self.strategy, n, self.precision, imbalance=self.imbalance) for n in lengths
+        ]
         return StrategyCost(
             time=Quadratic.fit(lengths, seconds),
             memory=Quadratic.fit(lengths, memory),
@@ -230,8 +296,8 @@ class SimulatedStrategy:
 def update_seconds(config: ModelConfig, cluster: Cluster, spec: DeviceSpec, precision: Precision, s: Strategy) -> float:
     """AdamW over a device's share of a sharded (distributed) optimizer, bound by memory
     bandwidth, then the updated compute copies gathered over the dp x cp replicas."""
-    seconds = UPDATE_BYTES * config.n_params / (s.tp * s.pp * s.replicas) / spec.hbm_bw
-    nbytes = precision.param_bytes * config.n_params / (s.tp * s.pp)
+    seconds = UPDATE_BYTES * device_params(config, s) / s.replicas / spec.hbm_bw
+    nbytes = precision.param_bytes * device_params(config, s)
     return seconds + ring_s(nbytes, s.replicas, Links.of(s, cluster).dp_bw, spec.latency_s, passes=1)
 
 

@@ -6,10 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from hotswitch.backend.sim.envelope import lower_envelope
 from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.sim.step import SimulatedStep, simulate_step
 from hotswitch.backend.strategy import Strategy
-from hotswitch.backend.train.planning.auto import auto_plan, candidate_strategies, check_feasible, with_selective
+from hotswitch.backend.train.planning.auto import (
+    auto_plan,
+    candidate_strategies,
+    check_feasible,
+    expert_parallel_candidates,
+    with_selective,
+)
 from hotswitch.backend.train.planning.boundaries import Shared
 from hotswitch.backend.train.planning.cost import CostModel
 from hotswitch.backend.train.planning.dispatch import HotSwitchPlan, instantiation_strategy
@@ -66,11 +73,13 @@ def _run(setup: Setup, name: str, plan: HotSwitchPlan, cost: CostModel, instanti
     return Contender(name, plan, instantiation, step, memory, predicted_s=predicted)
 
 
-def run_plan(setup: Setup, plan: HotSwitchPlan, name: str | None = None) -> Contender:
-    """A static or hand-picked plan, its instantiation chosen as the trainer chooses it."""
+def run_plan(
+    setup: Setup, plan: HotSwitchPlan, name: str | None = None, instantiation: Strategy | None = None
+) -> Contender:
+    """A static or hand-picked plan, its instantiation chosen as the trainer chooses it (or given)."""
     for s in plan.strategies:
         setup.check(s)
-    instantiation = instantiation_strategy(plan.strategies)
+    instantiation = instantiation or instantiation_strategy(plan.strategies)
     cost = setup.cost_model(list(plan.strategies), instantiation)
     name = name or str(plan)
     try:
@@ -101,9 +110,9 @@ def _over_limit(setup: Setup, plan: HotSwitchPlan, cost: CostModel, instantiatio
     return None
 
 
-def run_static(setup: Setup, strategy: Strategy | str) -> Contender:
+def run_static(setup: Setup, strategy: Strategy | str, instantiation: Strategy | None = None) -> Contender:
     strategy = Strategy.parse(strategy)
-    return run_plan(setup, HotSwitchPlan.of(strategy), str(strategy))
+    return run_plan(setup, HotSwitchPlan.of(strategy), str(strategy), instantiation)
 
 
 def sim_candidates(setup: Setup, world: int | None = None) -> list[Strategy]:
@@ -113,7 +122,10 @@ def sim_candidates(setup: Setup, world: int | None = None) -> list[Strategy]:
     Those and pure data parallelism also with selective recompute (``with_selective``: kept by
     ``auto`` where it lets a bucket fit). The trainer leaves these out to keep its search (and its
     profile) small; ``auto_plan`` takes them alike. With ``setup.context_parallel``, also the cp
-    layouts whose group spans the whole cluster (``planning.context.context_candidates``).
+    layouts whose group spans the whole cluster (``planning.context.context_candidates``). For a
+    mixture of experts, each of those with replicas also with its experts split over them
+    (``auto.expert_parallel_candidates``, as the trainer weighs them) and, where that ep group
+    spans servers, over as many as one server holds (``within_servers``).
     ``world``: the candidates over that many devices (a device group's) instead of every one."""
     world = world or setup.cluster.world_size
     # cp serves the few longest documents, one at a time on the whole cluster (dp 1): the search
@@ -125,25 +137,50 @@ def sim_candidates(setup: Setup, world: int | None = None) -> list[Strategy]:
     ]
     checkpointed = [replace(s, ckpt=True) for s in candidates if s.sp]
     selective = with_selective([s for s in candidates if s.sp or s.world_size == s.dp])
-    return list(dict.fromkeys([*candidates, *checkpointed, *selective]))
+    every = list(dict.fromkeys([*candidates, *checkpointed, *selective]))
+    split = expert_parallel_candidates(setup.config, every)
+    return list(dict.fromkeys([*every, *split, *within_servers(split, setup.cluster.devices_per_node)]))
+
+
+def within_servers(strategies: Sequence[Strategy], per_server: int) -> list[Strategy]:
+    """Each ep layout whose ep group spans servers again with the widest ep that keeps it inside
+    one (a divisor of its ep, above 1): its all-to-alls then run over NVLink, not the servers'
+    network, which ``expert_parallel_candidates`` (the widest ep dividing the expert count)
+    leaves out."""
+    out = []
+    for s in strategies:
+        inside = [ep for ep in range(2, s.ep) if s.ep % ep == 0 and ep * s.cp * s.tp <= per_server]
+        if s.ep * s.cp * s.tp > per_server and inside:
+            out.append(replace(s, ep=max(inside)))
+    return out
 
 
 def fastest_statics(setup: Setup, strategies: list[Strategy]) -> list[Strategy]:
     """``strategies`` that hold the context, fastest first when each runs the batch alone."""
     seconds: dict[Strategy, float] = {}
     for s in strategies:
-        cost = setup.cost_model([s], s)
+        cost = setup.cost_model([s], instantiation_strategy([s]))  # an ep layout's master weights: without ep
         if cost.fits(s, setup.context):
             seconds[s] = cost.static_step_s(s, setup.lengths)
     return sorted(seconds, key=seconds.__getitem__)
+
+
+def roomiest(setup: Setup, candidates: Sequence[Strategy]) -> list[Strategy]:
+    """For a mixture of experts, the instantiation leaving the most memory (its master weights
+    sharded over the most replicas): tensor parallelism replicates the experts, so the trainer's
+    choice (the most split by tp x pp) can leave none, where data parallelism shards them all."""
+    if setup.config.experts is None:
+        return []
+    return [max((instantiation_strategy([s]) for s in candidates if not s.is_group), key=setup.budget)]
 
 
 def run_auto(
     setup: Setup, instantiations: Sequence[Strategy] | None = None, seeds: Sequence[Contender] = ()
 ) -> Contender:
     """``auto_plan`` over ``sim_candidates`` for this batch, once per instantiation tried (default:
-    the trainer's choice, the three fastest candidates run statically, then each strategy of the
-    best plan so far that holds the context): the fastest prediction.
+    the trainer's choice, the three fastest candidates run statically, for a mixture of experts
+    the ``roomiest``, then each strategy of the best plan so far that holds the context): the
+    fastest prediction.
 
     Planned as the trainer plans each batch: the longest bucket must hold the context (the
     data's ``max_len``), as every static strategy must, so no contender gains from this batch
@@ -151,9 +188,15 @@ def run_auto(
 
     ``seeds``: plans already simulated (the paper's hand-picked ones) that ``auto`` starts from:
     where one beats the search, ``auto`` runs it (a trainer given the same plan would).
+    ``setup.envelope``: the search weighs the candidates' ``sim.envelope.lower_envelope`` only.
     """
     candidates = sim_candidates(setup)
-    queue = list(instantiations or [instantiation_strategy(candidates), *fastest_statics(setup, candidates)[:3]])
+    statics = fastest_statics(setup, candidates)[:3]
+    fastest = [instantiation_strategy([s]) for s in statics]  # an ep layout's master weights: without ep
+    queue = list(instantiations or [instantiation_strategy(candidates), *fastest, *roomiest(setup, candidates)])
+    if setup.envelope:
+        costs = [setup.cost_model(candidates, s) for s in dict.fromkeys(queue)]
+        candidates = lower_envelope(costs, candidates, setup.lengths, statics)
     reported = setup.switches.estimate
     setup.switches.estimate = True  # the search on switch-time bounds; the step reported as the setup says
     try:
@@ -196,8 +239,9 @@ def _search(setup: Setup, candidates: list[Strategy], queue: list[Strategy], gro
             continue
         if best is None or predicted < best[0] - 1e-12:
             best = (predicted, plan, cost, instantiation)
-            if grow:
-                queue += [s for s in plan.strategies if s not in tried and cost.fits(s, setup.context)]
+            if grow:  # an ep layout holds the master weights without its ep (``instantiation_strategy``)
+                holding = [instantiation_strategy([s]) for s in plan.strategies if cost.fits(s, setup.context)]
+                queue += [s for s in holding if s not in tried]
     return best, errors
 
 
@@ -206,7 +250,7 @@ def group_candidates(setup: Setup) -> list[Strategy]:
     ``group_places`` (the long sequences' group at rank 0, the rest's beside it)."""
     out = []
     for first, devices in group_places(setup.cluster.world_size):
-        for s in sim_candidates(setup, devices):
+        for s in (s for s in sim_candidates(setup, devices) if s.ep == 1):  # no group splits experts
             try:
                 out.append(setup.check(placed(s, first)))
             except ValueError:  # a layout the model does not split into on this cluster

@@ -69,12 +69,17 @@ def ring_bandwidth(strategy: Strategy, cluster: Cluster) -> float:
 
 
 def all_to_all_s(nbytes: float, strategy: Strategy, cluster: Cluster) -> float:
-    """One all-to-all over the cp group of ``nbytes`` per device, without latency: the slower of
-    its NVLink part and its server's network carrying every device's off-server part."""
-    cp = strategy.cp
-    here = members_per_server(strategy, cluster)
-    intra = nbytes * (here - 1) / cp / cluster.intra_bw
-    inter = cluster.devices_per_node * nbytes * (cp - here) / cp / cluster.inter_bw
+    """One all-to-all over the cp group of ``nbytes`` per device, without latency (``exchange_s``)."""
+    return exchange_s(nbytes, strategy.cp, members_per_server(strategy, cluster), cluster)
+
+
+def exchange_s(nbytes: float, ranks: int, here: int, cluster: Cluster) -> float:
+    """One all-to-all of ``nbytes`` per device over a group of ``ranks``, ``here`` of them on each
+    server, every device of a server in such a group at once, without latency: each sends
+    ``1 / ranks`` of its bytes to every other member; the slower of its NVLink part and its
+    server's network carrying every device's off-server part."""
+    intra = nbytes * (here - 1) / ranks / cluster.intra_bw
+    inter = cluster.devices_per_node * nbytes * (ranks - here) / ranks / cluster.inter_bw
     return max(intra, inter)
 
 

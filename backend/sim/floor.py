@@ -21,6 +21,7 @@ from hotswitch.backend.sim.contenders import group_candidates, sim_candidates
 from hotswitch.backend.sim.scenario import Setup
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.cost import CostModel
+from hotswitch.backend.train.planning.dispatch import instantiation_strategy
 
 
 def step_floor(setup: Setup, candidates: Sequence[Strategy]) -> float:
@@ -38,7 +39,7 @@ def plan_floor(setup: Setup) -> float:
 
 def _roomiest(setup: Setup, candidates: Sequence[Strategy]) -> CostModel:
     """The candidates' device seconds under the instantiation that leaves them the most memory."""
-    roomiest = max((s for s in candidates if not s.is_group), key=setup.budget)
+    roomiest = max((instantiation_strategy([s]) for s in candidates if not s.is_group), key=setup.budget)
     return setup.exact_model(setup.cost_model(list(candidates), roomiest))
 
 

@@ -13,10 +13,12 @@ from hotswitch.backend.models.hf_config import config_from_hf
 from hotswitch.backend.precision import Precision
 from hotswitch.backend.sim.compute import UPDATE_BYTES, SimulatedCost, SimulatedStrategy, update_seconds
 from hotswitch.backend.sim.device import DeviceSpec, device_spec
+from hotswitch.backend.sim.expert_parallel import routed_rows, uniform_imbalance
 from hotswitch.backend.sim.switches import PlannedSwitches
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.context import check_context
 from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, StrategyCost
+from hotswitch.backend.train.planning.memory import device_params
 
 PAPER_MODELS = ("7b", "13b", "32b")
 PAPER_CONTEXT = 32768  # the paper trains its LLaMA-2 shapes at up to 32K tokens
@@ -60,7 +62,12 @@ class Setup:
     engine's planner (default) or from their bound (``sim.switch_bound``, seconds faster).
     ``context_parallel``: ``auto`` also considers cp layouts (``planning.context``); a plan
     naming Ulysses where the heads do not split runs ring attention, said in ``notices``.
-    ``packing``: the trainer packs micro-batches (``planning.batching.pack_documents``)."""
+    ``packing``: the trainer packs micro-batches (``planning.batching.pack_documents``).
+    ``imbalance``: under expert parallelism, the busiest rank's routed rows over the mean (the
+    same for every ep layout); None: what uniform routing gives each layout at a full
+    micro-batch (``sim.expert_parallel.uniform_imbalance``). ``envelope``: ``auto`` weighs only
+    the candidates fastest somewhere in the batch (``sim.envelope``): seconds, not minutes, where
+    a mixture of experts on a large cluster has a hundred candidates."""
 
     model: str | ModelConfig
     gpus: int
@@ -75,6 +82,8 @@ class Setup:
     latency_aware: bool = False  # ``auto``'s Pareto pruning also weighs one sequence's time alone
     packing: bool = False
     side_by_side: bool = False  # ``auto`` also weighs two device groups trained side by side
+    imbalance: float | None = None
+    envelope: bool = False  # ``auto`` searches the candidates' lower envelope only (``sim.envelope``)
     notices: list[str] = field(default_factory=list)
     config: ModelConfig = field(init=False)
     spec: DeviceSpec = field(init=False)
@@ -105,11 +114,6 @@ class Setup:
     def check(self, strategy: Strategy) -> Strategy:
         """Raise, naming the limit, if ``strategy`` cannot lay the model out on this cluster; the
         strategy that runs (Ulysses falls back to ring where the heads do not split, noticed)."""
-        if strategy.ep > 1:
-            raise ValueError(
-                f"{strategy}: the simulator does not price expert parallelism yet (its all-to-all of tokens); "
-                "simulate the plan without ep (the experts replicated), which the engine also trains"
-            )
         runs, notice = check_context(self.config, strategy, self.cluster.world_size)
         if notice and notice not in self.notices:
             self.notices.append(notice)
@@ -126,7 +130,18 @@ class Setup:
         return out
 
     def simulated(self, strategy: Strategy) -> SimulatedStrategy:
-        return SimulatedStrategy(self.config, self.check(strategy), self.cluster, self.spec, self.precision)
+        runs = self.check(strategy)
+        imbalance = self.expert_imbalance(runs)
+        return SimulatedStrategy(self.config, runs, self.cluster, self.spec, self.precision, imbalance)
+
+    def expert_imbalance(self, strategy: Strategy) -> float:
+        """``imbalance`` where given, else uniform routing's for ``strategy``'s ep group at a
+        micro-batch of the token budget (1 without ep)."""
+        if strategy.ep == 1:
+            return 1.0
+        if self.imbalance is not None:
+            return self.imbalance
+        return uniform_imbalance(routed_rows(self.config, strategy, self.token_budget), strategy.ep)
 
     def strategy_cost(self, strategy: Strategy) -> StrategyCost:
         """What the trainer's profile would give for ``strategy``: measured and fitted."""
@@ -143,9 +158,21 @@ class Setup:
         return replace(cost, strategies=strategies)
 
     def optimizer_share(self, instantiation: Strategy) -> float:
-        """Parameters whose master weights and moments one device of the instantiation keeps."""
-        s = instantiation
-        return self.config.n_params / (s.tp * s.pp * (s.replicas if self.shard_optimizer else 1))  # dp x cp
+        """Parameters whose master weights and moments one device of the instantiation keeps: its
+        shard (``memory.device_params``), over its dp x cp replicas where sharded."""
+        s = self.master(instantiation)
+        return device_params(self.config, s) / (s.replicas if self.shard_optimizer else 1)
+
+    @staticmethod
+    def master(instantiation: Strategy) -> Strategy:
+        """``instantiation`` as it can hold the master weights; raise, naming the fix, for one
+        splitting experts over ep (the engine's instantiation holds every expert)."""
+        if instantiation.ep > 1:
+            raise ValueError(
+                f"the instantiation strategy holds every expert on each replica; {instantiation} splits them over "
+                f"ep={instantiation.ep}: give it without ep (dispatch.instantiation_strategy drops it)"
+            )
+        return instantiation
 
     def budget(self, instantiation: Strategy) -> float:
         """Bytes per device for a strategy's own parameters, gradients and activations: the

@@ -5,13 +5,17 @@ DESIGN.md). The contenders' reported steps still use the planner's plans (``sim.
 
 A strategy's parameters are modelled as layers split evenly over pp stages and every tensor
 split evenly over tp (embeddings counted as layers); a rank holds the cell (stage, tp slice) of
-its coordinates. A destination rank receives what it lacks: from a rank on its own server when
+its coordinates. A mixture's routed experts are split over ep instead and replicated over tp: a
+rank holds their cell (stage, ep slice); both kinds' bytes add up on each rank and server. A
+destination rank receives what it lacks: from a rank on its own server when
 one holds the cell (NVLink, per receiving device), else over the server's network (shared).
 Gradients move the other way round: each source rank delivers its shard, so the same bound
 holds with source and destination exchanged.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from hotswitch.backend.cluster import Cluster
 from hotswitch.backend.strategy import Strategy
@@ -24,17 +28,35 @@ def _overlap(a: int, of_a: int, b: int, of_b: int) -> float:
     return max(0.0, hi - lo) * of_b
 
 
-def _parts(src: Strategy, dst: Strategy, rank: int, on_node: set[tuple[int, int]]) -> tuple[float, float, int]:
+Cell = Callable[[Strategy, int], tuple[int, int, int, int]]  # rank -> (stage, slice, stages, slices)
+
+
+def dense_cell(s: Strategy, rank: int) -> tuple[int, int, int, int]:
+    """Where a rank's share of a dense tensor lies: its pipeline stage and tp slice."""
+    c = s.coords(rank)
+    return c.pp, c.tp, s.pp, s.tp
+
+
+def expert_cell(s: Strategy, rank: int) -> tuple[int, int, int, int]:
+    """Where a rank's share of the experts lies: its stage and its slice of the ep group (tp
+    replicates the experts; without ep every rank of a stage holds them all)."""
+    c = s.coords(rank)
+    return c.pp, c.dp % s.ep, s.pp, s.ep
+
+
+def _parts(
+    src: Strategy, dst: Strategy, rank: int, on_node: set[tuple[int, int]], cell: Cell
+) -> tuple[float, float, int]:
     """(fraction of its dst shard ``rank`` lacks that its server holds, that it does not, cells)."""
-    p = dst.coords(rank).pp
-    t = dst.coords(rank).tp
-    sp, st = (src.coords(rank).pp, src.coords(rank).tp) if rank in src.ranks else (-1, -1)  # idle: owns nothing
+    p, t, stages, slices = cell(dst, rank)
+    sp, st = cell(src, rank)[:2] if rank in src.ranks else (-1, -1)  # idle: owns nothing
+    _, _, src_stages, src_slices = cell(src, src.offset)
     near = 0.0
     far = 0.0
     cells = 0
-    for ps in range(src.pp):
-        for ts in range(src.tp):
-            part = _overlap(ps, src.pp, p, dst.pp) * _overlap(ts, src.tp, t, dst.tp)
+    for ps in range(src_stages):
+        for ts in range(src_slices):
+            part = _overlap(ps, src_stages, p, stages) * _overlap(ts, src_slices, t, slices)
             if part <= 0 or (ps, ts) == (sp, st):
                 continue
             cells += 1
@@ -42,34 +64,51 @@ def _parts(src: Strategy, dst: Strategy, rank: int, on_node: set[tuple[int, int]
     return near, far, cells
 
 
-def bound_seconds(
-    src: Strategy, dst: Strategy, cluster: Cluster, total_bytes: float, latency_s: float, partial: bool = False
-) -> float:
-    """Seconds to bring every ``dst`` rank its shard of ``total_bytes`` from ``src``'s layout.
-    ``partial``: the destination is partial over its dp replicas (accumulated gradients): each
-    region needs landing once among the replicas of its cell, the most local of them taking it."""
+def _lacks(src: Strategy, dst: Strategy, cluster: Cluster, partial: bool, cell: Cell) -> dict[int, tuple]:
+    """Per ``dst`` rank, ``_parts`` of one kind of tensor laid out by ``cell``; ``partial``: each
+    region landing once among the replicas of its cell, the most local of them taking it."""
     per_node = cluster.devices_per_node
     on_node: dict[int, set[tuple[int, int]]] = {rank // per_node: set() for rank in dst.ranks}
     for rank in src.ranks:  # a device group's ranks, or every device
-        p = src.coords(rank).pp
-        t = src.coords(rank).tp
-        on_node.setdefault(rank // per_node, set()).add((p, t))
-    shard = total_bytes / (dst.tp * dst.pp)
-    parts = {rank: _parts(src, dst, rank, on_node[rank // per_node]) for rank in dst.ranks}
+        on_node.setdefault(rank // per_node, set()).add(cell(src, rank)[:2])
+    parts = {rank: _parts(src, dst, rank, on_node[rank // per_node], cell) for rank in dst.ranks}
     if partial:  # per cell: the replica lacking least, its lack shared by the cell's replicas
         cells: dict[tuple[int, int], list[int]] = {}
         for rank in dst.ranks:
-            p = dst.coords(rank).pp
-            t = dst.coords(rank).tp
-            cells.setdefault((p, t), []).append(rank)
+            cells.setdefault(cell(dst, rank)[:2], []).append(rank)
         for ranks in cells.values():
             near, far, n = min((parts[r] for r in ranks), key=lambda x: x[0] + x[1])
             for r in ranks:
                 parts[r] = (near / len(ranks), far / len(ranks), n)
-    intra = 0.0
+    return parts
+
+
+def bound_seconds(
+    src: Strategy,
+    dst: Strategy,
+    cluster: Cluster,
+    total_bytes: float,
+    latency_s: float,
+    partial: bool = False,
+    expert_bytes: float = 0.0,
+) -> float:
+    """Seconds to bring every ``dst`` rank its shard of ``total_bytes`` from ``src``'s layout, of
+    which ``expert_bytes`` are routed experts' (split over ep, replicated over tp). ``partial``:
+    the destination is partial over its dp replicas (accumulated gradients)."""
+    per_node = cluster.devices_per_node
+    kinds = [(total_bytes - expert_bytes, dense_cell), (expert_bytes, expert_cell)]
+    near = dict.fromkeys(dst.ranks, 0.0)
     inter: dict[int, float] = {}  # bytes leaving each node
-    for rank, (near, far, _) in parts.items():
-        intra = max(intra, near * shard / cluster.intra_bw)
-        inter[rank // per_node] = inter.get(rank // per_node, 0.0) + far * shard
+    cells = dict.fromkeys(dst.ranks, 0)
+    for nbytes, cell in kinds:
+        if nbytes <= 0:
+            continue
+        _, _, stages, slices = cell(dst, dst.offset)
+        shard = nbytes / (stages * slices)
+        for rank, (here, there, n) in _lacks(src, dst, cluster, partial, cell).items():
+            near[rank] += here * shard
+            inter[rank // per_node] = inter.get(rank // per_node, 0.0) + there * shard
+            cells[rank] += n
+    intra = max(near.values(), default=0.0) / cluster.intra_bw
     network = max(inter.values(), default=0.0) / cluster.inter_bw
-    return max(intra, network) + 2 * max(n for _, _, n in parts.values()) * latency_s
+    return max(intra, network) + 2 * max(cells.values(), default=0) * latency_s

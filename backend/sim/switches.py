@@ -13,6 +13,7 @@ from hotswitch.backend.sim.switch_bound import bound_seconds
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.switch.plan import SwitchPlan
 from hotswitch.backend.switch.planner import plan_switch
+from hotswitch.backend.train.planning.memory import expert_params
 
 SwitchKey = tuple[str, Strategy, Strategy]
 
@@ -24,8 +25,12 @@ _SECONDS: dict[tuple, float] = {}
 def layout_of(strategy: Strategy) -> Strategy:
     """The parameter layout a strategy has: sequence parallelism and checkpointing change none;
     context parallelism replicates parameters like dp, and its ranks sit between dp's and tp's
-    in the mesh, so dp x cp replicas are one dp of the same ranks. A device group keeps its ranks."""
-    return Strategy(strategy.replicas, strategy.tp, strategy.pp, first=strategy.first)
+    in the mesh, so dp x cp replicas are one dp of the same ranks. A device group keeps its ranks;
+    expert parallelism its split of the experts (over consecutive replicas: with cp, its ep
+    groups are not those of the dp x cp replicas, so the layout keeps cp too)."""
+    if strategy.ep > 1 and strategy.cp > 1:
+        return Strategy(strategy.dp, strategy.tp, strategy.pp, cp=strategy.cp, first=strategy.first, ep=strategy.ep)
+    return Strategy(strategy.replicas, strategy.tp, strategy.pp, first=strategy.first, ep=strategy.ep)
 
 
 class PlannedSwitches(Mapping[SwitchKey, float]):
@@ -73,11 +78,11 @@ class PlannedSwitches(Mapping[SwitchKey, float]):
 
     def bound(self, what: str, src: Strategy, dst: Strategy) -> float:
         """``switch_bound``'s seconds for the pair (no plan made)."""
-        if what == "grads":
-            nbytes = self.precision.grad_bytes * self.config.n_params
-            return bound_seconds(layout_of(src), layout_of(dst), self.cluster, nbytes, self.latency_s, partial=True)
-        nbytes = self.precision.param_bytes * self.config.n_params
-        return bound_seconds(layout_of(src), layout_of(dst), self.cluster, nbytes, self.latency_s)
+        itemsize = self.precision.grad_bytes if what == "grads" else self.precision.param_bytes
+        nbytes = itemsize * self.config.n_params
+        experts = itemsize * expert_params(self.config)
+        a, b = layout_of(src), layout_of(dst)
+        return bound_seconds(a, b, self.cluster, nbytes, self.latency_s, partial=what == "grads", expert_bytes=experts)
 
     def __getitem__(self, key: SwitchKey) -> float:
         what, src, dst = key

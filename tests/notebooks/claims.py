@@ -193,6 +193,18 @@ def your_own_model(nb) -> None:
     tokens = r"^its tokenizer: 512 tokens, the ids training saw: (\w+); generation ends at '(.*)' \(id \d+\)$"
     assert _one(tokens, export) == ("True", "</s>"), export
 
+    _succeeded(nb, "moe", "moe")
+    moe = shown(nb, "moe-plan")
+    layouts = [Strategy.parse(s) for s, _ in _value(r"^buckets: (\[.*\]) \| instantiation", moe)]
+    assert len(layouts) >= 2 and all(s.ep > 1 for s in layouts), "the plan switches between expert layouts"
+    assert Strategy.parse(_one(r"\| instantiation: (\S+)$", moe)).ep == 1, "the master keeps every expert"
+    trained = {Strategy.parse(s): int(t) for s, t in re.findall(r"^  (\S+)\s+(\d+) tokens$", moe, re.M)}
+    assert set(trained) == set(layouts) and min(trained.values()) > 0, "each expert layout trained some tokens"
+    steps, worst = _one(
+        r"^(\d+) steps; the worst step's loss differs from one device by (\S+)$", shown(nb, "moe-exact")
+    )
+    assert int(steps) == source_value(nb, "moe-spec", r'"steps": (\d+)') and float(worst) <= EXACT, (steps, worst)
+
 
 def at_paper_scale(nb) -> None:
     contenders = shown(nb, "contenders")
@@ -225,6 +237,15 @@ def at_paper_scale(nb) -> None:
     assert "@0-" in plan and float(side_s) <= sequential, groups  # here groups win, on the device model too
     floor = float(_one(r"^no plan over these layouts\s+(\S+) s: the floor", groups))
     assert 0 < floor < float(side_s), "no plan steps below the floor"
+
+    moe = shown(nb, "moe-at-scale")
+    statics = {
+        ep: (float(seconds), Strategy.parse(name))
+        for ep, seconds, name in re.findall(r"^best static (without ep|with ep)\s+(\S+) s: (\S+)$", moe, re.M)
+    }
+    assert statics["without ep"][1].ep == 1 and statics["with ep"][1].ep > 1, moe
+    auto_s = float(_one(r"^auto\s+(\S+) s: ", moe))
+    assert auto_s <= min(seconds for seconds, _ in statics.values()), "auto weighs both static layouts, and more"
 
 
 def warm_ranks(nb) -> None:

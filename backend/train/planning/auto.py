@@ -135,6 +135,33 @@ def pareto(cost: CostModel, lengths: Sequence[int], max_len: int, latency_aware:
     return [b for b in names if longest[b] > 0 and not any(beats(a, b) for a in names if a != b)]  # holding none: out
 
 
+def splitting(strategy: Strategy) -> tuple[int, int, bool]:
+    """How much a strategy splits a sequence's work (cp splits a sequence as tp x pp split the
+    model): ``auto`` gives longer buckets to strategies that split more."""
+    return (strategy.tp * strategy.pp * strategy.cp, strategy.tp, strategy.sp)
+
+
+def bucket_orders(subset: Sequence[Strategy]) -> list[tuple[Strategy, ...]]:
+    """The chains (longest bucket first) ``auto`` weighs for ``subset`` (sorted by ``splitting``,
+    least first): longer buckets to the strategies splitting more, and a layout with and without
+    its experts split (dp4 and ep4; dp2tp2 and dp1ep2tp2) in either order: which of them takes the
+    shorter sequences is the measurements' call (splitting the experts spares memory but sends
+    every token to its experts and back)."""
+    base = list(subset)
+    siblings: dict[Strategy, list[int]] = {}
+    for index, strategy in enumerate(base):
+        siblings.setdefault(dataclasses.replace(strategy, ep=1), []).append(index)
+    slots = [places for places in siblings.values() if len(places) > 1]
+    out = []
+    for arrangement in itertools.product(*(itertools.permutations(places) for places in slots)):
+        order = list(base)
+        for places, sources in zip(slots, arrangement, strict=True):
+            for place, source in zip(places, sources, strict=True):
+                order[place] = base[source]
+        out.append(tuple(order[::-1]))
+    return out
+
+
 def auto_plan(
     lengths: Sequence[int],
     cost: CostModel,
@@ -146,14 +173,14 @@ def auto_plan(
     shared: Shared | None = None,
 ) -> tuple[HotSwitchPlan, float]:
     """Search sets of up to ``max_strategies`` strategies among the Pareto-optimal ones
-    (less model-state splitting for shorter sequences) and bucket boundaries among length
+    (less model-state splitting for shorter sequences; a layout with and without its experts
+    split either way round, ``bucket_orders``) and bucket boundaries among length
     quantiles and the longest sequence each strategy holds; keep plans whose every bucket
     fits in memory up to its upper bound (``max_len`` for the longest); return the fastest
     with its predicted step time. ``shared``: what searches of the same batch under cost models
     that differ only in memory share (``planning.boundaries``)."""
     ordered = sorted(set(lengths))
-    # longer buckets to the strategies splitting more (cp splits a sequence as tp x pp split the model)
-    strategies = sorted(pareto(cost, ordered, max_len, latency_aware), key=lambda s: (s.tp * s.pp * s.cp, s.tp, s.sp))
+    strategies = sorted(pareto(cost, ordered, max_len, latency_aware), key=splitting)
     longest = {s: cost.longest(s, max_len) for s in cost.strategies}
     quantiles = {ordered[int(i * (len(ordered) - 1) / splits)] for i in range(1, splits)}
     capacities = {longest[s] for s in strategies}  # a strategy taking every sequence it can hold
@@ -166,8 +193,8 @@ def auto_plan(
     singles = [(s,) for s in cost.strategies if s not in strategies]
     best: tuple[float, HotSwitchPlan] | None = None
     for count in range(1, max_strategies + 1):
-        for subset in itertools.chain(itertools.combinations(strategies, count), singles if count == 1 else []):
-            chain = subset[::-1]
+        subsets = itertools.chain(itertools.combinations(strategies, count), singles if count == 1 else [])
+        for chain in (chain for subset in subsets for chain in bucket_orders(subset)):
             found = search.cheapest(chain, max_len)
             if found is None or (best is not None and found[0] + cost.update_s >= best[0] - 1e-12):
                 continue  # compute and the update alone already lose: no step of these can win

@@ -3,7 +3,10 @@
 A pure model of plain values: ``measure`` times the ranks and ``profile`` assembles a
 ``CostModel`` from those measurements. Compute time per sequence is fitted as a*L^2 + b*L + c
 from micro-batches filled with sequences of one length; every micro-batch also pays a fixed
-overhead; a pipeline overlaps its micro-batches by a measured fraction. A switch costs what
+overhead; a pipeline overlaps its micro-batches by a measured fraction. Expert parallelism's
+all-to-all runs inside those timed micro-batches, so the fit holds it at the measured sizes and
+at the routing the profile's tokens got (tokens, hence pairs sent, grow with L: the linear
+term); ``ExpertExchange`` says how much of it the exchange was and how uneven. A switch costs what
 the planner's plan takes on the measured link. ``CostModel.step_s`` is the one prediction of
 a plan's step that the trainer, ``auto``, the widgets and the benchmarks use.
 """
@@ -117,6 +120,28 @@ class LinkProfile:
         return worst
 
 
+@dataclass(frozen=True)
+class ExpertExchange:
+    """What a profile measured of an expert-parallel strategy's all-to-all, at each of its
+    ``lengths`` (a micro-batch filled to the token budget with sequences of that length):
+    ``exchange_s``, the seconds of the micro-batch's all-to-alls alone (every routed layer,
+    forward and backward, the slowest rank); ``imbalance``, the busiest ep rank's share of the
+    routed tokens over the mean (1 for an even split). Both are already inside the strategy's
+    fitted ``time``: this says how much of it the exchange is, at the routing the profile saw."""
+
+    lengths: tuple[int, ...]
+    exchange_s: tuple[float, ...]
+    imbalance: tuple[float, ...]
+
+    def share(self, cost: StrategyCost, token_budget: int) -> list[float]:
+        """At each length, the exchange's share of the filled micro-batch's predicted seconds."""
+        out = []
+        for length, seconds in zip(self.lengths, self.exchange_s, strict=True):
+            whole = cost.micro_batch_s(max(1, token_budget // length), length)
+            out.append(seconds / whole if whole > 0 else 0.0)
+        return out
+
+
 @dataclass
 class StrategyCost:
     time: Quadratic  # seconds per sequence of length L in a micro-batch, on one replica
@@ -125,6 +150,7 @@ class StrategyCost:
     sync_s: float  # reducing gradients over dp
     increment: float = 1.0  # of a micro-batch's latency, that each further one adds (pipelines overlap)
     overhead: float = 0.0  # seconds a micro-batch costs whatever it holds (collectives' latency, launches)
+    experts: ExpertExchange | None = None  # expert parallelism's measured all-to-all (None without ep)
 
     def micro_batch_s(self, rows: int, length: int) -> float:
         """A micro-batch of ``rows`` padded rows of ``length``."""
@@ -145,6 +171,23 @@ class CostModel:
     switch_s: Mapping[tuple[str, Strategy, Strategy], float]  # ("params"|"grads", src, dst) -> seconds
     token_budget: int  # of a micro-batch, as the engine packs them
     packed: bool = False  # micro-batches of documents back to back (``batching.pack_documents``)
+
+    def expert_exchanges(self) -> dict[str, dict]:
+        """Per profiled expert-parallel strategy (by name), what its profile measured of the
+        all-to-all, for a widget or a report: {"lengths", "exchange_s", "imbalance", "share"
+        (the exchange's part of a filled micro-batch's predicted seconds)}, each per length."""
+        out = {}
+        for strategy, cost in self.strategies.items():
+            if cost.experts is not None:
+                e = cost.experts
+                share = e.share(cost, self.token_budget)
+                out[str(strategy)] = {
+                    "lengths": list(e.lengths),
+                    "exchange_s": list(e.exchange_s),
+                    "imbalance": list(e.imbalance),
+                    "share": share,
+                }
+        return out
 
     def switch_cost(self, a: Strategy, b: Strategy) -> float:
         """Seconds to switch parameters and accumulated gradients from ``a`` to ``b``."""

@@ -44,14 +44,29 @@ activations (``planning.context.local_tokens``: the length over cp, each chunk p
 included, plus at its peak what travels in flight (``planning.context.in_flight_bytes``: ring
 attention's key/value blocks, or Ulysses' all-to-all buffers). Model states are replicated over
 cp as over dp.
+
+A mixture of experts (``ModelConfig.experts``): tensor parallelism replicates the experts and
+routes every token a tp rank holds (``layout.TP_PLAN``), so a routed layer's feed-forward is split
+over tp only with sequence parallelism, and its experts' weights not at all; expert parallelism
+(``ep``) splits the experts' weights and gradients over the ep group. Per token a routed layer
+keeps, beside what ``4 * width`` counts for each picked expert, its tokens' permuted copies (the
+kernel's input) and the experts' outputs (read by the routing weights' backward): ``2 * k * dim``
+in the compute dtype. Under ep the busiest rank of the group receives ``imbalance`` times the
+mean of the routed rows, and at the peak one layer's dispatch buffers travel (the rows sent and
+the rows received, ``2 * k * dim`` again). The master weights and moments live on the
+instantiation strategy, which holds every expert (``dispatch.instantiation_strategy``). These
+routed-layer terms are counted from the tensors the kernels keep (``models.experts``,
+``parallel.expert_parallel``), not yet held against measured bytes as the dense ones are.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Final, Literal
 
 from hotswitch.backend.cluster import GIB
+from hotswitch.backend.layout import is_expert
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.loss_chunks import CHUNK_BYTES, chunk_rows
 from hotswitch.backend.precision import FP32, Precision
@@ -87,32 +102,74 @@ def loss_peak_bytes(
     return precision.param_bytes * entries * tokens + (chunk if precision.param_bytes < FP32_BYTES else 0.0)
 
 
-def _per_token(config: ModelConfig, strategy: Strategy, precision: Precision, loss: Loss) -> tuple[float, float]:
-    """(bytes one layer keeps, bytes the head keeps) per token on one device."""
+def _per_token(
+    config: ModelConfig, strategy: Strategy, precision: Precision, loss: Loss, imbalance: float = 1.0
+) -> tuple[float, float]:
+    """(bytes one layer keeps, averaged over the layers, bytes the head keeps) per token on one device."""
     dim = config.dim
     kv = config.n_kv_heads * config.head_size
     c = precision.param_bytes
     f = FP32_BYTES
     tp = strategy.tp
     region = strategy.tp if strategy.sp else 1
-    inside = c * (4 * config.active_ffn_dim + 2 * config.q_dim + 2 * kv) + f * config.n_heads
+    inside = c * (2 * config.q_dim + 2 * kv) + f * config.n_heads
     if config.qk_norm != "none":  # each q/k norm keeps its input and one inverse RMS per row it norms
         rows = config.n_heads + config.n_kv_heads if config.qk_norm == "head" else 2
         inside += c * (config.q_dim + kv) + f * rows
     norms = (2 if config.norm_placement != "sandwich" else 4) * (c * dim + f)
     linear_inputs = 2 * c * dim
-    layer = inside / tp + (norms + linear_inputs) / region
+    layer = inside / tp + (norms + linear_inputs) / region + _feed_forward_bytes(config, strategy, precision, imbalance)
     head = loss_kept_bytes(config.vocab_size / tp, precision, tp, loss) + (c * dim + f + c * dim) / region
     return layer, head
 
 
+def _feed_forward_bytes(config: ModelConfig, strategy: Strategy, precision: Precision, imbalance: float) -> float:
+    """What the feed-forwards keep per token on one device, averaged over the layers: a dense
+    one ``4 * ffn`` split over tp; a routed one its picked experts' (with the permuted copies and
+    outputs), split over tp only with sp and under ep at the busiest rank's load, plus a shared
+    expert's, split as a dense one."""
+    c = precision.param_bytes
+    dense = 4 * c * config.ffn_dim / strategy.tp
+    e = config.experts
+    if e is None:
+        return dense
+    width = e.per_token * e.ffn_dim
+    shared = config.active_ffn_dim - width  # a shared expert's width (0 without one)
+    load = imbalance if strategy.ep > 1 else 1.0
+    routed = c * (4 * width + 2 * e.per_token * config.dim) * load / (strategy.tp if strategy.sp else 1)
+    routed += 4 * c * shared / strategy.tp
+    count = routed_layers(config)
+    return (dense * (config.n_layers - count) + routed * count) / config.n_layers
+
+
+def routed_layers(config: ModelConfig) -> int:
+    """How many layers' feed-forward is a mixture of experts."""
+    return sum(config.routed(i) for i in range(config.n_layers))
+
+
+def dispatch_bytes(config: ModelConfig, strategy: Strategy, precision: Precision, imbalance: float = 1.0) -> float:
+    """Per token, what one routed layer's dispatch holds at its peak under ep (0 without): the
+    rows it sends and the busiest rank's rows received, each ``k * dim`` in the compute dtype."""
+    e = config.experts
+    if e is None or strategy.ep == 1:
+        return 0.0
+    split = strategy.tp if strategy.sp else 1
+    return precision.param_bytes * e.per_token * config.dim * (1 + imbalance) / split
+
+
 def kept_activation_bytes(
-    config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32, loss: Loss = CHUNKED
+    config: ModelConfig,
+    strategy: Strategy,
+    length: int,
+    precision: Precision = FP32,
+    loss: Loss = CHUNKED,
+    imbalance: float = 1.0,
 ) -> float:
     """What one sequence keeps from forward to backward on one device (what
-    ``memory_measure.measured_activation_bytes`` counts)."""
+    ``memory_measure.measured_activation_bytes`` counts); ``imbalance``: under ep, the busiest
+    rank's routed rows over the mean."""
     length = local_tokens(length, strategy.cp)  # a cp rank keeps its own zig-zag chunks only
-    layer, head = _per_token(config, strategy, precision, loss)
+    layer, head = _per_token(config, strategy, precision, loss, imbalance)
     layer -= recomputed_bytes(config, strategy, precision)  # sel: dropped in forward, recomputed in backward
     c = precision.param_bytes
     region = strategy.tp if strategy.sp else 1
@@ -128,24 +185,48 @@ def kept_activation_bytes(
 
 
 def activation_bytes(
-    config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32, loss: Loss = CHUNKED
+    config: ModelConfig,
+    strategy: Strategy,
+    length: int,
+    precision: Precision = FP32,
+    loss: Loss = CHUNKED,
+    imbalance: float = 1.0,
 ) -> float:
     """Activations one sequence needs on one device at its peak: what it keeps for backward,
     with checkpointing one block recomputed on top, what the loss's backward holds
-    (``loss_peak_bytes``); with context parallelism what travels."""
-    kept = kept_activation_bytes(config, strategy, length, precision, loss)
+    (``loss_peak_bytes``); with context parallelism what travels, with expert parallelism one
+    layer's dispatch buffers (``dispatch_bytes``)."""
+    kept = kept_activation_bytes(config, strategy, length, precision, loss, imbalance)
     tokens = local_tokens(length, strategy.cp)
     if strategy.ckpt:
-        kept += tokens * _per_token(config, strategy, precision, loss)[0]
+        kept += tokens * _per_token(config, strategy, precision, loss, imbalance)[0]
     kept += tokens * recomputed_bytes(config, strategy, precision)  # sel: one layer's
     kept += loss_peak_bytes(config.vocab_size / strategy.tp, tokens, precision, loss)  # one micro-batch's
+    kept += tokens * dispatch_bytes(config, strategy, precision, imbalance)
     return kept + in_flight_bytes(config, strategy, length, precision)
 
 
+@functools.lru_cache(maxsize=64)  # planning asks for it per strategy, for the same few configurations
+def expert_params(config: ModelConfig) -> int:
+    """The routed experts' weights (what ep splits and tp replicates), every layer's."""
+    total = 0
+    for name, shape in config.param_shapes().items():
+        if is_expert(name):
+            total += functools.reduce(lambda a, b: a * b, shape, 1)
+    return total
+
+
+def device_params(config: ModelConfig, strategy: Strategy) -> float:
+    """Parameters one device of ``strategy`` holds, averaged over its pipeline stages: every one
+    split over tp x pp, but the routed experts', split over ep x pp (tp replicates them)."""
+    experts = expert_params(config)
+    return (config.n_params - experts) / (strategy.tp * strategy.pp) + experts / (strategy.ep * strategy.pp)
+
+
 def model_state_bytes(config: ModelConfig, strategy: Strategy, precision: Precision = FP32) -> float:
-    """Parameters (the compute copy) and gradients of one strategy's shard (master weights and
-    AdamW moments live on the instantiation strategy only and are counted there)."""
-    return (precision.param_bytes + precision.grad_bytes) * config.n_params / (strategy.tp * strategy.pp)
+    """Parameters (the compute copy) and gradients of one strategy's shard (``device_params``;
+    master weights and AdamW moments live on the instantiation strategy only and are counted there)."""
+    return (precision.param_bytes + precision.grad_bytes) * device_params(config, strategy)
 
 
 def budget_holding(config: ModelConfig, strategy: Strategy, length: int, precision: Precision = FP32) -> float:

@@ -1,7 +1,10 @@
 """Building the cost model on the ranks (collective): ``measure`` the engine's strategies, or
 read the measurements back from the disk cache (rank 0 reads and writes it), then fit them.
 A strategy that recomputes (``ckpt``, ``sel``) is timed on its own executable graph, so its
-recompute is in its seconds (and on CUDA its recomputed values in its peak bytes)."""
+recompute is in its seconds (and on CUDA its recomputed values in its peak bytes); one with
+expert parallelism has its all-to-all in its seconds too, and beside them, at each length, that
+exchange's own seconds and the router's imbalance over its ep ranks (``measure_experts``:
+``StrategyCost.experts``)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from hotswitch.backend.cache import cache_dir
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.events import Sink, discard, event
-from hotswitch.backend.train.planning.cost import CostModel, LinkProfile, Quadratic, StrategyCost
+from hotswitch.backend.train.planning.cost import CostModel, ExpertExchange, LinkProfile, Quadratic, StrategyCost
 from hotswitch.backend.train.planning.dispatch import Stage, SwitchKey
 from hotswitch.backend.train.planning.measure import (
     measure_link,
@@ -28,6 +31,7 @@ from hotswitch.backend.train.planning.measure import (
     measure_sync,
     timed,
 )
+from hotswitch.backend.train.planning.measure_experts import measure_experts
 from hotswitch.backend.train.planning.memory import activation_bytes, model_state_bytes
 
 
@@ -43,7 +47,8 @@ def profile_lengths(max_len: int) -> list[int]:
 
 def _key(engine: Engine, strategies: list[Strategy], lengths: list[int], device: str) -> str:
     identity = {
-        "profile": 11,  # each measurement's spread kept, a noisy one measured again; raw measurements
+        "profile": 12,  # expert parallelism's all-to-all and router imbalance (measure_experts);
+        # each measurement's spread kept, a noisy one measured again; raw measurements
         # per length, micro-batch overhead, steady-state means; fused attention without cuDNN's
         # per-shape plans; the update with its norm and compute copy (in compiled runs one kernel);
         # on the CPU one warm-up per graph (measure.cold_shapes)
@@ -86,17 +91,33 @@ def _measure(engine: Engine, strategies: list[Strategy], lengths: list[int], rep
         measuring = " + ".join(map(str, stage))
         report(event("profile", measuring=measuring, index=index, of=len(stages), lengths=lengths))
         with engine.holding(*stage):
+            routed_weights(engine, stage)
             compute = measure_stage(engine, stage, lengths)
+            experts = measure_experts(engine, stage, lengths)
             sync = measure_sync(engine, stage)
             increment = measure_pipeline_increment(engine, stage, lengths[len(lengths) // 2])
         for s in stage:
-            per_strategy[str(s)] = {**compute[s], "sync_s": sync[s], "increment": increment[s]}
+            per_strategy[str(s)] = {**compute[s], **experts.get(s, {}), "sync_s": sync[s], "increment": increment[s]}
     update_s = update_seconds(engine)
     return {
         "link": [link.bandwidth, link.latency, link.copy_bandwidth],
         "strategies": per_strategy,
         "update_s": update_s,
     }
+
+
+def routed_weights(engine: Engine, stage: Stage) -> None:
+    """A mixture of experts' time depends on its weights' values (the router picks which experts
+    run, and with ep which ranks the tokens travel to): its stage's strategies get the model's own
+    parameters, switched in from the instantiation strategy, so that a profile times the routing
+    the run starts with, not that of a freshly allocated buffer's undefined values (with which
+    every token went to the same experts). A dense model's time depends on shapes alone: nothing
+    to do (collective)."""
+    if engine.config.experts is None:
+        return
+    for s in stage:
+        if s != engine.instantiation:
+            engine.run_switch("params", engine.instantiation, s)
 
 
 def update_seconds(engine: Engine) -> float:
@@ -151,7 +172,8 @@ def profile(
         memory = m["memory_bytes"] or [activation_bytes(engine.config, s, n, engine.precision) for n in lengths]
         static = model_state_bytes(engine.config, s, engine.precision)
         time, memory = Quadratic.fit(lengths, m["seconds"]), Quadratic.fit(lengths, memory)
-        costs[s] = StrategyCost(time, memory, static, m["sync_s"], m["increment"], m["overhead"])
+        exchange = ExpertExchange(tuple(lengths), tuple(m["exchange_s"]), tuple(m["imbalance"])) if s.ep > 1 else None
+        costs[s] = StrategyCost(time, memory, static, m["sync_s"], m["increment"], m["overhead"], exchange)
     switches = LinkSwitches(engine, link, strategies)
     return CostModel(costs, budget, link, measured["update_s"], switches, engine.token_budget, engine.batching.packed)
 
