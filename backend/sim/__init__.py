@@ -14,6 +14,9 @@ _EXPORTS = {
     "batch_lengths": "hotswitch.backend.sim.datasets",
     "device_spec": "hotswitch.backend.sim.device",
     "run_auto": "hotswitch.backend.sim.contenders",
+    "run_static": "hotswitch.backend.sim.contenders",
+    "sim_candidates": "hotswitch.backend.sim.contenders",
+    "fastest_statics": "hotswitch.backend.sim.contenders",
     "plan_floor": "hotswitch.backend.sim.floor",
 }
 __all__ = sorted(_EXPORTS)

@@ -111,6 +111,8 @@ def _over_limit(setup: Setup, plan: HotSwitchPlan, cost: CostModel, instantiatio
 
 
 def run_static(setup: Setup, strategy: Strategy | str, instantiation: Strategy | None = None) -> Contender:
+    """``strategy`` alone training ``setup``'s batch (master weights on ``instantiation``, by
+    default the one the engine would choose): its step, or why it does not fit."""
     strategy = Strategy.parse(strategy)
     return run_plan(setup, HotSwitchPlan.of(strategy), str(strategy), instantiation)
 
