@@ -43,6 +43,13 @@ class SequenceRouting:
     layers: int
     picks: dict[int, torch.Tensor] = field(default_factory=dict)
     probs: dict[int, torch.Tensor] = field(default_factory=dict)
+    copies: dict[torch.device, torch.Tensor] = field(default_factory=dict)  # ``sequences`` per device
+
+    def on(self, device: torch.device) -> torch.Tensor:
+        """``sequences`` on ``device``, copied once for every layer that reads it."""
+        if device not in self.copies:
+            self.copies[device] = self.sequences.to(device)
+        return self.copies[device]
 
     @classmethod
     def of(cls, sequences: torch.Tensor, layers: int) -> SequenceRouting:
@@ -54,8 +61,9 @@ class SequenceRouting:
     def record(self, layer: int, picked: torch.Tensor, probs: torch.Tensor) -> None:
         """Layer ``layer``'s picks [tokens, k] and probabilities [tokens, experts] (set, not
         added: a checkpointed layer recomputed in backward records the same again)."""
-        real = self.sequences.to(picked.device) >= 0
-        seq = self.sequences.to(picked.device)[real]
+        sequences = self.on(picked.device)
+        real = sequences >= 0
+        seq = sequences[real]
         count, experts = len(self.tokens), probs.shape[-1]
         chosen = torch.zeros(len(seq), experts, dtype=torch.float64, device=picked.device)
         chosen.scatter_add_(1, picked[real], torch.ones(picked[real].shape, dtype=torch.float64, device=picked.device))
@@ -79,8 +87,9 @@ class SequenceRouting:
         picks, n = self.totals()
         per_sequence = weight * experts * picks / (n * n).clamp(min=1)[:, None]
         out = torch.zeros(len(self.sequences), experts, dtype=torch.float64, device=picks.device)
-        real = self.sequences.to(picks.device) >= 0
-        out[real] = per_sequence[self.sequences.to(picks.device)[real]]
+        sequences = self.on(picks.device)
+        real = sequences >= 0
+        out[real] = per_sequence[sequences[real]]
         return out
 
     def value(self, experts: int) -> torch.Tensor:
