@@ -180,17 +180,18 @@ def _check_experts(config: ModelConfig, strategy: Strategy) -> None:
 
 
 def _check_balance(config: ModelConfig, strategy: Strategy) -> None:
-    """The auxiliary loss counts each sequence's routing over all its layers before its backward
-    (``models.balance``): on one rank, which pp, sp and cp would each split."""
+    """The auxiliary loss counts each sequence's routing over all its tokens before its backward
+    (``models.balance``; a pipeline carries it between the stages that split its layers): on one
+    rank, which sp and cp would each split."""
     if config.experts is None or not config.experts.aux_loss_coef:
         return
-    splits = [f"{what}={n}" for what, n in (("pp", strategy.pp), ("cp", strategy.cp)) if n > 1]
+    splits = [f"cp={strategy.cp}"] if strategy.cp > 1 else []
     splits += ["sp"] if strategy.sp else []
     if splits:
         raise ValueError(
             f"{strategy}: {config.name}'s load-balancing auxiliary loss (router_aux_loss_coef="
             f"{config.experts.aux_loss_coef}) is not computed under {', '.join(splits)} yet (a sequence's "
-            "routing would be split over ranks); choose strategies of dp, tp and ep, or train without it "
+            "tokens would be split over ranks); choose strategies of dp, tp, pp and ep, or train without it "
             "(output_router_logits false in config.json, or Experts(aux_loss_coef=0))"
         )
 

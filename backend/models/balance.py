@@ -15,9 +15,12 @@ one value for every plan, and transformers' own for a batch of one sequence.
 ``coef / D * E * F_d / N_d**2`` added to their gradient (``F_d``: sequence ``d``'s picks of each
 expert over all its routed layers, ``N_d``: its layers times tokens, ``D``: the batch's
 sequences). ``Balanced`` adds it in backward; forward counts every layer's picks in the
-micro-batch's ``SequenceRouting``, complete before any backward reads it because one rank holds
-all of a sequence's tokens and layers (strategies that split them, pp, sp and cp, are refused
-while the loss is on: ``layout.check_strategy``).
+micro-batch's ``SequenceRouting``, complete before any backward reads it. A pipeline splits the
+layers over stages: a stage passes its routing so far (``carried``) on with its activations, and
+the last stage's complete routing comes back with their gradients (``parallel.pipeline``), so
+each stage's backward sees every layer's picks, and the value is counted once, where the routing
+completes. Strategies that split a sequence's tokens, sp and cp, are refused while the loss is
+on (``layout.check_strategy``).
 
 The engine drives one ``BalanceLedger`` per process (``BALANCE``): ``start_step`` with the
 step's sequence count, ``begin`` before each micro-batch's forward with its tokens' sequences,
@@ -26,6 +29,8 @@ step's sequence count, ``begin`` before each micro-batch's forward with its toke
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -44,6 +49,9 @@ class SequenceRouting:
     picks: dict[int, torch.Tensor] = field(default_factory=dict)
     probs: dict[int, torch.Tensor] = field(default_factory=dict)
     copies: dict[torch.device, torch.Tensor] = field(default_factory=dict)  # ``sequences`` per device
+    upstream: torch.Tensor | None = None  # earlier pipeline stages' routing (``carried``)
+    complete: torch.Tensor | None = None  # every stage's, from the last (``complete_with``)
+    passed_on: bool = False  # sent to a later stage, which counts the value
 
     def on(self, device: torch.device) -> torch.Tensor:
         """``sequences`` on ``device``, copied once for every layer that reads it."""
@@ -54,7 +62,7 @@ class SequenceRouting:
     @classmethod
     def of(cls, sequences: torch.Tensor, layers: int) -> SequenceRouting:
         flat = sequences.reshape(-1)
-        count = int(flat.max()) + 1 if flat.numel() else 0
+        count = max(int(flat.max()) + 1 if flat.numel() else 0, 1)  # an idle micro-batch: one empty
         tokens = torch.bincount(flat[flat >= 0], minlength=count).double()
         return cls(flat, tokens, layers)
 
@@ -71,20 +79,42 @@ class SequenceRouting:
         self.picks[layer] = zeros.index_add(0, seq, chosen)
         self.probs[layer] = zeros.index_add(0, seq, probs.detach()[real].double())
 
-    def totals(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(picks over every layer [count, experts], ``N_d``: layers times tokens [count])."""
-        if len(self.picks) != self.layers:
+    def carried(self) -> torch.Tensor:
+        """The routing of this stage's layers and the stages before it, as one tensor [count,
+        2 * experts + 1] (float64): picks, summed probabilities, and the layers counted, in
+        the last column."""
+        if self.complete is not None:
+            return self.complete
+        if not self.picks and self.upstream is None:
+            raise RuntimeError("no routed layer has recorded this micro-batch's routing")
+        mine = [torch.cat([self.picks[i], self.probs[i]], -1) for i in self.picks]
+        summed = torch.stack(mine).sum(0) if mine else torch.zeros_like(self.upstream[:, :-1])
+        layers = torch.full_like(summed[:, :1], len(mine))
+        out = torch.cat([summed, layers], -1)
+        return out if self.upstream is None else out + self.upstream.to(out.device)
+
+    def complete_with(self, carried: torch.Tensor) -> None:
+        """A later stage's complete routing (``carried`` there), for this stage's backward."""
+        self.complete = carried
+
+    def totals(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(picks over every layer [count, experts], their summed probabilities, ``N_d``: layers
+        times tokens [count])."""
+        carried = self.carried()
+        experts = (carried.shape[-1] - 1) // 2
+        layers = carried[:, -1]
+        if not bool((layers == self.layers).all()):
             raise RuntimeError(
-                f"the auxiliary loss needs every routed layer's routing before backward; {len(self.picks)} of "
-                f"{self.layers} recorded (a strategy that splits layers or tokens got past layout.check_strategy)"
+                f"the auxiliary loss needs every routed layer's routing before backward; {int(layers.min())} of "
+                f"{self.layers} recorded (a strategy that splits tokens got past layout.check_strategy)"
             )
-        picks = torch.stack(list(self.picks.values())).sum(0)
-        return picks, self.tokens.to(picks.device) * self.layers
+        n = self.tokens.to(carried.device) * self.layers
+        return carried[:, :experts], carried[:, experts:-1], n
 
     def gradient(self, weight: float, experts: int) -> torch.Tensor:
         """The auxiliary loss's gradient of each token's probabilities [tokens, experts] (zero on
         padding), for the loss ``weight * sum_d aux_d``."""
-        picks, n = self.totals()
+        picks, _, n = self.totals()
         per_sequence = weight * experts * picks / (n * n).clamp(min=1)[:, None]
         out = torch.zeros(len(self.sequences), experts, dtype=torch.float64, device=picks.device)
         sequences = self.on(picks.device)
@@ -92,11 +122,10 @@ class SequenceRouting:
         out[real] = per_sequence[sequences[real]]
         return out
 
-    def value(self, experts: int) -> torch.Tensor:
+    def value(self) -> torch.Tensor:
         """The sum over this micro-batch's sequences of their auxiliary losses."""
-        picks, n = self.totals()
-        probs = torch.stack(list(self.probs.values())).sum(0)
-        return (experts * (picks * probs).sum(-1) / (n * n).clamp(min=1)).sum()
+        picks, probs, n = self.totals()
+        return (picks.shape[-1] * (picks * probs).sum(-1) / (n * n).clamp(min=1)).sum()
 
 
 class Balanced(torch.autograd.Function):
@@ -145,6 +174,27 @@ class BalanceLedger:
             return probs
         return Balanced.apply(probs, picked, layer, self.routing, self.weight)
 
+    def carry_on(self, arrived: torch.Tensor | None, last: bool) -> SequenceRouting | None:
+        """A pipeline stage has run the current micro-batch's forward, ``arrived`` the routing
+        carried from the stage before (None on the first): the micro-batch's routing (None with
+        the loss off), whose ``carried`` the stage passes on unless ``last``."""
+        routing = self.routing
+        if routing is not None:
+            routing.upstream = arrived
+            routing.passed_on = not last
+        return routing
+
+    @contextmanager
+    def backward_of(self, routing: SequenceRouting | None) -> Iterator[None]:
+        """A micro-batch's backward: layers recomputed there (activation checkpointing) read its
+        own ``routing``, not the latest forward's (a pipeline runs others in between)."""
+        latest = self.routing
+        self.routing = routing if self.weight else latest
+        try:
+            yield
+        finally:
+            self.routing = latest
+
     def opened(self) -> int:
         """How many micro-batches this step has begun (a mark for ``weighted_since``)."""
         return len(self.seen)
@@ -154,8 +204,8 @@ class BalanceLedger:
         ``mark``: their share of the step's ``coef`` times the mean over its sequences."""
         total = torch.zeros((), dtype=torch.float64, device=device)
         for routing in self.seen[mark:]:
-            if routing.picks:  # an idle micro-batch of an ep group routes no sequence of its own
-                total = total + routing.value(next(iter(routing.picks.values())).shape[-1]).to(device)
+            if not routing.passed_on:  # a later pipeline stage counts it
+                total = total + routing.value().to(device)
         return total * self.weight
 
     def close(self) -> None:

@@ -8,7 +8,9 @@ with its shape sent first, and its gradient comes back in the shape the receiver
 already knows. Between two passes a stage makes one exchange with its neighbours, what
 the last pass sends and what the next needs posted together (``runtime.p2p``), an
 order that cannot deadlock on NCCL. With one stage a pass is a plain forward and
-backward of the micro-batch.
+backward of the micro-batch. With a mixture's auxiliary loss on (``models.balance``), one more
+link joins neighbouring stages: a micro-batch's routing so far goes on with its activations and
+the complete routing comes back with their gradients.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
+from hotswitch.backend.models.balance import BALANCE, SequenceRouting
 from hotswitch.backend.runtime.p2p import P2P, Exchanger, exchanges
 from hotswitch.backend.runtime.profile_ranges import BACKWARD, FORWARD
 from hotswitch.backend.strategy import Strategy
@@ -125,19 +128,24 @@ def run_stage(
     stage = graph.stage
     last = stage == strategy.pp - 1
     device = graph.device
-    dtype = next(graph.module.parameters()).dtype  # activations cross stages in the compute dtype
     passes = SCHEDULES[schedule](strategy.pp, stage, len(micro_batches))
-    plan = exchanges(passes, graph.receives, graph.sends)
-    exchanger = Exchanger(graph.rank, stage, len(strategy.stage_ranks[0]), graph.crossings)  # equal (dp, cp, tp)
+    route = routing_links(graph)
+    plan = exchanges(passes, [*graph.receives, *route.receives], [*graph.sends, *route.sends])
+    exchanger = Exchanger(graph.rank, stage, len(strategy.stage_ranks[0]), graph.crossings + 1)  # equal (dp, cp, tp)
     inputs: dict[int, list[torch.Tensor]] = {}
     outputs: dict[int, list[torch.Tensor]] = {}
+    routings: dict[int, SequenceRouting | None] = {}
     loss = torch.zeros((), device=device)
     clock = clock or StageClock()
     outgoing: dict[P2P, torch.Tensor] = {}
     for step, ops in zip([*passes, None], plan, strict=True):
         started = time.perf_counter()
-        like = {op: outputs[op.micro][_index(graph.sends, op)] for op in ops if not op.send and op.kind == "grad"}
-        arrived = exchanger.run(ops, outgoing, like, device, dtype)
+        like = {
+            op: _carried(routings[op.micro]) if op.link == route.index else outputs[op.micro][_index(graph.sends, op)]
+            for op in ops
+            if not op.send and op.kind == "grad"
+        }
+        arrived = exchanger.run(ops, outgoing, like, device)
         computing = time.perf_counter()
         clock.wait_s += computing - started
         if step is None:
@@ -146,12 +154,60 @@ def run_stage(
         if step.kind == "F":
             # the batch is made here when read (runtime.on_read), outside forward's range
             inputs[m], outputs[m], outgoing = _forward(graph, micro_batches[m], m, arrived, last)
+            routings[m] = route.pass_on(m, arrived, outgoing)
             if last:
                 loss += outputs[m][0].detach()
         else:
-            outgoing = _backward(graph, m, inputs.pop(m), outputs.pop(m), arrived, scale if last else None)
+            routing = routings.pop(m)
+            route.take_back(m, arrived, routing)
+            with BALANCE.backward_of(routing):
+                outgoing = _backward(graph, m, inputs.pop(m), outputs.pop(m), arrived, scale if last else None)
+            route.send_back(m, routing, outgoing)
         clock.busy_s += time.perf_counter() - computing
     return loss
+
+
+@dataclass(frozen=True)
+class RoutingLinks:
+    """The auxiliary loss's routing between neighbouring stages (``models.balance``): link
+    ``index`` (after the graph's crossings) from the stage before and to the stage after, where
+    the loss is on in a pipeline; none otherwise."""
+
+    index: int
+    receives: tuple[Link, ...] = ()
+    sends: tuple[Link, ...] = ()
+
+    def pass_on(self, m: int, arrived: dict, outgoing: dict) -> SequenceRouting | None:
+        """After micro-batch ``m``'s forward: its routing, what came from the stage before added,
+        put in ``outgoing`` for the stage after."""
+        came = [arrived[P2P(r.peer_stage, m, r.index, "act", False)] for r in self.receives]
+        routing = BALANCE.carry_on(came[0] if came else None, last=not self.sends)
+        for link in self.sends:
+            assert routing is not None  # the links exist only while the loss is on
+            outgoing[P2P(link.peer_stage, m, link.index, "act", True)] = routing.carried()
+        return routing
+
+    def take_back(self, m: int, arrived: dict, routing: SequenceRouting | None) -> None:
+        """Before ``m``'s backward: the complete routing that came back from the stage after."""
+        for link in self.sends:
+            assert routing is not None
+            routing.complete_with(arrived[P2P(link.peer_stage, m, link.index, "grad", False)])
+
+    def send_back(self, m: int, routing: SequenceRouting | None, outgoing: dict) -> None:
+        """After ``m``'s backward: the complete routing, back to the stage before."""
+        for link in self.receives:
+            assert routing is not None
+            outgoing[P2P(link.peer_stage, m, link.index, "grad", True)] = routing.carried()
+
+
+def routing_links(graph: PipelineStage) -> RoutingLinks:
+    """``graph``'s stage's ``RoutingLinks``."""
+    index, stage, stages = graph.crossings, graph.stage, graph.strategy.pp
+    if stages == 1 or not BALANCE.weight:
+        return RoutingLinks(index)
+    receives = (Link(stage - 1, index),) if stage > 0 else ()
+    sends = (Link(stage + 1, index),) if stage < stages - 1 else ()
+    return RoutingLinks(index, receives, sends)
 
 
 def _forward(graph: PipelineStage, batch: tuple[torch.Tensor, ...], m: int, arrived: dict, last: bool):
@@ -183,6 +239,11 @@ def _backward(graph: PipelineStage, m: int, received: list, produced: list, arri
         grad = tensor.grad if tensor.grad is not None else torch.zeros_like(tensor)
         outgoing[P2P(link.peer_stage, m, link.index, "grad", True)] = grad
     return outgoing
+
+
+def _carried(routing: SequenceRouting | None) -> torch.Tensor:
+    assert routing is not None  # a routing link's traffic: the loss is on
+    return routing.carried()
 
 
 def _index(links: Sequence[Link], op: P2P) -> int:

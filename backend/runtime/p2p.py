@@ -5,8 +5,9 @@ ignored), and a blocking send waits for its receive. Sends after one pass and re
 the next are therefore posted together, as one ``batch_isend_irecv`` group (Megatron's
 ``send_forward_recv_backward``): between a pass and the next, a stage makes one *exchange*.
 Within an exchange, operations are sorted by (peer, micro-batch, link, kind), which both ends
-compute alike. An activation's shape travels first, in a fixed-size header exchanged as its own
-batch, so its receiver can allocate it; gradients come back in shapes the receiver knows.
+compute alike. An activation's shape and dtype travel first, in a fixed-size header exchanged as
+its own batch, so its receiver can allocate it; gradients come back in the shapes and dtypes the
+receiver knows.
 ``exchanges`` is pure: tests check the ordering and progress rules over every stage pair.
 Gloo keeps the same order (and uses the tags).
 """
@@ -21,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 _MAX_DIMS = 7
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)  # an activation's, by header code
 Kind = Literal["act", "grad"]
 
 
@@ -76,9 +78,9 @@ class Exchanger:
     def _tag(self, op: P2P, part: int) -> int:  # 0 header, 1 activation, 2 gradient
         return (op.micro * self.crossings + op.link) * 3 + part
 
-    def run(self, ops: list[P2P], outgoing: dict[P2P, torch.Tensor], like: dict[P2P, torch.Tensor], device, dtype):
+    def run(self, ops: list[P2P], outgoing: dict[P2P, torch.Tensor], like: dict[P2P, torch.Tensor], device):
         """Send ``outgoing[op]`` for each send; return {op: tensor} for each receive (activations
-        in ``dtype``, gradients shaped as ``like[op]``). Two batches: headers, then data."""
+        as their headers say, gradients as ``like[op]``). Two batches: headers, then data."""
         headers = {}
         batch = []
         for op in ops:
@@ -86,7 +88,7 @@ class Exchanger:
                 headers[op] = _header(outgoing[op])
                 batch.append(dist.P2POp(dist.isend, headers[op], self._peer(op), tag=self._tag(op, 0)))
             elif op.kind == "act":
-                headers[op] = torch.empty(_MAX_DIMS + 1, dtype=torch.long, device=device)
+                headers[op] = torch.empty(_MAX_DIMS + 2, dtype=torch.long, device=device)
                 batch.append(dist.P2POp(dist.irecv, headers[op], self._peer(op), tag=self._tag(op, 0)))
         _wait(batch)
         received = {}
@@ -98,8 +100,8 @@ class Exchanger:
                 batch.append(dist.P2POp(dist.isend, tensor, self._peer(op), tag=self._tag(op, part)))
                 continue
             if op.kind == "act":
-                shape = headers[op][1 : headers[op][0] + 1].tolist()
-                received[op] = torch.empty(shape, dtype=dtype, device=device)
+                header = headers[op].tolist()
+                received[op] = torch.empty(header[1 : header[0] + 1], dtype=_DTYPES[header[-1]], device=device)
             else:
                 received[op] = torch.empty_like(like[op])
             batch.append(dist.P2POp(dist.irecv, received[op], self._peer(op), tag=self._tag(op, part)))
@@ -108,9 +110,11 @@ class Exchanger:
 
 
 def _header(tensor: torch.Tensor) -> torch.Tensor:
-    header = torch.zeros(_MAX_DIMS + 1, dtype=torch.long, device=tensor.device)
+    """[dims, the shape (padded to ``_MAX_DIMS``), the dtype's index in ``_DTYPES``]."""
+    header = torch.zeros(_MAX_DIMS + 2, dtype=torch.long, device=tensor.device)
     header[0] = tensor.dim()
     header[1 : tensor.dim() + 1] = torch.tensor(tensor.shape)
+    header[-1] = _DTYPES.index(tensor.dtype)
     return header
 
 
