@@ -167,7 +167,6 @@ def check_strategy(config: ModelConfig, strategy: Strategy) -> None:
 
 
 def _check_experts(config: ModelConfig, strategy: Strategy) -> None:
-    _check_balance(config, strategy)
     if strategy.ep == 1:
         return
     if config.experts is None:
@@ -176,23 +175,6 @@ def _check_experts(config: ModelConfig, strategy: Strategy) -> None:
         raise ValueError(
             f"{strategy}: ep={strategy.ep} does not divide {config.name}'s {config.experts.count} experts; "
             "choose ep dividing the expert count"
-        )
-
-
-def _check_balance(config: ModelConfig, strategy: Strategy) -> None:
-    """The auxiliary loss counts each sequence's routing over all its tokens before its backward
-    (``models.balance``; a pipeline carries it between the stages that split its layers): on one
-    rank, which sp and cp would each split."""
-    if config.experts is None or not config.experts.aux_loss_coef:
-        return
-    splits = [f"cp={strategy.cp}"] if strategy.cp > 1 else []
-    splits += ["sp"] if strategy.sp else []
-    if splits:
-        raise ValueError(
-            f"{strategy}: {config.name}'s load-balancing auxiliary loss (router_aux_loss_coef="
-            f"{config.experts.aux_loss_coef}) is not computed under {', '.join(splits)} yet (a sequence's "
-            "tokens would be split over ranks); choose strategies of dp, tp, pp and ep, or train without it "
-            "(output_router_logits false in config.json, or Experts(aux_loss_coef=0))"
         )
 
 

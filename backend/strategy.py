@@ -201,6 +201,13 @@ class Strategy:
         c = self.coords(rank)
         return tuple(self.rank_of(c.pp, c.dp, k, c.tp) for k in range(self.cp))
 
+    def token_group(self, rank: int) -> tuple[int, ...]:
+        """The ranks a sequence's tokens are split over with ``rank``'s: its cp group, times its
+        tp group under sequence parallelism (each holds its part of the rows' positions)."""
+        c = self.coords(rank)
+        tps = range(self.tp) if self.sp else (c.tp,)
+        return tuple(self.rank_of(c.pp, c.dp, k, t) for k in range(self.cp) for t in tps)
+
     def dp_group(self, rank: int) -> tuple[int, ...]:
         c = self.coords(rank)
         return tuple(self.rank_of(c.pp, d, c.cp, c.tp) for d in range(self.dp))

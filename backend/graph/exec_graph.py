@@ -15,6 +15,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from hotswitch.backend.models.balance import BALANCE
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.rotary import rotary_buffers
 from hotswitch.backend.parallel.pipeline import Link, StageClock, run_stage
@@ -46,6 +47,7 @@ class ExecGraph:
     sends: list[Link] = field(default_factory=list)  # to later stages, in output order
     crossings: int = 0  # p2p nodes in the logical graph: every stage numbers its links among them
     accumulation: GradAccumulation | None = None  # how gradients reach the buffer ``attach`` gave
+    token_group: object | None = None  # the process group a sequence's tokens are split over, if any
 
     @property
     def stage(self) -> int:
@@ -63,6 +65,8 @@ class ExecGraph:
         for name in self.bindable:
             module = getattr(self.module, name)
             module.bind(groups[module.ranks])
+        ranks = self.strategy.token_group(self.rank)
+        self.token_group = groups[ranks] if len(ranks) > 1 else None
 
     def attach(self, params: FlatBuffer, grads: FlatBuffer | None = None) -> None:
         """Read parameters from (and, if given, accumulate gradients into) flat buffers. When
@@ -120,11 +124,23 @@ class ExecGraph:
         of every row (padded per chunk), with sequence parallelism rows padded to a multiple of
         tp; and the positions of the whole (padded) rows, which every rank reads whole."""
         tokens, targets, positions = pad_rows(tokens, targets, positions, self.strategy.row_multiple)
+        BALANCE.localize(self.token_share)
         cp = self.strategy.cp
         if cp > 1:
             index = self.strategy.coords(self.rank).cp
             return zigzag_shard(tokens, index, cp), zigzag_shard(targets, index, cp), positions
         return tokens, targets, positions
+
+    def token_share(self, per_token: torch.Tensor) -> torch.Tensor:
+        """The positions of ``per_token`` [rows, length] (a value per token of a micro-batch) that
+        this rank's layers see between attention blocks: its zig-zag chunks under cp, and of them
+        its contiguous part under sp; padding (-1) where ``local_share`` pads the rows."""
+        extra = -per_token.shape[1] % self.strategy.row_multiple
+        padded = torch.nn.functional.pad(per_token, (0, extra), value=-1)
+        c = self.strategy.coords(self.rank)
+        if self.strategy.cp > 1:
+            padded = zigzag_shard(padded, c.cp, self.strategy.cp)
+        return padded.chunk(self.strategy.tp, dim=1)[c.tp] if self.strategy.sp else padded
 
     def forward_backward(self, tokens: torch.Tensor, targets: torch.Tensor, scale: float) -> torch.Tensor:
         """One micro-batch through every stage; gradients of ``scale * loss`` accumulate."""

@@ -18,9 +18,10 @@ sequences). ``Balanced`` adds it in backward; forward counts every layer's picks
 micro-batch's ``SequenceRouting``, complete before any backward reads it. A pipeline splits the
 layers over stages: a stage passes its routing so far (``carried``) on with its activations, and
 the last stage's complete routing comes back with their gradients (``parallel.pipeline``), so
-each stage's backward sees every layer's picks, and the value is counted once, where the routing
-completes. Strategies that split a sequence's tokens, sp and cp, are refused while the loss is
-on (``layout.check_strategy``).
+each stage's backward sees every layer's picks. Sequence and context parallelism split a
+sequence's tokens: each rank counts its own (``localize``: the graph's ``token_share``), and the
+last stage sums them over the token group. The value is counted once, where the routing
+completes.
 
 The engine drives one ``BalanceLedger`` per process (``BALANCE``): ``start_step`` with the
 step's sequence count, ``begin`` before each micro-batch's forward with its tokens' sequences,
@@ -29,7 +30,7 @@ step's sequence count, ``begin`` before each micro-batch's forward with its toke
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -51,7 +52,7 @@ class SequenceRouting:
     copies: dict[torch.device, torch.Tensor] = field(default_factory=dict)  # ``sequences`` per device
     upstream: torch.Tensor | None = None  # earlier pipeline stages' routing (``carried``)
     complete: torch.Tensor | None = None  # every stage's, from the last (``complete_with``)
-    passed_on: bool = False  # sent to a later stage, which counts the value
+    counts_value: bool = True  # false where a later stage, or another rank of the token group, does
 
     def on(self, device: torch.device) -> torch.Tensor:
         """``sequences`` on ``device``, copied once for every layer that reads it."""
@@ -70,6 +71,11 @@ class SequenceRouting:
         """Layer ``layer``'s picks [tokens, k] and probabilities [tokens, experts] (set, not
         added: a checkpointed layer recomputed in backward records the same again)."""
         sequences = self.on(picked.device)
+        if len(sequences) != len(picked):
+            raise RuntimeError(
+                f"routed layer {layer} saw {len(picked)} tokens where the micro-batch's routing expects "
+                f"{len(sequences)} (a strategy's token share not given to BALANCE.localize)"
+            )
         real = sequences >= 0
         seq = sequences[real]
         count, experts = len(self.tokens), probs.shape[-1]
@@ -106,7 +112,7 @@ class SequenceRouting:
         if not bool((layers == self.layers).all()):
             raise RuntimeError(
                 f"the auxiliary loss needs every routed layer's routing before backward; {int(layers.min())} of "
-                f"{self.layers} recorded (a strategy that splits tokens got past layout.check_strategy)"
+                f"{self.layers} recorded"
             )
         n = self.tokens.to(carried.device) * self.layers
         return carried[:, :experts], carried[:, experts:-1], n
@@ -154,6 +160,7 @@ class BalanceLedger:
         self.weight = 0.0
         self.routing: SequenceRouting | None = None
         self.seen: list[SequenceRouting] = []
+        self.whole = torch.zeros(0, 0, dtype=torch.long)  # the current micro-batch's sequences
 
     def start_step(self, coef: float, layers: int, sequences: int) -> None:
         """A training step of ``sequences`` over a model of ``layers`` routed layers; ``coef``
@@ -167,6 +174,14 @@ class BalanceLedger:
         if self.weight:
             self.routing = SequenceRouting.of(sequences, self.layers)
             self.seen.append(self.routing)
+            self.whole = sequences
+
+    def localize(self, share: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """The current micro-batch's tokens on this rank are ``share`` of the whole [rows, length]
+        (sp and cp split them): its routing counts those; the sequences' sizes stay whole."""
+        if self.routing is not None:
+            self.routing.sequences = share(self.whole).reshape(-1)
+            self.routing.copies.clear()
 
     def balanced(self, probs: torch.Tensor, picked: torch.Tensor, layer: int) -> torch.Tensor:
         """``probs`` through ``Balanced`` where a training step's routing is open, else as is."""
@@ -181,7 +196,7 @@ class BalanceLedger:
         routing = self.routing
         if routing is not None:
             routing.upstream = arrived
-            routing.passed_on = not last
+            routing.counts_value = last
         return routing
 
     @contextmanager
@@ -204,7 +219,7 @@ class BalanceLedger:
         ``mark``: their share of the step's ``coef`` times the mean over its sequences."""
         total = torch.zeros((), dtype=torch.float64, device=device)
         for routing in self.seen[mark:]:
-            if not routing.passed_on:  # a later pipeline stage counts it
+            if routing.counts_value:
                 total = total + routing.value().to(device)
         return total * self.weight
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.profiler import record_function
 
@@ -68,6 +69,9 @@ class PipelineStage(Protocol):
 
     @property
     def crossings(self) -> int: ...  # links in the whole pipeline, numbered alike on every stage
+
+    @property
+    def token_group(self) -> object | None: ...  # the process group a sequence's tokens split over
 
 
 @dataclass(frozen=True)
@@ -171,20 +175,29 @@ def run_stage(
 class RoutingLinks:
     """The auxiliary loss's routing between neighbouring stages (``models.balance``): link
     ``index`` (after the graph's crossings) from the stage before and to the stage after, where
-    the loss is on in a pipeline; none otherwise."""
+    the loss is on in a pipeline; none otherwise. Where a sequence's tokens are split over
+    ranks (sp, cp), the last stage sums their routing over ``group``."""
 
     index: int
     receives: tuple[Link, ...] = ()
     sends: tuple[Link, ...] = ()
+    group: object | None = None
 
     def pass_on(self, m: int, arrived: dict, outgoing: dict) -> SequenceRouting | None:
         """After micro-batch ``m``'s forward: its routing, what came from the stage before added,
-        put in ``outgoing`` for the stage after."""
+        put in ``outgoing`` for the stage after; on the last, complete over the token group."""
         came = [arrived[P2P(r.peer_stage, m, r.index, "act", False)] for r in self.receives]
         routing = BALANCE.carry_on(came[0] if came else None, last=not self.sends)
         for link in self.sends:
             assert routing is not None  # the links exist only while the loss is on
             outgoing[P2P(link.peer_stage, m, link.index, "act", True)] = routing.carried()
+        if routing is not None and not self.sends and self.group is not None:
+            mine = routing.carried()
+            whole = mine.clone()
+            dist.all_reduce(whole, group=self.group)
+            whole[:, -1] = mine[:, -1]  # each rank saw every layer: the layers counted are its own
+            routing.complete_with(whole)
+            routing.counts_value = dist.get_rank(self.group) == 0  # the group's value, once
         return routing
 
     def take_back(self, m: int, arrived: dict, routing: SequenceRouting | None) -> None:
@@ -203,11 +216,11 @@ class RoutingLinks:
 def routing_links(graph: PipelineStage) -> RoutingLinks:
     """``graph``'s stage's ``RoutingLinks``."""
     index, stage, stages = graph.crossings, graph.stage, graph.strategy.pp
-    if stages == 1 or not BALANCE.weight:
+    if not BALANCE.weight:
         return RoutingLinks(index)
     receives = (Link(stage - 1, index),) if stage > 0 else ()
     sends = (Link(stage + 1, index),) if stage < stages - 1 else ()
-    return RoutingLinks(index, receives, sends)
+    return RoutingLinks(index, receives, sends, graph.token_group)
 
 
 def _forward(graph: PipelineStage, batch: tuple[torch.Tensor, ...], m: int, arrived: dict, last: bool):

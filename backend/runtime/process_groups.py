@@ -11,13 +11,13 @@ from hotswitch.backend.strategy import Strategy
 
 
 def strategy_rank_sets(strategies: Iterable[Strategy]) -> set[tuple[int, ...]]:
-    """Every tensor-, context- and data-parallel group and every replica group (dp x cp, where
-    gradients are summed) of every rank under each strategy; under expert parallelism its
-    expert groups and expert replica groups too."""
+    """Every tensor-, context- and data-parallel group, every replica group (dp x cp, where
+    gradients are summed) and token group (cp, times tp under sp) of every rank under each
+    strategy; under expert parallelism its expert groups and expert replica groups too."""
     out: set[tuple[int, ...]] = set()
     for s in strategies:
         for rank in s.ranks:
-            groups = [s.tp_group(rank), s.cp_group(rank), s.dp_group(rank), s.replica_group(rank)]
+            groups = [s.tp_group(rank), s.cp_group(rank), s.dp_group(rank), s.replica_group(rank), s.token_group(rank)]
             if s.ep > 1:  # tokens to their experts and back; the experts' gradients summed
                 groups += [s.ep_group(rank), s.expert_replica_group(rank)]
             out.update(group for group in groups if len(group) > 1)

@@ -11,11 +11,9 @@ import pytest
 import torch
 
 from hotswitch.backend.data.stream import Sequence
-from hotswitch.backend.layout import param_layout
 from hotswitch.backend.models.balance import BALANCE
 from hotswitch.backend.models.hf import load_pretrained
 from hotswitch.backend.models.llama import Transformer
-from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.planning.batching import collate, collate_rows
 
 from .families import VOCAB, make_family
@@ -148,17 +146,6 @@ def test_the_loss_changes_gradients_only_inside_a_training_step(family):
     routers = [n for n in grads[0] if n.endswith("router.weight")]
     assert routers and all(not torch.equal(grads[0][n], grads[1][n]) for n in routers)
     assert BALANCE.routing is None  # closed again
-
-
-@pytest.mark.parametrize("strategy", ["ep2cp2", "ep2tp2sp"])
-def test_strategies_that_split_a_sequences_tokens_are_refused_naming_the_fix(family, strategy):
-    _, _, ours = family
-    with pytest.raises(
-        ValueError, match=r"auxiliary loss .* is not computed under .*choose strategies of dp, tp, pp and ep"
-    ):
-        param_layout(ours.config, Strategy.parse(strategy))
-    for computed in ("tp2ep2", "ep2pp2"):  # dp, tp, pp and ep compute it
-        param_layout(ours.config, Strategy.parse(computed))
 
 
 def test_a_checkpoint_with_output_router_logits_loads_and_exports_its_auxiliary_loss(family):

@@ -3,7 +3,8 @@ ranks, tokens sent to them and back by all-to-all, under ep alone, ep with data 
 with tensor (and sequence) parallelism, in a pipeline with experts in both stages, and
 hot-switched between expert layouts within each step: per-step loss within 1e-5 and every
 gradient at step 1 within 3e-5 of one device; with the load-balancing auxiliary loss too,
-under ep with dp and tp, in pipelines, and hot-switched."""
+under ep with dp and tp, in pipelines, with a sequence's tokens split (sp, cp ring and
+Ulysses), and hot-switched."""
 
 import dataclasses
 
@@ -29,6 +30,8 @@ PLANS = {
     "aux-hot": [("tp2ep2", 30), ("dp2ep2", 16), ("ep4", 0)],
     # a pipeline carries each sequence's routing between its stages, under 1F1B with recomputed layers
     "aux-pipeline": [("ep2pp2", 24), ("tp2pp2ckpt", 0)],
+    # sp and cp split a sequence's tokens: its routing summed over them, in pipelines too
+    "aux-split-tokens": [("ep2tp2sp", 30), ("cp2pp2", 16), ("ep2ul2", 0)],
 }
 AUX = 0.05
 
