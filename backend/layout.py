@@ -54,6 +54,7 @@ TP_PLAN: Mapping[str, TPStyle] = MappingProxyType(
         "layers.*.feed_forward.b3": "column",
         # a mixture of experts routes token by token: replicated, each rank routing its own tokens
         "layers.*.feed_forward.router.weight": "replicate",
+        "layers.*.feed_forward.router.score_bias": "replicate",
         "layers.*.feed_forward.experts.w1": "replicate",
         "layers.*.feed_forward.experts.w2": "replicate",
         "layers.*.feed_forward.experts.w3": "replicate",
@@ -229,6 +230,16 @@ def partial_over_replicas(layout: dict[str, ParamLayout]) -> dict[str, ParamLayo
         placements = (Partial(), *kept, Partial(), tp_placement(p.state))
         out[name] = replace(p, state=replace(p.state, placements=placements))
     return out
+
+
+# parameters the update leaves as they are: no gradient reaches them, and AdamW's weight decay
+# would shrink them (``train.state.master``)
+FROZEN = ("layers.*.feed_forward.router.score_bias",)  # the router's choice bias (``models.experts``)
+
+
+def is_frozen(name: str) -> bool:
+    """Whether parameter ``name`` stays as loaded through training (``FROZEN``)."""
+    return any(fnmatchcase(name, pattern) for pattern in FROZEN)
 
 
 def is_expert(name: str) -> bool:

@@ -196,7 +196,7 @@ def measured_imbalance(config: ModelConfig, ep: int, tokens: int, seeds: int = 4
     over ``seeds`` batches of ``tokens``; beside uniform routing's expectation."""
     import torch
 
-    from hotswitch.backend.models.experts import route
+    from hotswitch.backend.models.experts import Gate, route
     from hotswitch.backend.models.llama import init_param
 
     e = config.experts
@@ -205,7 +205,7 @@ def measured_imbalance(config: ModelConfig, ep: int, tokens: int, seeds: int = 4
     ratios = []
     for seed in range(seeds):
         x = torch.randn(tokens, config.dim, generator=torch.Generator().manual_seed(seed))
-        picked, _ = route(x, router, e.per_token, e.normalize)
+        picked, _ = route(x, router, Gate.of(e))
         load = torch.bincount(picked.reshape(-1) // (e.count // ep), minlength=ep).double()
         ratios.append((load.max() / load.mean()).item())
     rows = routed_rows(config, Strategy(dp=ep, ep=ep), tokens) / ep  # each rank's share of the group's

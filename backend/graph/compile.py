@@ -30,6 +30,7 @@ from hotswitch.backend.graph.logical import LogicalGraph
 from hotswitch.backend.graph.nodes import FREE, MESH_DIMS, P2P, LogicalNode, MeshDim
 from hotswitch.backend.graph.selective_recompute import recompute_selectively
 from hotswitch.backend.layout import context_flavour, param_layout
+from hotswitch.backend.models.experts import Gate
 from hotswitch.backend.models.llama import fused_token_loss, token_loss
 from hotswitch.backend.parallel.expert_parallel import ExpertParallel
 from hotswitch.backend.parallel.pipeline import Link
@@ -247,11 +248,11 @@ class _StageCompiler:
         """The mixture with its experts split over the ep group: tokens sent to them and back."""
         fx = node.fx_node
         assert fx is not None and self.graph.config.experts is not None  # a routed layer's traced call
-        per_token, normalize, layer = fx.args[5:8]
-        assert isinstance(per_token, int) and isinstance(normalize, bool) and isinstance(layer, int)  # constants
+        gate, layer = fx.args[5:7]
+        assert isinstance(gate, tuple) and isinstance(layer, int)  # constants
         ranks = self.strategy.ep_group(self.rank)
         count = self.graph.config.experts.count
-        module = ExpertParallel(ranks, ranks.index(self.rank), count, per_token, normalize, layer)
+        module = ExpertParallel(ranks, ranks.index(self.rank), count, Gate(*gate), layer)
         return self._module_node(f"{node.name}_expert_parallel", module, ins)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 import torch.fx
 from torch import nn
 
@@ -47,7 +48,7 @@ class ExecGraph:
     sends: list[Link] = field(default_factory=list)  # to later stages, in output order
     crossings: int = 0  # p2p nodes in the logical graph: every stage numbers its links among them
     accumulation: GradAccumulation | None = None  # how gradients reach the buffer ``attach`` gave
-    token_group: object | None = None  # the process group a sequence's tokens are split over, if any
+    token_group: dist.ProcessGroup | None = None  # the process group a sequence's tokens are split over, if any
 
     @property
     def stage(self) -> int:

@@ -91,12 +91,13 @@ class SequenceRouting:
         the last column."""
         if self.complete is not None:
             return self.complete
-        if not self.picks and self.upstream is None:
-            raise RuntimeError("no routed layer has recorded this micro-batch's routing")
         mine = [torch.cat([self.picks[i], self.probs[i]], -1) for i in self.picks]
-        summed = torch.stack(mine).sum(0) if mine else torch.zeros_like(self.upstream[:, :-1])
-        layers = torch.full_like(summed[:, :1], len(mine))
-        out = torch.cat([summed, layers], -1)
+        if not mine:  # a stage of no routed layer passes on what reached it
+            if self.upstream is None:
+                raise RuntimeError("no routed layer has recorded this micro-batch's routing")
+            return self.upstream
+        summed = torch.stack(mine).sum(0)
+        out = torch.cat([summed, torch.full_like(summed[:, :1], len(mine))], -1)
         return out if self.upstream is None else out + self.upstream.to(out.device)
 
     def complete_with(self, carried: torch.Tensor) -> None:

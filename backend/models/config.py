@@ -12,43 +12,13 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from hotswitch.backend.models.experts_config import Experts  # an option of ModelConfig, imported from here too
 from hotswitch.backend.models.rope_scaling import RopeScaling  # an option of ModelConfig, imported from here too
 
 QKNorm = Literal["none", "head", "projection"]
 NormPlacement = Literal["pre", "post", "sandwich"]
 Activation = Literal["silu", "gelu_tanh"]
 LayerKind = Literal["full", "sliding"]
-
-
-@dataclass(frozen=True)
-class Experts:
-    """A mixture of experts in place of the feed-forward of ``layers`` (empty: every layer): a
-    router (a linear map to ``count`` scores, softmax) picks each token's ``per_token`` experts
-    (top-k), each a SwiGLU of width ``ffn_dim``; their outputs are summed weighted by the picked
-    probabilities, renormalised to sum to one where ``normalize`` (Qwen3-MoE's and OLMoE's
-    ``norm_topk_prob``, always in Mixtral). Dropless: every token reaches its experts. A shared
-    expert (``shared_ffn_dim`` above 0: Qwen2-MoE, DeepSeek) is a SwiGLU of that width that every
-    token passes through, its output added to the routed one, scaled by sigmoid(a linear map of
-    the token to one score) where ``shared_gate`` (Qwen2-MoE's ``shared_expert_gate``)."""
-
-    count: int
-    per_token: int
-    ffn_dim: int
-    normalize: bool = False
-    layers: tuple[int, ...] = ()
-    shared_ffn_dim: int = 0
-    shared_gate: bool = False
-    # the load-balancing auxiliary loss's weight in the loss, 0 for none (transformers'
-    # router_aux_loss_coef where output_router_logits): ``models.balance``
-    aux_loss_coef: float = 0.0
-
-    def routes(self, layer: int) -> bool:
-        """Whether ``layer``'s feed-forward is this mixture (else a dense one)."""
-        return not self.layers or layer in self.layers
-
-    def routed_layers(self, n_layers: int) -> int:
-        """How many of ``n_layers`` layers route."""
-        return sum(self.routes(i) for i in range(n_layers))
 
 
 @dataclass(frozen=True)
@@ -95,11 +65,8 @@ class ModelConfig:
             raise ValueError(f"{self.name}: {len(self.layer_kinds)} layer kinds for {self.n_layers} layers")
         if "sliding" in self.layer_kinds and not self.sliding_window:
             raise ValueError(f"{self.name}: sliding layers need a sliding_window")
-        if self.experts is not None and not 0 < self.experts.per_token <= self.experts.count:
-            raise ValueError(
-                f"{self.name}: {self.experts.per_token} experts per token of {self.experts.count}; "
-                "give between 1 and the expert count"
-            )
+        if self.experts is not None:
+            self.experts.check(self.name)
         if self.rotary_dim % 2 or self.rotary_dim > self.head_size:
             raise ValueError(
                 f"{self.name}: partial_rotary={self.partial_rotary} of head_dim {self.head_size} is "
@@ -209,6 +176,8 @@ class ModelConfig:
             shapes[p + "feed_forward.shared.w3.weight"] = (shared, dim)
         if shared and self.experts.shared_gate:
             shapes[p + "feed_forward.shared_gate.weight"] = (1, dim)
+        if self.experts.score_bias:
+            shapes[p + "feed_forward.router.score_bias"] = (count,)
         return shapes
 
     @functools.cached_property
@@ -338,6 +307,15 @@ def _other_families() -> tuple[ModelConfig, ...]:
             "mixtral-8x7b", vocab_size=32000, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim=14336,
             max_seq_len=32768, rope_theta=1e6, family="mixtral",
             experts=Experts(count=8, per_token=2, ffn_dim=14336, normalize=True),
+        ),
+        ModelConfig(
+            "glm4.5-air", vocab_size=151552, dim=4096, n_layers=46, n_heads=96, n_kv_heads=8, head_dim=128,
+            ffn_dim=10944, max_seq_len=131072, norm_eps=1e-5, rope_theta=1e6, partial_rotary=0.5, qkv_bias=True,
+            family="glm4_moe",
+            experts=Experts(
+                count=128, per_token=8, ffn_dim=1408, normalize=True, layers=tuple(range(1, 46)),
+                shared_ffn_dim=1408, scoring="sigmoid", score_bias=True,
+            ),
         ),
     )  # fmt: skip
 

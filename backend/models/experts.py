@@ -1,9 +1,10 @@
 """A mixture of experts in place of a layer's feed-forward (``ModelConfig.experts``): a router
-scores each token over the experts (softmax of a linear map, in fp32), the token goes to its
-top-k experts (every one of them: dropless, no capacity factor, so nothing is dropped and the
-result is one device's), each a SwiGLU, and their outputs are summed weighted by the picked
-probabilities (renormalised where the family says so), as transformers computes Qwen3-MoE,
-OLMoE and Mixtral.
+scores each token over the experts (softmax of a linear map, in fp32; or each expert's sigmoid,
+the choice biased and limited to the best expert groups, as GLM-4.5 and DeepSeek-V3 route), the
+token goes to its top-k experts (every one of them: dropless, no capacity factor, so nothing is
+dropped and the result is one device's), each a SwiGLU, and their outputs are summed weighted
+by the picked scores (renormalised and scaled where the family says so), as transformers
+computes Qwen3-MoE, Qwen2-MoE, OLMoE, Mixtral and GLM-4.5.
 
 ``routed_experts`` is one fx leaf (``torch.fx.wrap``), with one deduction rule: it works token
 by token, so tokens split over ranks (data, sequence or context parallel) each route on their
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import astuple, dataclass
 
 import torch
 import torch.fx
@@ -25,24 +27,59 @@ import torch.nn.functional as F
 from torch import nn
 
 from hotswitch.backend.models.balance import BALANCE
-from hotswitch.backend.models.config import Experts
+from hotswitch.backend.models.experts_config import Experts, Scoring
 
 
-def route(tokens: torch.Tensor, router: torch.Tensor, per_token: int, normalize: bool, layer: int = 0):
-    """Each token's ``per_token`` experts [tokens, k] and their weights (in the tokens' dtype):
-    the top-k of the router's softmax, in fp32, renormalised to sum to one where ``normalize``.
-    In a training step with the auxiliary loss on, the probabilities of routed layer ``layer``
-    also carry its gradient (``models.balance``)."""
-    logits = F.linear(tokens, router)
-    probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
-    if BALANCE.routing is None:
-        weights, picked = torch.topk(probs, per_token, dim=-1)
-    else:  # the same values and gradient as topk's, the probabilities balanced first
-        picked = torch.topk(probs.detach(), per_token, dim=-1).indices
-        weights = BALANCE.balanced(probs, picked, layer).gather(-1, picked)
-    if normalize:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-    return picked, weights.to(logits.dtype)
+@dataclass(frozen=True)
+class Gate:
+    """How a router's scores become each token's experts and their weights (``Experts``'s
+    router options); traced as ``astuple`` (fx keeps a tuple of constants as one constant)."""
+
+    per_token: int
+    normalize: bool
+    scoring: Scoring = "softmax"
+    groups: int = 1
+    group_pick: int = 1
+    scale: float = 1.0
+
+    @classmethod
+    def of(cls, e: Experts) -> Gate:
+        return cls(e.per_token, e.normalize, e.scoring, e.groups, e.group_pick, e.scale)
+
+
+def route(tokens: torch.Tensor, router: torch.Tensor, gate: Gate, layer: int = 0, bias: torch.Tensor | None = None):
+    """Each token's ``gate.per_token`` experts [tokens, k] and their weights (in the tokens'
+    dtype), as transformers' routers compute them: softmax scores (in fp32 from the tokens'
+    logits) or sigmoid ones (logits in fp32, GLM-4.5's and DeepSeek-V3's), the top-k of the
+    scores (plus ``bias`` for the choice only, within the best groups where ``gate.groups`` > 1),
+    renormalised where ``gate.normalize``, times ``gate.scale``. In a training step with the
+    auxiliary loss on, the probabilities of routed layer ``layer`` also carry its gradient
+    (``models.balance``)."""
+    if gate.scoring == "sigmoid":
+        scores = torch.sigmoid(F.linear(tokens.float(), router.float()))
+    else:
+        scores = torch.softmax(F.linear(tokens, router), dim=-1, dtype=torch.float32)
+    choice = scores.detach() if bias is None else scores.detach() + bias.float()
+    if gate.groups > 1:
+        choice = best_groups(choice, gate.groups, gate.group_pick)
+    picked = torch.topk(choice, gate.per_token, dim=-1).indices
+    if BALANCE.routing is not None:  # the same values and gradient, the probabilities balanced first
+        scores = BALANCE.balanced(scores, picked, layer)
+    weights = scores.gather(-1, picked)
+    if gate.normalize:  # the sigmoid routers' denominator has transformers' 1e-20 added
+        weights = weights / (weights.sum(dim=-1, keepdim=True) + (1e-20 if gate.scoring == "sigmoid" else 0.0))
+    if gate.scale != 1.0:
+        weights = weights * gate.scale
+    return picked, weights.to(tokens.dtype)
+
+
+def best_groups(choice: torch.Tensor, groups: int, keep: int) -> torch.Tensor:
+    """``choice`` [tokens, experts] with -inf outside each token's ``keep`` best of ``groups``
+    expert groups, a group ranked by the sum of its two best scores (DeepSeek-V3's)."""
+    per_group = choice.reshape(len(choice), groups, -1)
+    ranked = per_group.topk(2, dim=-1).values.sum(-1)
+    best = torch.zeros_like(ranked, dtype=torch.bool).scatter_(1, ranked.topk(keep, dim=-1).indices, True)
+    return choice.masked_fill(~best.repeat_interleave(choice.shape[1] // groups, dim=1), float("-inf"))
 
 
 @torch.fx.wrap
@@ -52,18 +89,18 @@ def routed_experts(
     w1: torch.Tensor,
     w2: torch.Tensor,
     w3: torch.Tensor,
-    per_token: int,
-    normalize: bool,
+    gate: tuple,
     layer: int = 0,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The mixture's output for ``x`` [..., dim]: experts ``w1``/``w3`` [experts, width, dim]
-    (gate, up) and ``w2`` [experts, dim, width] (down), ``router`` [experts, dim]; ``layer``: its
-    layer's index (the auxiliary loss counts each layer once). On meta tensors
-    (tracing) its shape alone."""
+    (gate, up) and ``w2`` [experts, dim, width] (down), ``router`` [experts, dim] and its choice
+    ``bias`` [experts] where it has one, ``gate`` a ``Gate`` as a tuple; ``layer``: its layer's
+    index (the auxiliary loss counts each layer once). On meta tensors (tracing) its shape alone."""
     if x.is_meta:
         return torch.empty_like(x)
     tokens = x.reshape(-1, x.shape[-1])
-    picked, weights = route(tokens, router, per_token, normalize, layer)
+    picked, weights = route(tokens, router, Gate(*gate), layer, bias)
     return KERNELS[IN_FORCE["kernel"]](tokens, picked, weights, w1, w2, w3).reshape(x.shape)
 
 
@@ -172,6 +209,20 @@ class SharedExpert(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+class Router(nn.Module):
+    """A routed layer's linear map to one score per expert (``weight``), and where the mixture has
+    one (``Experts.score_bias``) the per-expert bias its choice adds (``score_bias``: it changes
+    which experts are picked, never their weights, so no gradient reaches it; ``layout.FROZEN``
+    keeps it out of the update)."""
+
+    def __init__(self, experts: Experts, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(experts.count, dim))
+        if experts.score_bias:
+            self.score_bias = nn.Parameter(torch.zeros(experts.count), requires_grad=False)
+        self.biased = experts.score_bias
+
+
 class MixtureOfExperts(nn.Module):
     """A routed layer's feed-forward: ``router`` and ``experts``, and where ``Experts`` gives one
     a ``shared`` expert (with its ``shared_gate``, a linear map to one score, where gated) whose
@@ -180,20 +231,20 @@ class MixtureOfExperts(nn.Module):
     def __init__(self, experts: Experts, dim: int, layer: int = 0):
         super().__init__()
         self.layer = layer  # its layer's index in the model
-        self.router = nn.Linear(dim, experts.count, bias=False)
+        self.router = Router(experts, dim)
         self.experts = ExpertWeights(experts, dim)
         if experts.shared_ffn_dim:
             self.shared = SharedExpert(dim, experts.shared_ffn_dim)
             if experts.shared_gate:
                 self.shared_gate = nn.Linear(dim, 1, bias=False)
-        self.per_token = experts.per_token
-        self.normalize = experts.normalize
+        self.gate = astuple(Gate.of(experts))
         self.has_shared = bool(experts.shared_ffn_dim)
         self.gated = self.has_shared and experts.shared_gate
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        e = self.experts
-        routed = routed_experts(x, self.router.weight, e.w1, e.w2, e.w3, self.per_token, self.normalize, self.layer)
+        e, r = self.experts, self.router
+        bias = r.score_bias if r.biased else None
+        routed = routed_experts(x, r.weight, e.w1, e.w2, e.w3, self.gate, self.layer, bias)
         if not self.has_shared:
             return routed
         shared = self.shared(x)

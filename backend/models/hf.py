@@ -85,6 +85,7 @@ class HFCheckpoint:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.config = config_from_hf(self.directory)
+        self.raw = json.loads((self.directory / "config.json").read_text())
         self.files = _weight_map(self.directory)
         self.layout = stored_layout(self.config)
         self._check_names()
@@ -92,7 +93,7 @@ class HFCheckpoint:
 
     def _check_names(self) -> None:
         wanted = {tensor for stored in self.layout.values() for tensor in stored.names()}
-        stored = {n for n in self.files if not n.endswith(IGNORED_SUFFIXES)}
+        stored = {n for n in self.files if not n.endswith(IGNORED_SUFFIXES) and not self._prediction_layer(n)}
         head = hf_name("output.weight")
         if self.config.tie_embeddings:
             stored.discard(head)  # a tied checkpoint may store the head (as the embedding) or not
@@ -104,6 +105,15 @@ class HFCheckpoint:
                 f"missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
                 f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
             )
+
+    def _prediction_layer(self, tensor: str) -> bool:
+        """Whether ``tensor`` belongs to a multi-token-prediction layer stored after the decoder's
+        (GLM-4.5's ``num_nextn_predict_layers``): transformers neither loads nor trains them."""
+        extra = self.raw.get("num_nextn_predict_layers", self.raw.get("num_mtp_layers", 0)) or 0
+        parts = tensor.split(".")
+        if not extra or parts[:2] != ["model", "layers"] or not parts[2].isdigit():
+            return False
+        return self.config.n_layers <= int(parts[2]) < self.config.n_layers + extra
 
     def _check_shapes(self) -> None:
         expected = self.config.param_shapes()

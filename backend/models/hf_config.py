@@ -1,7 +1,8 @@
 """Hugging Face ``config.json`` <-> ``ModelConfig``, for every family the one decoder computes.
 
 A family is a ``model_type`` and the options its config sets (``FAMILIES``): Llama (2, 3.x,
-SmolLM2), Mistral, Qwen2.5, Qwen3, OLMo 2, Gemma 3 (text), Phi-3/Phi-4-mini, SmolLM3. Both
+SmolLM2), Mistral, Qwen2.5, Qwen3, OLMo 2, Gemma 3 (text), Phi-3/Phi-4-mini, SmolLM3, and the
+mixtures of experts Qwen3-MoE, Qwen2-MoE, OLMoE, Mixtral and GLM-4.5 (``hf_config_moe``). Both
 transformers 4 keys (``rope_theta``, ``rope_scaling``) and 5 ones (``rope_parameters``, per
 layer type for Gemma 3) are read. Nothing is silently ignored: a key that would change the
 computation and that the decoder does not compute is refused naming it; a key we know
@@ -33,7 +34,11 @@ class Family:
     gemma: bool = False  # 1 + weight norms, sqrt(dim) embedding scale, query_pre_attn_scalar
     sliding: str = "none"  # how layers are sliding where layer_types is absent: all, qwen, gemma, smollm3
     fused: bool = False  # q/k/v and gate/up stored as one tensor each (Phi-3)
-    experts: str = "none"  # how its config gives a mixture of experts: qwen, qwen2, olmoe, mixtral (hf_config_moe)
+    experts: str = (
+        "none"  # how its config gives a mixture of experts: qwen, qwen2, olmoe, mixtral, glm4 (hf_config_moe)
+    )
+    o_bias: bool = True  # attention_bias biases the output projection too (not GLM-4.5's)
+    partial_rotary: float = 1.0  # partial_rotary_factor where the config leaves it out
 
 
 FAMILIES: dict[str, Family] = {
@@ -49,6 +54,8 @@ FAMILIES: dict[str, Family] = {
     "qwen2_moe": Family("Qwen2MoeForCausalLM", qkv_bias=True, sliding="qwen2_moe", experts="qwen2"),
     "olmoe": Family("OlmoeForCausalLM", qk_norm="projection", experts="olmoe"),
     "mixtral": Family("MixtralForCausalLM", sliding="all", experts="mixtral"),
+    # q/k norms where use_qk_norm; the checkpoints' multi-token-prediction layers are not trained
+    "glm4_moe": Family("Glm4MoeForCausalLM", experts="glm4", o_bias=False, partial_rotary=0.5),
 }
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 SHARED_KEY = "shared_expert_intermediate_size"  # read where the family has a shared expert, else refused
@@ -126,6 +133,14 @@ READ = frozenset(
         "qkv_bias",  # Qwen2-MoE's q/k/v biases
         "router_aux_loss_coef",  # weighs the auxiliary loss only where output_router_logits adds it
         "output_router_logits",  # the auxiliary loss on (hf_config_moe.aux_loss_coef)
+        "use_qk_norm",  # GLM-4.5's q/k norms, per head
+        "first_k_dense_replace",
+        "n_shared_experts",
+        "routed_scaling_factor",
+        "n_group",
+        "topk_group",
+        "num_nextn_predict_layers",  # multi-token-prediction layers: stored apart, not trained (hf)
+        "num_mtp_layers",
     ]
 )
 HARMLESS = SETTINGS | READ
@@ -312,7 +327,7 @@ def _options(raw: dict[str, Any], family: Family, where: Any) -> dict[str, Any]:
     rope, local = _rope_dicts(raw)
     if local is not None and (local.get("rope_type", "default") != "default"):
         raise _refuse(where, "rope_parameters.sliding_attention.rope_type", local["rope_type"], "local rope unscaled")
-    partial = rope.get("partial_rotary_factor", raw.get("partial_rotary_factor", 1.0))
+    partial = rope.get("partial_rotary_factor", raw.get("partial_rotary_factor", family.partial_rotary))
     kinds, window = _layer_kinds(raw, family, layers, where)
     bias = bool(raw.get("attention_bias", False))
     head_dim = raw.get("head_dim")
@@ -324,9 +339,9 @@ def _options(raw: dict[str, Any], family: Family, where: Any) -> dict[str, Any]:
         "local_rope_theta": float(local["rope_theta"]) if local is not None and kinds else None,
         "no_rope_layers": _no_rope_layers(raw, layers),
         "qkv_bias": bool(raw.get("qkv_bias", family.qkv_bias)) or bias,
-        "o_bias": bias,
+        "o_bias": bias and family.o_bias,
         "mlp_bias": bool(raw.get("mlp_bias", False)),
-        "qk_norm": family.qk_norm,
+        "qk_norm": "head" if raw.get("use_qk_norm") else family.qk_norm,
         "norm_placement": family.norm_placement,
         "activation": _activation(raw, where),
         "sliding_window": window,

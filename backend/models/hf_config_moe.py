@@ -10,7 +10,11 @@ How each family gives its mixture (``Family.experts``):
 - ``qwen2`` (Qwen2-MoE): the same, and a shared expert ``shared_expert_intermediate_size`` wide
   whose output a ``shared_expert_gate`` scales;
 - ``olmoe``: ``intermediate_size`` wide experts in every layer, ``norm_topk_prob``;
-- ``mixtral``: ``intermediate_size`` wide experts in every layer, always renormalised.
+- ``mixtral``: ``intermediate_size`` wide experts in every layer, always renormalised;
+- ``glm4`` (GLM-4.5): ``moe_intermediate_size`` wide experts from layer ``first_k_dense_replace``
+  on, ``n_shared_experts`` of that width as one ungated shared expert, a sigmoid router with its
+  ``e_score_correction_bias``, group-limited (``n_group``, ``topk_group``), ``norm_topk_prob``
+  and ``routed_scaling_factor``; transformers adds no auxiliary loss for it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ def routed_layers(raw: dict[str, Any]) -> list[int]:
 def experts_of(raw: dict[str, Any], kind: str, count: int) -> Experts | None:
     """The mixture of ``count`` experts that a ``kind`` family's config ``raw`` sets (None where
     every layer is dense); a key the kind must give and ``raw`` lacks raises ``KeyError``."""
+    if kind == "glm4":
+        return glm4_experts(raw, count)
     width = raw["moe_intermediate_size"] if kind in QWEN_KINDS else raw["intermediate_size"]
     layers: tuple[int, ...] = ()
     if kind in QWEN_KINDS:
@@ -54,6 +60,27 @@ def experts_of(raw: dict[str, Any], kind: str, count: int) -> Experts | None:
         shared_ffn_dim=shared,
         shared_gate=kind == "qwen2",
         aux_loss_coef=aux_loss_coef(raw, kind),
+    )
+
+
+def glm4_experts(raw: dict[str, Any], count: int) -> Experts | None:
+    """GLM-4.5's mixture (as transformers' Glm4MoeMoE and Glm4MoeTopkRouter compute it)."""
+    layers, first = raw["num_hidden_layers"], int(raw.get("first_k_dense_replace", 1))
+    if first >= layers:
+        return None
+    width = int(raw["moe_intermediate_size"])
+    return Experts(
+        int(count),
+        int(raw.get("num_experts_per_tok", 8)),
+        width,
+        bool(raw.get("norm_topk_prob", True)),
+        tuple(range(first, layers)) if first else (),
+        shared_ffn_dim=width * int(raw.get("n_shared_experts", 1)),
+        scoring="sigmoid",
+        score_bias=True,
+        groups=int(raw.get("n_group", 1)),
+        group_pick=int(raw.get("topk_group", 1)),
+        scale=float(raw.get("routed_scaling_factor", 1.0)),
     )
 
 

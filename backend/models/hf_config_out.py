@@ -22,7 +22,7 @@ def _rope_out(config: ModelConfig) -> dict[str, Any]:
     if s.kind == "yarn":
         rope.update(attention_factor=s.attention_factor, beta_fast=s.beta_fast, beta_slow=s.beta_slow)
         rope["truncate"] = s.truncate
-    if config.partial_rotary != 1.0:
+    if config.partial_rotary != 1.0 or FAMILIES[config.family].partial_rotary != 1.0:
         rope["partial_rotary_factor"] = config.partial_rotary
     if config.local_rope_theta is None:
         return {"rope_parameters": rope}
@@ -35,6 +35,8 @@ def _experts_out(config: ModelConfig) -> dict[str, Any]:
     weighs one (``output_router_logits`` and its ``router_aux_loss_coef``)."""
     experts = config.experts
     assert experts is not None
+    if config.family == "glm4_moe":
+        return _glm4_experts_out(config)
     count = "num_local_experts" if config.family == "mixtral" else "num_experts"
     out: dict[str, Any] = {
         count: experts.count,
@@ -51,6 +53,34 @@ def _experts_out(config: ModelConfig) -> dict[str, Any]:
     if config.family == "qwen2_moe":
         out["shared_expert_intermediate_size"] = experts.shared_ffn_dim
     return out
+
+
+def _glm4_experts_out(config: ModelConfig) -> dict[str, Any]:
+    """GLM-4.5's mixture: routed from ``first_k_dense_replace`` on, its shared experts a multiple of
+    the experts' width."""
+    experts = config.experts
+    assert experts is not None
+    routed = [i for i in range(config.n_layers) if experts.routes(i)]
+    first = routed[0] if routed else config.n_layers
+    if routed != list(range(first, config.n_layers)) or experts.shared_ffn_dim % experts.ffn_dim:
+        raise ValueError(
+            f"{config.name}: a glm4_moe config routes every layer from first_k_dense_replace on, its shared "
+            f"experts a multiple of the experts' width; this mixture (layers {routed}, shared width "
+            f"{experts.shared_ffn_dim}) has no glm4_moe config.json"
+        )
+    return {
+        "n_routed_experts": experts.count,
+        "num_experts_per_tok": experts.per_token,
+        "moe_intermediate_size": experts.ffn_dim,
+        "first_k_dense_replace": first,
+        "n_shared_experts": experts.shared_ffn_dim // experts.ffn_dim,
+        "norm_topk_prob": experts.normalize,
+        "n_group": experts.groups,
+        "topk_group": experts.group_pick,
+        "routed_scaling_factor": experts.scale,
+        "use_qk_norm": config.qk_norm == "head",
+        "num_nextn_predict_layers": 0,  # none trained, none written
+    }
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
@@ -76,13 +106,15 @@ def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     }
     if config.experts is not None:
         out.update(_experts_out(config))
-    if config.family not in ("llama", "olmo2", "olmoe"):
+    if config.family not in ("llama", "olmo2", "olmoe", "glm4_moe"):
         out["sliding_window"] = config.sliding_window
     if family.sliding in ("qwen", "gemma", "smollm3", "qwen2_moe"):
         out["layer_types"] = [f"{config.layer_kind(i)}_attention" for i in range(config.n_layers)]
-    if config.partial_rotary != 1.0:
+    if config.partial_rotary != 1.0 or family.partial_rotary != 1.0:
         out["partial_rotary_factor"] = config.partial_rotary
-    if config.family != "gemma3_text":
+    if config.family == "glm4_moe":  # its attention_bias biases q, k and v only
+        out["attention_bias"] = config.qkv_bias
+    elif config.family != "gemma3_text":
         out.update(attention_bias=config.o_bias, mlp_bias=config.mlp_bias)
     if family.gemma:
         assert config.attention_scale is not None  # every Gemma config sets it

@@ -65,6 +65,13 @@ _EXPERTS = {
         "feed_forward.shared_gate.weight": "mlp.shared_expert_gate.weight",
     },
     "olmoe": _QWEN_EXPERTS,
+    "glm4_moe": {  # a sigmoid router's choice bias, and ungated shared experts
+        **_QWEN_EXPERTS,
+        "feed_forward.router.score_bias": "mlp.gate.e_score_correction_bias",
+        "feed_forward.shared.w1.weight": "mlp.shared_experts.gate_proj.weight",
+        "feed_forward.shared.w2.weight": "mlp.shared_experts.down_proj.weight",
+        "feed_forward.shared.w3.weight": "mlp.shared_experts.up_proj.weight",
+    },
     "mixtral": {
         "feed_forward.router.weight": "block_sparse_moe.gate.weight",
         "feed_forward.experts.w1": "block_sparse_moe.experts.{expert}.w1.weight",

@@ -43,7 +43,8 @@ from hotswitch.backend.models.lean_ops import RMSNormFunction, RotaryFunction
 from hotswitch.backend.models.no_init import skip_default_init
 from hotswitch.backend.models.rotary import rotary_buffers
 
-BIASES = ("bq", "bk", "bv", "bo", "b1", "b2", "b3")  # the projections' bias parameters, by attribute
+# the projections' bias parameters, and a router's choice bias, by attribute
+BIASES = ("bq", "bk", "bv", "bo", "b1", "b2", "b3", "score_bias")
 SDPA_GQA = torch.torch_version.TorchVersion(torch.__version__) >= "2.5"  # scaled_dot_product_attention(enable_gqa=)
 
 
@@ -298,7 +299,7 @@ class Transformer(nn.Module):
 def init_param(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     """The initial value of parameter ``name``: a function of (name, shape, seed) only, so that
     any rank can initialise its shard of any layout to what one device would hold. Norms start
-    at one and biases at zero."""
+    at one and biases at zero (a router's choice bias too, as transformers starts it)."""
     if name.endswith("norm.weight"):
         return torch.ones(shape)
     if name.rsplit(".", 1)[-1] in BIASES:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from hotswitch.backend.models.experts import IN_FORCE, KERNELS, route
+from hotswitch.backend.models.experts import IN_FORCE, KERNELS, Gate, route
 from hotswitch.backend.runtime.group_module import GroupModule
 
 
@@ -52,21 +52,20 @@ class ExpertParallel(GroupModule):
 
     what = "expert parallelism"
 
-    def __init__(self, ranks: tuple[int, ...], index: int, count: int, per_token: int, normalize: bool, layer: int):
+    def __init__(self, ranks: tuple[int, ...], index: int, count: int, gate: Gate, layer: int):
         super().__init__(ranks)
         self.layer = layer
         self.index = index
-        self.per_token = per_token
-        self.normalize = normalize
+        self.gate = gate
         self.held = count // len(ranks)
 
-    def forward(self, x, router, w1, w2, w3) -> torch.Tensor:
+    def forward(self, x, router, w1, w2, w3, bias=None) -> torch.Tensor:
         group = self.bound_group()
         tokens = x.reshape(-1, x.shape[-1])
-        picked, weights = route(tokens, router, self.per_token, self.normalize, self.layer)
+        picked, weights = route(tokens, router, self.gate, self.layer, bias)
         flat = picked.reshape(-1)
         order = torch.argsort(flat, stable=True)  # by expert, so by owner, a token's experts in order
-        rows = order // self.per_token
+        rows = order // self.gate.per_token
         experts = flat[order]
         send = torch.bincount(experts // self.held, minlength=len(self.ranks))
         receive = exchanged(send, [1] * len(self.ranks), [1] * len(self.ranks), group)

@@ -71,7 +71,7 @@ class PipelineStage(Protocol):
     def crossings(self) -> int: ...  # links in the whole pipeline, numbered alike on every stage
 
     @property
-    def token_group(self) -> object | None: ...  # the process group a sequence's tokens split over
+    def token_group(self) -> dist.ProcessGroup | None: ...  # the process group a sequence's tokens split over
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class RoutingLinks:
     index: int
     receives: tuple[Link, ...] = ()
     sends: tuple[Link, ...] = ()
-    group: object | None = None
+    group: dist.ProcessGroup | None = None
 
     def pass_on(self, m: int, arrived: dict, outgoing: dict) -> SequenceRouting | None:
         """After micro-batch ``m``'s forward: its routing, what came from the stage before added,

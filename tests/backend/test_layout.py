@@ -54,6 +54,7 @@ def test_every_parameter_matches_exactly_one_tp_plan_entry():
     configs = [get_config(m) for m in ("tiny", "125m", "1b", "32b")] + [get_config("tiny").with_(**OPTIONS)]
     configs.append(get_config("tiny").with_(experts=Experts(count=4, per_token=2, ffn_dim=32, layers=(0,))))
     configs.append(get_config("tiny").with_(experts=Experts(4, 2, 32, shared_ffn_dim=40, shared_gate=True)))
+    configs.append(get_config("tiny").with_(experts=Experts(4, 2, 32, scoring="sigmoid", score_bias=True)))
     used = set()
     for config in configs:
         names = [name for name, _ in build_model(config, device="meta").named_parameters()]

@@ -9,11 +9,13 @@ import torch
 from torch import nn
 
 from hotswitch.backend.data.stream import Sequence
+from hotswitch.backend.dist_state import Box
 from hotswitch.backend.models.balance import BALANCE
 from hotswitch.backend.models.config import ModelConfig
 from hotswitch.backend.models.llama import build_model
 from hotswitch.backend.precision import FP32, Precision, accumulate_into
 from hotswitch.backend.train.planning.batching import collate, pack
+from hotswitch.backend.train.state.master import InitialValue
 from hotswitch.backend.train.state.optim import OptimizerConfig
 
 
@@ -32,8 +34,14 @@ class ReferenceTrainer:
         seed: int = 0,
         token_budget: int = 4096,
         precision: Precision = FP32,
+        initial: InitialValue | None = None,
     ):
         self.model = build_model(config, seed)
+        if initial is not None:  # as ``Engine(initial=...)`` starts (a checkpoint's weights)
+            with torch.no_grad():
+                for name, param in self.model.named_parameters():
+                    shape = tuple(param.shape)
+                    param.copy_(initial(name, shape, Box((0,) * len(shape), shape)))
         self.optim = optim
         self.precision = precision
         self.optimizer = optim.adamw(self.model.parameters())
@@ -45,8 +53,9 @@ class ReferenceTrainer:
             self.compute = copy.deepcopy(self.model)
             for name, param in self.compute.named_parameters():
                 param.data = param.data.to(precision.compute_dtype)  # buffers (rotary tables) stay fp32
-                self.accumulated[name] = torch.zeros_like(param, dtype=precision.grad_dtype)
-                param.register_post_accumulate_grad_hook(accumulate_into(self.accumulated[name]))
+                if param.requires_grad:  # a frozen one (``layout.FROZEN``) gets none, and no update
+                    self.accumulated[name] = torch.zeros_like(param, dtype=precision.grad_dtype)
+                    param.register_post_accumulate_grad_hook(accumulate_into(self.accumulated[name]))
 
     def step(self, batch: list[Sequence], before_update: Callable[[nn.Module], None] | None = None) -> float:
         """Train one batch; its mean token loss. ``before_update(model)`` sees the accumulated

@@ -48,9 +48,10 @@ def seen_sends(layers: list[ExpertParallel]) -> Iterator[Sends]:
 
     def hook(module: ExpertParallel, inputs: tuple) -> None:
         x, router = inputs[0].detach(), inputs[1].detach()
+        bias = inputs[5].detach() if len(inputs) > 5 else None  # a router's choice bias
         tokens = x.reshape(-1, x.shape[-1])
         with torch.no_grad():
-            picked, _ = route(tokens, router, module.per_token, module.normalize)
+            picked, _ = route(tokens, router, module.gate, bias=bias)
         owners = torch.bincount(picked.reshape(-1) // module.held, minlength=len(module.ranks))
         seen.append((module, tokens, owners.tolist()))
 

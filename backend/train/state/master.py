@@ -4,6 +4,7 @@ this is the one place weights change."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,10 +15,10 @@ from torch import nn
 from torch.profiler import record_function
 
 from hotswitch.backend.dist_state import Box, Replicate
-from hotswitch.backend.layout import tp_placement
+from hotswitch.backend.layout import is_frozen, tp_placement
 from hotswitch.backend.models.llama import init_param
 from hotswitch.backend.precision import FP32, Precision
-from hotswitch.backend.runtime.flat_buffer import FlatBuffer
+from hotswitch.backend.runtime.flat_buffer import FlatBuffer, flat_offsets
 from hotswitch.backend.runtime.profile_ranges import UPDATE
 from hotswitch.backend.train.loop.strategy_state import StrategyState
 from hotswitch.backend.train.state.fused_update import FusedUpdate
@@ -173,9 +174,11 @@ class Master:
         the kernel reads them times the clip factor and leaves the buffer as it was."""
         with record_function(UPDATE):
             self.updates += 1
+            kept = self._frozen_values()
             if self.fused is not None:  # clip, AdamW and the compute copy in one kernel
                 on_device = self.norm_tensor()
                 self.fused.step(self.updates, on_device)
+                self._restore_frozen(kept, into_copy=self.fused.copy is not None)
                 if self.fused.copy is None:
                     self.refresh()
                 return on_device.item()
@@ -184,8 +187,42 @@ class Master:
             if clip < 1.0:
                 self.grads.flat.mul_(clip)
             self.optim.step(self.optimizer, self.updates)
+            self._restore_frozen(kept)
             self.refresh()
         return norm
+
+    def _updated(self) -> tuple[torch.Tensor, int]:
+        """The fp32 weights AdamW updates here (the whole flat buffer, or this replica's part) and
+        their first element's place in the flat buffer."""
+        if self.shard is None:
+            return self._unsharded_weights().flat, 0
+        return self.params[PART].detach(), self.shard.lo
+
+    @functools.cached_property
+    def _frozen_spans(self) -> list[tuple[int, int]]:
+        """[start, stop) in ``_updated``'s weights of each frozen parameter's elements there."""
+        updated, lo = self._updated()
+        spans = []
+        for name, (start, box) in flat_offsets(self.state.layout, self.rank).items():
+            first, last = max(start, lo), min(start + box.numel, lo + updated.numel())
+            if is_frozen(name) and first < last:
+                spans.append((first - lo, last - lo))
+        return spans
+
+    def _frozen_values(self) -> list[tuple[int, int, torch.Tensor]]:
+        """The frozen parameters' weights before an update: AdamW's weight decay would shrink them
+        (their moments stay zero, as no gradient reaches them), so the update puts them back."""
+        updated, _ = self._updated()
+        return [(a, b, updated[a:b].clone()) for a, b in self._frozen_spans]
+
+    @torch.no_grad()
+    def _restore_frozen(self, kept: list[tuple[int, int, torch.Tensor]], into_copy: bool = False) -> None:
+        """The frozen weights as they were, and in the compute copy too where the update wrote it."""
+        updated, lo = self._updated()
+        for a, b, value in kept:
+            updated[a:b] = value
+            if into_copy:
+                self.state.params.flat[lo + a : lo + b] = value.to(self.state.params.flat.dtype)
 
     @torch.no_grad()
     def _take_grads(self) -> None:

@@ -1,7 +1,7 @@
 """Chat templates in each family's published format, written here for the tests (no hub): ChatML
 for Qwen and SmolLM, Llama 3's header tokens, Gemma's turns (the system message folded into the
-first user turn, the assistant called ``model``), Mistral's ``[INST]``, Phi-3's and OLMo 2's role
-tags. Each marks the assistant's turns with ``{% generation %}``, as the published templates
+first user turn, the assistant called ``model``), Mistral's ``[INST]``, Phi-3's, OLMo 2's and
+GLM-4.5's role tags. Each marks the assistant's turns with ``{% generation %}``, as the published templates
 that support transformers' assistant mask do, so that transformers' own mask is the oracle of
 which tokens train."""
 
@@ -47,6 +47,12 @@ OLMO2 = (
     "{% else %}{{ m.content + '\\n' }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
 )
+GLM4 = (  # GLM-4.5's: [gMASK]<sop>, then role tags; an assistant turn ends where the next tag begins
+    "{{ '[gMASK]<sop>' }}{% for m in messages %}{{ '<|' + m.role + '|>\n' }}{% if m.role == 'assistant' %}"
+    "{% generation %}{{ m.content + ('' if loop.last else '\n') }}{% endgeneration %}{% if loop.last %}"
+    "{{ eos_token }}{% endif %}{% else %}{{ m.content }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
+)
 # format -> (template, bos token, eos token)
 FORMATS = {
     "chatml": (CHATML, None, "<|im_end|>"),
@@ -55,6 +61,7 @@ FORMATS = {
     "mistral": (MISTRAL, "<s>", "</s>"),
     "phi3": (PHI3, None, "<|end|>"),
     "olmo2": (OLMO2, "<|endoftext|>", "<|endoftext|>"),
+    "glm4": (GLM4, None, "<|endoftext|>"),
 }
 # the tests' family builders (``families.FAMILIES``) -> the format their chat models publish
 FAMILY_FORMAT = {
@@ -72,6 +79,7 @@ FAMILY_FORMAT = {
     "qwen2-moe": "chatml",
     "olmoe": "olmo2",  # OLMoE's instruct models use Tulu's role tags, as OLMo 2's do
     "mixtral": "mistral",
+    "glm4-moe": "glm4",
 }
 SPECIALS = (
     "<s>",
@@ -92,6 +100,8 @@ SPECIALS = (
     "<|system|>",
     "<|end|>",
     "<|endoftext|>",
+    "[gMASK]",
+    "<sop>",
 )
 
 

@@ -82,6 +82,25 @@ FAMILIES: dict[str, tuple[str, str, dict]] = {
     ),
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM", {"num_experts": 4, "num_experts_per_tok": 2}),
     "mixtral": ("MixtralConfig", "MixtralForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+    # a sigmoid router with a choice bias, limited to the best 2 of 4 expert groups, scaled; an
+    # ungated shared expert; layer 0 dense (first_k_dense_replace); q/k biases and norms, half
+    # of each head rotated
+    "glm4-moe": (
+        "Glm4MoeConfig",
+        "Glm4MoeForCausalLM",
+        {
+            "n_routed_experts": 8,
+            "num_experts_per_tok": 3,
+            "moe_intermediate_size": 32,
+            "n_shared_experts": 1,
+            "first_k_dense_replace": 1,
+            "n_group": 4,
+            "topk_group": 2,
+            "routed_scaling_factor": 2.5,
+            "use_qk_norm": True,
+            "attention_bias": True,
+        },
+    ),
 }
 # families whose layers slide: ring attention does not run them yet (refused by name); Ulysses does
 SLIDING = ("mistral", "gemma3")
@@ -103,6 +122,9 @@ def make_family(directory: Path, family: str, seed: int = 0, **shape):
                 param.copy_((0.0 if family == "gemma3" else 1.0) + 0.2 * torch.randn_like(param))
             else:
                 param.normal_(0, 0.1)
+        for name, buffer in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):  # a router's choice bias, big enough to matter
+                buffer.normal_(0, 0.3)
     model.save_pretrained(directory)
     return model
 

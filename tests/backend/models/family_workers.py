@@ -5,6 +5,7 @@ import torch
 
 from hotswitch.backend.data.stream import Sequence
 from hotswitch.backend.models.config import ModelConfig
+from hotswitch.backend.models.hf import hf_initializer
 from hotswitch.backend.train.config.run_config import engine_run
 from hotswitch.backend.train.loop.engine import Engine
 from hotswitch.backend.train.loop.reference import ReferenceTrainer
@@ -26,25 +27,37 @@ def batches(config: ModelConfig, steps: int = STEPS) -> list[list[Sequence]]:
     ]
 
 
-def reference(config: ModelConfig) -> tuple[list[float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """One device: per-step losses, step 1's gradients before clipping, the final weights."""
-    trainer = ReferenceTrainer(config, OptimizerConfig(), SEED, BUDGET)
+def reference(
+    config: ModelConfig, checkpoint=None
+) -> tuple[list[float], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """One device: per-step losses, step 1's gradients before clipping (zero for a frozen weight,
+    which gets none), the final weights; from ``checkpoint``'s weights where given."""
+    initial = None if checkpoint is None else hf_initializer(checkpoint)
+    trainer = ReferenceTrainer(config, OptimizerConfig(), SEED, BUDGET, initial=initial)
     grads: list[dict[str, torch.Tensor]] = []
-    losses = [
-        trainer.step(batch, before_update=lambda m: grads.append({n: p.grad.clone() for n, p in m.named_parameters()}))
-        for batch in batches(config)
-    ]
+
+    def keep(model) -> None:
+        grads.append(
+            {n: torch.zeros_like(p) if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
+        )
+
+    losses = [trainer.step(batch, before_update=keep) for batch in batches(config)]
     return losses, grads[0], {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
 
 
-def family_runs(rank: int, world: int, configs: dict[str, ModelConfig], plans: dict[str, list]):
+def family_runs(
+    rank: int, world: int, configs: dict[str, ModelConfig], plans: dict[str, list], checkpoints: dict | None = None
+):
     """Per family: (losses, step 1's gradients, final weights, strategies that trained) of the
-    engine under the family's plan, on rank 0."""
+    engine under the family's plan, on rank 0; from the weights of its entry in ``checkpoints``
+    where it has one."""
     out = {}
     for name, config in configs.items():
         plan = HotSwitchPlan.of(plans[name])
         instantiation = instantiation_strategy(plan.strategies)
-        engine = Engine(config, plan.strategies, instantiation, engine_run(BUDGET, seed=SEED))
+        folder = (checkpoints or {}).get(name)
+        initial = None if folder is None else hf_initializer(folder)
+        engine = Engine(config, plan.strategies, instantiation, engine_run(BUDGET, seed=SEED), initial=initial)
         order = execution_order(plan.strategies, instantiation, lambda a, b: 0.0)
         losses, grads, used = [], [], set()
         for batch in batches(config):

@@ -4,13 +4,15 @@ with tensor (and sequence) parallelism, in a pipeline with experts in both stage
 hot-switched between expert layouts within each step: per-step loss within 1e-5 and every
 gradient at step 1 within 3e-5 of one device; with the load-balancing auxiliary loss too,
 under ep with dp and tp, in pipelines, with a sequence's tokens split (sp, cp ring and
-Ulysses), and hot-switched."""
+Ulysses), and hot-switched; and GLM-4.5's sigmoid router, from a checkpoint whose choice biases
+stay as loaded."""
 
 import dataclasses
 
 import pytest
+import torch
 
-from hotswitch.backend.layout import param_layout
+from hotswitch.backend.layout import is_frozen, param_layout
 from hotswitch.backend.models.hf import config_from_hf
 from hotswitch.backend.runtime.spawn import spawn_ranks
 from hotswitch.backend.strategy import Strategy
@@ -32,6 +34,8 @@ PLANS = {
     "aux-pipeline": [("ep2pp2", 24), ("tp2pp2ckpt", 0)],
     # sp and cp split a sequence's tokens: its routing summed over them, in pipelines too
     "aux-split-tokens": [("ep2tp2sp", 30), ("cp2pp2", 16), ("ep2ul2", 0)],
+    # GLM-4.5's sigmoid router, its choice bias (read from the checkpoint, frozen), best groups
+    "sigmoid-hot": [("tp2ep2", 30), ("ep2pp2", 16), ("ep4", 0)],
 }
 AUX = 0.05
 
@@ -44,11 +48,21 @@ def mixtral(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(mixtral):
+def glm(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("glm4-moe")
+    make_family(directory, "glm4-moe")
+    return directory, config_from_hf(directory)
+
+
+@pytest.fixture(scope="module")
+def runs(mixtral, glm):
     balanced = mixtral.with_(experts=dataclasses.replace(mixtral.experts, aux_loss_coef=AUX))
     configs = {name: balanced if name.startswith("aux-") else mixtral for name in PLANS}
-    results = spawn_ranks(family_runs, 4, configs, PLANS, timeout=1200)[0]
-    return results, reference(mixtral), reference(balanced)
+    configs["sigmoid-hot"] = glm[1]
+    checkpoints = {"sigmoid-hot": str(glm[0])}
+    results = spawn_ranks(family_runs, 4, configs, PLANS, checkpoints, timeout=1200)[0]
+    references = {"plain": reference(mixtral), "aux": reference(balanced), "sigmoid": reference(glm[1], glm[0])}
+    return results, references
 
 
 def relative(a, b):
@@ -58,13 +72,18 @@ def relative(a, b):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PLANS))
 def test_expert_parallel_training_equals_one_device(runs, name):
-    results, plain, balanced = runs
-    ref_losses, ref_grads, ref_params = balanced if name.startswith("aux-") else plain
+    results, references = runs
+    kind = name.split("-")[0] if name.startswith(("aux-", "sigmoid-")) else "plain"
+    ref_losses, ref_grads, ref_params = references[kind]
     losses, grads, params, used = results[name]
     assert len(used) == len(PLANS[name]), f"{name}: every strategy of the plan trains some sequences"
     assert max(relative(a, b) for a, b in zip(losses, ref_losses, strict=True)) <= 1e-5, (name, losses, ref_losses)
     assert grads.keys() == ref_grads.keys()
     for tensor, ref in ref_grads.items():
+        if is_frozen(tensor):  # a router's choice bias: no gradient, and the checkpoint's value kept
+            assert not grads[tensor].any() and torch.equal(params[tensor], ref_params[tensor]), tensor
+            assert ref_params[tensor].any(), f"{tensor}: the checkpoint's bias, not zero"
+            continue
         error = ((grads[tensor] - ref).norm() / ref.norm()).item()
         assert error <= 3e-5, f"{name}: {tensor}'s gradient at step 1 is off by {error:.1e}"
     assert params.keys() == ref_params.keys()  # the master holds every expert whole again

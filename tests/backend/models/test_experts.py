@@ -3,6 +3,8 @@ expert after another, give the same outputs and gradients (the loop is the group
 twin where torch._grouped_mm does not run), equal to transformers' own Qwen3-MoE block; the
 engine runs the one measured faster unless a run names one."""
 
+from dataclasses import astuple
+
 import pytest
 import torch
 
@@ -10,9 +12,11 @@ from hotswitch.backend.models.config import Experts
 from hotswitch.backend.models.experts import (
     IN_FORCE,
     KERNELS,
+    Gate,
     choose_experts,
     grouped_experts,
     loop_experts,
+    route,
     routed_experts,
     use_experts,
 )
@@ -33,7 +37,7 @@ def weights(seed: int = 0):
 def run(kernel: str, x: torch.Tensor, params: list) -> tuple[torch.Tensor, list]:
     use_experts(kernel)
     try:
-        out = routed_experts(x, *params, EXPERTS.per_token, EXPERTS.normalize)
+        out = routed_experts(x, *params, astuple(Gate.of(EXPERTS)))
         grads = torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), [x, *params])
     finally:
         use_experts("loop")
@@ -81,7 +85,7 @@ def test_the_mixture_equals_transformers_qwen3_moe_block():
     for kernel in KERNELS:
         use_experts(kernel)
         try:
-            ours = routed_experts(x, router, w1, w2, w3, 2, True)
+            ours = routed_experts(x, router, w1, w2, w3, astuple(Gate(2, True)))
         finally:
             use_experts("loop")
         assert torch.allclose(ours, expected, atol=1e-6, rtol=1e-5), kernel
@@ -126,6 +130,70 @@ def test_a_mixture_with_a_gated_shared_expert_equals_transformers_qwen2_moe_bloc
         assert torch.allclose(got, expected, atol=1e-6, rtol=1e-5), kernel
     ungated = MixtureOfExperts(Experts(EXPERTS.count, 2, EXPERTS.ffn_dim, shared_ffn_dim=40), DIM)
     assert not hasattr(ungated, "shared_gate")  # DeepSeek's shared experts are added ungated
+
+
+def test_a_sigmoid_router_with_groups_a_choice_bias_and_a_scale_equals_transformers_glm4_moe_block():
+    """GLM-4.5's (and DeepSeek-V3's) router: sigmoid scores, the choice biased and limited to the
+    best groups, the picked scores renormalised and scaled; an ungated shared expert beside."""
+    import transformers
+    from transformers.models.glm4_moe.modeling_glm4_moe import Glm4MoeMoE
+
+    from hotswitch.backend.models.experts import MixtureOfExperts
+
+    config = transformers.Glm4MoeConfig(
+        hidden_size=DIM, moe_intermediate_size=EXPERTS.ffn_dim, n_routed_experts=EXPERTS.count,
+        num_experts_per_tok=3, n_shared_experts=2, n_group=4, topk_group=2, routed_scaling_factor=2.5,
+        norm_topk_prob=True,
+    )  # fmt: skip
+    torch.manual_seed(4)
+    block = Glm4MoeMoE(config)
+    mixture = Experts(EXPERTS.count, 3, EXPERTS.ffn_dim, True, shared_ffn_dim=2 * EXPERTS.ffn_dim)
+    mixture = Experts(**{**mixture.__dict__, "scoring": "sigmoid", "score_bias": True, "groups": 4, "group_pick": 2})
+    ours = MixtureOfExperts(Experts(**{**mixture.__dict__, "scale": 2.5}), DIM)
+    with torch.no_grad():
+        for param in block.parameters():
+            param.normal_(0, 0.1)
+        block.gate.e_score_correction_bias.normal_(0, 0.3)  # big enough to change the choice
+        ours.router.weight.copy_(block.gate.weight)
+        ours.router.score_bias.copy_(block.gate.e_score_correction_bias)
+        w1, w3 = block.experts.gate_up_proj.chunk(2, dim=1)
+        ours.experts.w1.copy_(w1), ours.experts.w3.copy_(w3), ours.experts.w2.copy_(block.experts.down_proj)
+        ours.shared.w1.weight.copy_(block.shared_experts.gate_proj.weight)
+        ours.shared.w2.weight.copy_(block.shared_experts.down_proj.weight)
+        ours.shared.w3.weight.copy_(block.shared_experts.up_proj.weight)
+    x = torch.randn(2, 30, DIM, generator=torch.Generator().manual_seed(2))
+    expected = block(x)
+    unbiased = Gate(3, True, "sigmoid", 4, 2, 2.5)
+    assert not torch.equal(
+        route(x.reshape(-1, DIM), ours.router.weight, unbiased)[0].sort().values,
+        route(x.reshape(-1, DIM), ours.router.weight, unbiased, bias=ours.router.score_bias)[0].sort().values,
+    )  # the bias changes some token's experts
+    for kernel in KERNELS:
+        use_experts(kernel)
+        try:
+            got = ours(x)
+        finally:
+            use_experts("loop")
+        assert torch.allclose(got, expected, atol=1e-6, rtol=1e-5), kernel
+    assert not ours.router.score_bias.requires_grad
+
+
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        ({"groups": 3}, "8 experts in 3 groups"),
+        ({"groups": 4, "group_pick": 5}, "from the best 5 of 4 groups"),
+        ({"groups": 4, "group_pick": 1, "per_token": 3}, "from the best 1 of 4 groups"),
+        ({"scoring": "softplus"}, "router scoring 'softplus'"),
+        ({"scoring": "sigmoid", "aux_loss_coef": 0.01}, "over sigmoid scores is not computed"),
+    ],
+)
+def test_a_router_option_the_engine_does_not_compute_is_refused_naming_the_fix(options, named):
+    from hotswitch.backend.models.config import CONFIGS
+
+    mixture = Experts(**{**EXPERTS.__dict__, **options})
+    with pytest.raises(ValueError, match=named):
+        CONFIGS["tiny-moe"].with_(experts=mixture)
 
 
 def test_the_choice_times_both_kernels_where_both_run_and_puts_none_in_force_itself():

@@ -192,9 +192,10 @@ def test_a_moe_checkpoint_missing_an_expert_is_refused_naming_the_tensor(tmp_pat
         load_pretrained(tmp_path)
 
 
-@pytest.mark.parametrize("family", ["qwen2-moe", "qwen3-moe", "mixtral"])
+@pytest.mark.parametrize("family", ["qwen2-moe", "qwen3-moe", "mixtral", "glm4-moe"])
 def test_a_moe_checkpoint_exports_the_tensors_it_loaded_and_reloads_to_equal_ones(tmp_path, family):
-    """Each expert's tensors unstacked under their own names, a shared expert and its gate too."""
+    """Each expert's tensors unstacked under their own names, a shared expert and its gate too, a
+    sigmoid router's choice bias (GLM-4.5's ``e_score_correction_bias``) as it was loaded."""
     from safetensors.torch import load_file
 
     from .families import make_family
@@ -239,4 +240,48 @@ def test_a_shared_expert_on_a_family_without_one_is_refused_by_name(tmp_path):
     edit_config(tmp_path, shared_expert_intermediate_size=64)
     named = "option shared_expert_intermediate_size=64 (a shared expert is read for qwen2_moe"
     with pytest.raises(ValueError, match=re.escape(named)):
+        load_pretrained(tmp_path)
+
+
+def test_glm4_moe_reads_its_defaults_and_biases_as_transformers_does():
+    """Half of each head rotated where the config leaves ``partial_rotary_factor`` out,
+    ``attention_bias`` on q, k and v only, q/k norms only where ``use_qk_norm``; the first
+    ``first_k_dense_replace`` layers dense."""
+    import transformers
+
+    from hotswitch.backend.models.hf_config import config_from_dict
+
+    shape = {"hidden_size": 64, "num_attention_heads": 8, "head_dim": 16, "num_hidden_layers": 4}
+    raw = json.loads(transformers.Glm4MoeConfig(**shape, attention_bias=True).to_json_string())
+    raw["rope_parameters"].pop("partial_rotary_factor")
+    config = config_from_dict(raw)
+    assert (config.partial_rotary, config.qkv_bias, config.o_bias, config.qk_norm) == (0.5, True, False, "none")
+    experts = config.experts
+    assert (
+        experts is not None
+        and experts.layers == (1, 2, 3)
+        and (experts.scoring, experts.score_bias)
+        == (
+            "sigmoid",
+            True,
+        )
+    )
+    assert config_from_dict({**raw, "use_qk_norm": True}).qk_norm == "head"
+
+
+def test_a_checkpoints_multi_token_prediction_layers_are_left_out_and_only_those(tmp_path):
+    """GLM-4.5 stores its ``num_nextn_predict_layers`` after the decoder's; transformers loads and
+    trains none of them, nor does hotswitch. A layer past them is still refused by name."""
+    from safetensors.torch import load_file, save_file
+
+    from .families import make_family
+
+    make_family(tmp_path, "glm4-moe")
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors["model.layers.4.eh_proj.weight"] = torch.zeros(4, 8)  # the tiny model has 4 layers: 0-3
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    edit_config(tmp_path, num_nextn_predict_layers=1)
+    assert load_pretrained(tmp_path).config.n_layers == 4
+    edit_config(tmp_path, num_nextn_predict_layers=0)
+    with pytest.raises(ValueError, match=re.escape("unexpected ['model.layers.4.eh_proj.weight']")):
         load_pretrained(tmp_path)

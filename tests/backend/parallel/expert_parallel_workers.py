@@ -3,7 +3,7 @@
 import torch
 import torch.distributed as dist
 
-from hotswitch.backend.models.experts import use_experts
+from hotswitch.backend.models.experts import Gate, use_experts
 from hotswitch.backend.parallel.expert_parallel import ExpertParallel
 
 DIM, WIDTH, EXPERTS = 8, 8, 4  # rows of 32 bytes: torch._grouped_mm wants 16-byte multiples
@@ -19,7 +19,7 @@ def starved_rank_backward(rank: int, world: int, kernel: str) -> list[float]:
     router[:2] = 1.0  # experts 0 and 1 score highest for positive tokens
     held = [torch.randn(EXPERTS // world, *shape, generator=g) for shape in ((WIDTH, DIM), (DIM, WIDTH), (WIDTH, DIM))]
     w1, w2, w3 = (t.requires_grad_() for t in held)
-    module = ExpertParallel((0, 1), rank, EXPERTS, 2, True, 0)
+    module = ExpertParallel((0, 1), rank, EXPERTS, Gate(2, True), 0)
     module.bind(dist.group.WORLD)
     out = []
     for micro in range(3):

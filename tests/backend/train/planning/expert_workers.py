@@ -4,6 +4,7 @@ import torch
 import torch.distributed as dist
 
 from hotswitch.backend.models.config import get_config
+from hotswitch.backend.models.experts import Gate
 from hotswitch.backend.parallel.expert_parallel import ExpertParallel
 from hotswitch.backend.strategy import Strategy
 from hotswitch.backend.train.config.run_config import engine_run
@@ -28,7 +29,7 @@ def skewed(rank: int, world: int) -> tuple[float, float]:
     0 and 1 (rank 0's): the imbalance ``measure_experts`` reads off its forward, then that of an
     even router (each rank's tokens to its own experts), and the replayed exchange run once."""
     torch.manual_seed(rank)
-    module = ExpertParallel(tuple(range(world)), rank, 8, 2, True, 0)
+    module = ExpertParallel(tuple(range(world)), rank, 8, Gate(2, True), 0)
     module.bind(dist.group.WORLD)
     dim, width, held = 16, 8, 8 // world
     x = torch.randn(10, dim)

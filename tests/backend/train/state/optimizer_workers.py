@@ -80,3 +80,41 @@ def fused_beside_eager(rank: int, world: int, spec, precision: str, steps: int):
     timed = update_seconds(fused)  # what a profile measures: the same kernel, on copies
     untouched = torch.equal(fused.master.master_weights().flat, before)
     return runs, distances, copied, fused.master.sharded, (timed, untouched)
+
+
+def frozen_through_updates(rank: int, world: int, variants: list[tuple[str, bool, bool]]):
+    """Per (precision, sharded, fused) variant, a sigmoid-routed tiny mixture whose routers'
+    choice biases start at 0.5 (``layout.FROZEN``), trained two steps under dp2 with a weight
+    decay that visibly shrinks every other weight: each frozen bias's master and compute
+    values, and how far a router's weights moved (rank 0)."""
+    from dataclasses import replace
+
+    from hotswitch.backend.layout import is_frozen
+    from hotswitch.backend.models.llama import init_param
+
+    base = get_config("tiny-moe")
+    assert base.experts is not None
+    config = base.with_(experts=replace(base.experts, scoring="sigmoid", score_bias=True))
+
+    def initial(name, shape, box):
+        return (torch.full(shape, 0.5) if is_frozen(name) else init_param(name, shape, SEED))[box.slices()]
+
+    out = {}
+    for precision, shard, fused in variants:
+        plan = HotSwitchPlan.of([("dp2", 0)])
+        run = engine_run(BUDGET, seed=SEED, precision=precision, shard_optimizer=shard, weight_decay=0.5, lr=1e-2)
+        engine = Engine(config, plan.strategies, plan.strategies[0], run, initial=initial)
+        state = engine.states[engine.instantiation]
+        if fused:
+            replicas = engine.master_replicas
+            engine.master = Master(state, engine.optim, SEED, rank, initial, engine.precision, replicas, shard, True)
+        router = engine.master.global_params()["layers.0.feed_forward.router.weight"].clone()
+        batches = stream()
+        order = execution_order(plan.strategies, engine.instantiation, lambda a, b: 0.0)
+        for _ in range(2):
+            engine.step(plan.assign(batches.next_batch()), order)
+        params = engine.master.global_params()
+        frozen = {n: (params[n], state.params.views[n].float()) for n in params if is_frozen(n)}
+        moved = (params["layers.0.feed_forward.router.weight"] - router).abs().max().item()
+        out[(precision, shard, fused)] = (frozen, moved)
+    return out if rank == 0 else None
