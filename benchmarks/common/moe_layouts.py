@@ -147,15 +147,21 @@ def run_rank(rank: int, world: int, args: argparse.Namespace) -> dict | None:
 
 
 def reference_losses(args: argparse.Namespace) -> list[float]:
-    """One device's loss at every step on the same batches, from the same weights."""
+    """One device's loss at every step on the same batches, from the same weights, on one thread
+    as each rank computes (where the other cores are busy, a second OpenMP thread waits for one at
+    every small operator of a model this small)."""
     from hotswitch.backend.train.loop.reference import ReferenceTrainer
     from hotswitch.backend.train.state.optim import OptimizerConfig
 
     config = model_config()
-    trainer = ReferenceTrainer(config, OptimizerConfig(), SEED, args.token_budget)
-    return [
-        trainer.step(batch) for batch in batches(config, args.warmup + args.rounds * args.steps, args.size, args.cap)
-    ]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer = ReferenceTrainer(config, OptimizerConfig(), SEED, args.token_budget)
+        data = batches(config, args.warmup + args.rounds * args.steps, args.size, args.cap)
+        return [trainer.step(batch) for batch in data]
+    finally:
+        torch.set_num_threads(threads)
 
 
 def layouts(args: argparse.Namespace) -> dict:

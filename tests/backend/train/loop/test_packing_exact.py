@@ -18,6 +18,7 @@ from hotswitch.backend.train.planning.batching import MicroBatching, collate
 
 from ..matching import worst_tensor
 from ..train_workers import BUDGET, gradient_runs, packed_auto_run, reference_gradients, stream
+from .one_thread import one_thread
 
 STEPS = 2
 RUNS = [
@@ -36,7 +37,9 @@ RUNS = [
 
 @pytest.fixture(scope="module")
 def runs():
-    return reference_gradients(STEPS), spawn_ranks(gradient_runs, 4, STEPS, RUNS, True, timeout=1200)[0]
+    with one_thread():
+        reference = reference_gradients(STEPS)
+    return reference, spawn_ranks(gradient_runs, 4, STEPS, RUNS, True, timeout=1200)[0]
 
 
 def test_the_batches_pack_into_rows_of_several_documents():
