@@ -39,8 +39,9 @@ import torch
 
 @dataclass
 class SequenceRouting:
-    """One micro-batch's routing, per sequence: ``sequences`` [tokens] is each token's sequence
-    in the micro-batch (-1 on padding), ``tokens`` [count] each sequence's tokens; ``picks`` and
+    """One micro-batch's routing, per sequence: ``sequences`` [tokens] is each of this rank's
+    tokens' sequence in the micro-batch (-1 on padding; all of ``whole`` [rows, length] unless
+    ``BalanceLedger.localize`` cut it), ``tokens`` [count] each sequence's tokens; ``picks`` and
     ``probs`` [count, experts] per routed layer: its tokens' picks of each expert and their
     summed probabilities (no gradient)."""
 
@@ -50,6 +51,7 @@ class SequenceRouting:
     picks: dict[int, torch.Tensor] = field(default_factory=dict)
     probs: dict[int, torch.Tensor] = field(default_factory=dict)
     copies: dict[torch.device, torch.Tensor] = field(default_factory=dict)  # ``sequences`` per device
+    whole: torch.Tensor = field(default_factory=lambda: torch.zeros(0, 0, dtype=torch.long))  # [rows, length]
     upstream: torch.Tensor | None = None  # earlier pipeline stages' routing (``carried``)
     complete: torch.Tensor | None = None  # every stage's, from the last (``complete_with``)
     counts_value: bool = True  # false where a later stage, or another rank of the token group, does
@@ -65,7 +67,7 @@ class SequenceRouting:
         flat = sequences.reshape(-1)
         count = max(int(flat.max()) + 1 if flat.numel() else 0, 1)  # an idle micro-batch: one empty
         tokens = torch.bincount(flat[flat >= 0], minlength=count).double()
-        return cls(flat, tokens, layers)
+        return cls(flat, tokens, layers, whole=sequences)
 
     def record(self, layer: int, picked: torch.Tensor, probs: torch.Tensor) -> None:
         """Layer ``layer``'s picks [tokens, k] and probabilities [tokens, experts] (set, not
@@ -161,7 +163,6 @@ class BalanceLedger:
         self.weight = 0.0
         self.routing: SequenceRouting | None = None
         self.seen: list[SequenceRouting] = []
-        self.whole = torch.zeros(0, 0, dtype=torch.long)  # the current micro-batch's sequences
 
     def start_step(self, coef: float, layers: int, sequences: int) -> None:
         """A training step of ``sequences`` over a model of ``layers`` routed layers; ``coef``
@@ -175,13 +176,12 @@ class BalanceLedger:
         if self.weight:
             self.routing = SequenceRouting.of(sequences, self.layers)
             self.seen.append(self.routing)
-            self.whole = sequences
 
     def localize(self, share: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """The current micro-batch's tokens on this rank are ``share`` of the whole [rows, length]
         (sp and cp split them): its routing counts those; the sequences' sizes stay whole."""
         if self.routing is not None:
-            self.routing.sequences = share(self.whole).reshape(-1)
+            self.routing.sequences = share(self.routing.whole).reshape(-1)
             self.routing.copies.clear()
 
     def balanced(self, probs: torch.Tensor, picked: torch.Tensor, layer: int) -> torch.Tensor:
@@ -205,7 +205,7 @@ class BalanceLedger:
         """A micro-batch's backward: layers recomputed there (activation checkpointing) read its
         own ``routing``, not the latest forward's (a pipeline runs others in between)."""
         latest = self.routing
-        self.routing = routing if self.weight else latest
+        self.routing = routing
         try:
             yield
         finally:

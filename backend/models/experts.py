@@ -220,7 +220,6 @@ class Router(nn.Module):
         self.weight = nn.Parameter(torch.empty(experts.count, dim))
         if experts.score_bias:
             self.score_bias = nn.Parameter(torch.zeros(experts.count), requires_grad=False)
-        self.biased = experts.score_bias
 
 
 class MixtureOfExperts(nn.Module):
@@ -243,7 +242,7 @@ class MixtureOfExperts(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         e, r = self.experts, self.router
-        bias = r.score_bias if r.biased else None
+        bias = getattr(r, "score_bias", None)
         routed = routed_experts(x, r.weight, e.w1, e.w2, e.w3, self.gate, self.layer, bias)
         if not self.has_shared:
             return routed

@@ -91,6 +91,17 @@ def test_the_mixture_equals_transformers_qwen3_moe_block():
         assert torch.allclose(ours, expected, atol=1e-6, rtol=1e-5), kernel
 
 
+def in_every_kernel(ours, x: torch.Tensor, expected: torch.Tensor) -> None:
+    """``ours(x)`` is ``expected`` under each experts kernel."""
+    for kernel in KERNELS:
+        use_experts(kernel)
+        try:
+            got = ours(x)
+        finally:
+            use_experts("loop")
+        assert torch.allclose(got, expected, atol=1e-6, rtol=1e-5), kernel
+
+
 def test_a_mixture_with_a_gated_shared_expert_equals_transformers_qwen2_moe_block():
     """Routed experts plus the shared expert scaled by sigmoid(gate(x)), in transformers' order."""
     import transformers
@@ -121,13 +132,7 @@ def test_a_mixture_with_a_gated_shared_expert_equals_transformers_qwen2_moe_bloc
         ours.shared_gate.weight.copy_(block.shared_expert_gate.weight)
     x = torch.randn(2, 30, DIM, generator=torch.Generator().manual_seed(2))
     expected = block(x)
-    for kernel in KERNELS:
-        use_experts(kernel)
-        try:
-            got = ours(x)
-        finally:
-            use_experts("loop")
-        assert torch.allclose(got, expected, atol=1e-6, rtol=1e-5), kernel
+    in_every_kernel(ours, x, expected)
     ungated = MixtureOfExperts(Experts(EXPERTS.count, 2, EXPERTS.ffn_dim, shared_ffn_dim=40), DIM)
     assert not hasattr(ungated, "shared_gate")  # DeepSeek's shared experts are added ungated
 
@@ -147,9 +152,11 @@ def test_a_sigmoid_router_with_groups_a_choice_bias_and_a_scale_equals_transform
     )  # fmt: skip
     torch.manual_seed(4)
     block = Glm4MoeMoE(config)
-    mixture = Experts(EXPERTS.count, 3, EXPERTS.ffn_dim, True, shared_ffn_dim=2 * EXPERTS.ffn_dim)
-    mixture = Experts(**{**mixture.__dict__, "scoring": "sigmoid", "score_bias": True, "groups": 4, "group_pick": 2})
-    ours = MixtureOfExperts(Experts(**{**mixture.__dict__, "scale": 2.5}), DIM)
+    mixture = Experts(
+        EXPERTS.count, 3, EXPERTS.ffn_dim, True, shared_ffn_dim=2 * EXPERTS.ffn_dim,
+        scoring="sigmoid", score_bias=True, groups=4, group_pick=2, scale=2.5,
+    )  # fmt: skip
+    ours = MixtureOfExperts(mixture, DIM)
     with torch.no_grad():
         for param in block.parameters():
             param.normal_(0, 0.1)
@@ -168,13 +175,7 @@ def test_a_sigmoid_router_with_groups_a_choice_bias_and_a_scale_equals_transform
         route(x.reshape(-1, DIM), ours.router.weight, unbiased)[0].sort().values,
         route(x.reshape(-1, DIM), ours.router.weight, unbiased, bias=ours.router.score_bias)[0].sort().values,
     )  # the bias changes some token's experts
-    for kernel in KERNELS:
-        use_experts(kernel)
-        try:
-            got = ours(x)
-        finally:
-            use_experts("loop")
-        assert torch.allclose(got, expected, atol=1e-6, rtol=1e-5), kernel
+    in_every_kernel(ours, x, expected)
     assert not ours.router.score_bias.requires_grad
 
 
