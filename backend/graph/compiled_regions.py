@@ -17,7 +17,12 @@ recomputes in backward by itself.
 Blocks repeat: the run after block i's attention is the same graph as after block j's, with
 other parameters as its inputs. So one compiled module, keyed by the run's structure, serves
 every block, every strategy and every engine of this process (a warm pool's next cell too):
-torch.compile traces it once per kind of input (shapes, dtype) rather than once per layer.
+torch.compile traces it once per kind of input (dtype, feature sizes) rather than once per layer.
+Its activations come in every length (packed rows, length groups, sequence shards), so their
+leading dimensions are marked dynamic from the first call: one trace serves every length, where
+torch.compile alone would trace the first length, then trace again once a second one comes.
+Weights keep their sizes, as do activations' last (feature) dimension, so kernels stay
+specialised to the model's widths.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hotswitch.backend.graph.checkpoint_blocks import CheckpointedBlock
-from hotswitch.backend.graph.extract import extract, item
+from hotswitch.backend.graph.extract import extract, item, run_inputs
 from hotswitch.backend.models.documents import gather_tables
 from hotswitch.backend.models.lean_ops import RotaryFunction
 from hotswitch.backend.models.llama import add_bias, apply_rotary, rms_norm, scale
@@ -60,7 +65,8 @@ def compile_regions(module: torch.fx.GraphModule) -> int:
     _hoist_rotary_tables(module)
     count = sum(compile_regions(child.block) for child in module.children() if isinstance(child, CheckpointedBlock))
     for index, nodes in enumerate(_runs(module.graph)):
-        extract(module, nodes, f"compiled_run_{index}", partial(_compiled_run, _ops(nodes)))
+        varying = tuple(not _is_weight(source) for source in run_inputs(nodes))
+        extract(module, nodes, f"compiled_run_{index}", partial(_compiled_run, _ops(nodes), varying))
         count += 1
     module.graph.lint()
     module.recompile()
@@ -71,16 +77,31 @@ class CompiledRun(nn.Module):
     """One run of a graph, through the compiled module it shares with every run of its
     structure; it shows as the operations it fuses (``ExecGraph.summary``)."""
 
-    def __init__(self, compiled: nn.Module, ops: str):
+    def __init__(self, compiled: nn.Module, ops: str, varying: tuple[bool, ...]):
         super().__init__()
         self.shared = (compiled,)  # not a submodule: the process owns it, every graph shares it
         self.ops = ops
+        self.varying = varying  # per input: an activation, whose leading sizes vary with the tokens
 
     def forward(self, *inputs):
-        return self.shared[0](*inputs)
+        return self.shared[0](*(_as_traced(x, varies) for x, varies in zip(inputs, self.varying, strict=True)))
 
     def extra_repr(self) -> str:
         return f"compiled: {self.ops}"
+
+
+def _as_traced(x, varies: bool):
+    """``x`` as one trace serves it: an activation's leading sizes dynamic, and a weight a
+    plain tensor, whether the graph holds it (a Parameter) or computes it (a gathered shard, a
+    cast), since torch.compile guards on the type and would trace each kind apart."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, nn.Parameter):
+        return x.view_as(x)  # differentiable: the gradient reaches the parameter as before
+    if varies:
+        for dim in range(x.dim() - 1):
+            torch._dynamo.maybe_mark_dynamic(x, dim)
+    return x
 
 
 def compiled_runs() -> int:
@@ -98,6 +119,14 @@ def compile_seconds() -> float:
     from torch._dynamo.utils import compilation_time_metrics
 
     return sum(sum(compilation_time_metrics.get(phase, ())) for phase in COMPILE_TIMERS)
+
+
+def _is_weight(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is a parameter, or computed from one alone (a cast, a view)."""
+    if node.op == "get_attr":
+        return True
+    sources = node.all_input_nodes
+    return node.op in ("call_function", "call_method") and len(sources) == 1 and _is_weight(sources[0])
 
 
 def _fusible(node: torch.fx.Node) -> bool:
@@ -162,13 +191,13 @@ def _position(graph: torch.fx.Graph):
     return lambda node: order[node]
 
 
-def _compiled_run(ops: str, run: torch.fx.GraphModule) -> CompiledRun:
+def _compiled_run(ops: str, varying: tuple[bool, ...], run: torch.fx.GraphModule) -> CompiledRun:
     """The run extracted as ``run``, through the compiled module of its structure: ``run``
     itself compiled on first sight, then shared by every run of that structure."""
     key = _structure(run.graph)
     if key not in _COMPILED:
         _COMPILED[key] = cast("nn.Module", torch.compile(run))
-    return CompiledRun(_COMPILED[key], ops)
+    return CompiledRun(_COMPILED[key], ops, varying)
 
 
 def _structure(graph: torch.fx.Graph) -> str:

@@ -11,11 +11,17 @@ import torch.fx
 from torch import nn
 
 
+def run_inputs(nodes: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The outer nodes the run ``nodes`` reads, in order of first use: its sub-graph's inputs."""
+    inside = set(nodes)
+    return list(dict.fromkeys(s for n in nodes for s in n.all_input_nodes if s not in inside))
+
+
 def _sub_graph(nodes: list[torch.fx.Node]) -> tuple[torch.fx.Graph, list[torch.fx.Node], list[torch.fx.Node]]:
     """The run ``nodes`` as a graph of its own, with the outer nodes it reads (its inputs) and
     the run's nodes read after it (its outputs)."""
     inside = set(nodes)
-    inputs = list(dict.fromkeys(s for n in nodes for s in n.all_input_nodes if s not in inside))
+    inputs = run_inputs(nodes)
     outputs = [n for n in nodes if any(user not in inside for user in n.users)]
     sub = torch.fx.Graph()
     env = {source: sub.placeholder(f"in_{i}") for i, source in enumerate(inputs)}
