@@ -18,6 +18,15 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
     for folder in ("backend", "kernel", "widgets", "tests", "benchmarks"):
         compileall.compile_dir(ROOT / folder, quiet=1, workers=0)
 
+# Each worker computes on one thread, as each rank it starts does (``runtime.spawn``): two
+# workers share two cores, where a second OpenMP thread waits for a busy core at every small
+# operator, so the tiny models' one-device oracles ran several times slower on two threads than
+# on one (their values bit for bit the same on either).
+if "PYTEST_XDIST_WORKER" in os.environ:
+    import torch
+
+    torch.set_num_threads(1)
+
 # CI must not flake: the same examples every run (plus hypothesis' explicit database-free search).
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.load_profile("ci")
@@ -32,10 +41,12 @@ if "HOTSWITCH_RUNS" not in os.environ:
 # The suite runs on pytest-xdist workers (``-n`` in pyproject.toml) with the scheduler below:
 # each test file runs whole on one worker, so its module fixtures (a spawned oracle run, a kernel, a
 # cluster) start once; each tutorial notebook is a unit of its own. The tests that start clusters
-# on loopback (Slurm, Ray, Kubeflow's local backend, notebook 4) form one unit, run one after
-# another on one worker, while the others work through the rest. Units go out longest first (the
-# durations measured on a 2-core machine, in LONGEST), so that no long file starts last while
-# the other workers idle.
+# on loopback (Slurm, Ray, Kubeflow's local backend, notebook 4) form one unit, run first, one
+# after another on one worker. Their daemons must start within their own deadlines (a Ray
+# raylet's is 30 s), so the other worker meanwhile runs the units that start no ranks: the
+# single-process files of QUIET, then every short file. Then the long units go out longest first
+# (the durations measured on a 2-core machine, in LONGEST), so that no long unit starts last
+# while the other worker idles.
 CLUSTERS = (
     "tests/kernel/launch/slurm/test_slurm_launcher.py",
     "tests/kernel/launch/ray/test_ray_launcher.py",
@@ -43,42 +54,64 @@ CLUSTERS = (
     "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[04-clusters]",
 )
 NOTEBOOK_RUNS = "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom["
+QUIET = ("tests/test_types.py", "tests/backend/switch/test_planner_properties.py")
 LONGEST = (
-    "tests/benchmarks/test_benchmarks_smoke.py",
-    "tests/backend/models/test_expert_parallel.py",
-    "tests/kernel/notebook/cells/test_train_magic.py",
-    "tests/backend/train/loop/test_mixed_precision.py",
-    "tests/kernel/notebook/test_kill_scenarios.py",
-    "tests/backend/train/loop/test_hot_switch_exact.py",
-    "tests/kernel/notebook/jobs/test_detach_attach.py",
-    "tests/kernel/notebook/pools/test_warm_pool.py",
-    "tests/backend/train/loop/test_packing_exact.py",
-    "tests/widgets/test_browser.py",
-    "tests/backend/train/loop/test_training_loop.py",
     "tests/backend/train/loop/test_compiled_exact.py",
-    "tests/backend/models/test_families_distributed.py",
-    "tests/backend/train/planning/test_expert_costs.py",
-    "tests/benchmarks/test_moe_ranks.py",
-    "tests/backend/models/test_balance.py",
-    "tests/backend/train/loop/test_gradient_oracle.py",
-    "tests/kernel/cli/test_demo_command.py",
-    "tests/kernel/cli/test_train_command.py",
-    "tests/backend/train/state/test_distributed_optimizer.py",
-    "tests/backend/train/loop/test_activation_checkpointing.py",
-    "tests/kernel/notebook/cells/test_bad_inputs_magic.py",
-    "tests/backend/train/planning/test_memory_measured.py",
+    "tests/benchmarks/test_benchmarks_smoke.py",
+    "tests/backend/train/loop/test_packing_exact.py",
+    "tests/kernel/notebook/cells/test_train_magic.py",
     "tests/backend/graph/test_compiled_regions.py",
+    "tests/widgets/test_browser.py",
+    "tests/benchmarks/test_moe_ranks.py",
+    "tests/backend/train/loop/test_hot_switch_exact.py",
+    "tests/kernel/cli/test_train_command.py",
+    "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[05-your-own-model]",
+    "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[01-quickstart]",
+    "tests/backend/train/loop/test_mixed_precision.py",
+    "tests/backend/models/test_expert_parallel.py",
+    "tests/backend/train/state/test_distributed_optimizer.py",
+    "tests/backend/train/loop/test_training_loop.py",
+    "tests/kernel/notebook/test_kill_scenarios.py",
+    "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[03-hot-switch-vs-static]",
+    "tests/kernel/notebook/pools/test_warm_pool.py",
+    "tests/backend/train/loop/test_gradient_oracle.py",
+    "tests/kernel/notebook/jobs/test_detach_attach.py",
+    "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[06-at-paper-scale]",
+    "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[07-warm-ranks]",
+    "tests/kernel/cli/test_demo_command.py",
+    "tests/kernel/cli/test_simulate_command.py",
+    "tests/backend/train/loop/test_prediction_watch.py",
+    "tests/backend/models/test_families_distributed.py",
+    "tests/backend/train/state/test_fused_update.py",
+    "tests/kernel/notebook/cells/test_rank_debugger.py",
     "tests/kernel/notebook/jobs/test_bounded_jobs.py",
+    "tests/backend/train/loop/test_activation_checkpointing.py",
     "tests/kernel/notebook/pools/test_warm_pool_exact.py",
-    "tests/backend/switch/test_planner_properties.py",
+    "tests/backend/train/tracking/test_tracking.py",
+    "tests/kernel/notebook/cells/test_bad_inputs_magic.py",
+    "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom[02-inspect-plans]",
+    "tests/backend/models/test_family_sft.py",
+    "tests/backend/sim/test_context_parallel.py",
+    "tests/kernel/launch/local/test_local_launcher.py",
+    "tests/backend/train/state/test_frozen_weights.py",
+    "tests/backend/models/test_chunked_loss.py",
+    "tests/kernel/worker/test_heartbeat.py",
 )
-FIRST = [path.split("::")[0] for path in CLUSTERS] + list(LONGEST)
+
+
+def _unit(nodeid: str) -> str:
+    """The scheduling unit of a test: its file, or the notebook it runs."""
+    return nodeid if nodeid.startswith(NOTEBOOK_RUNS) else nodeid.split("::")[0]
 
 
 def pytest_collection_modifyitems(config, items):
+    first = [_unit(test) for test in CLUSTERS] + list(QUIET)
+
     def rank(item) -> int:
-        path = item.nodeid.split("::")[0]
-        return FIRST.index(path) if path in FIRST else len(FIRST)
+        unit = _unit(item.nodeid)
+        if unit in first:
+            return first.index(unit)
+        return len(first) + 1 + LONGEST.index(unit) if unit in LONGEST else len(first)
 
     items.sort(key=rank)  # stable: the rest keep their order
 

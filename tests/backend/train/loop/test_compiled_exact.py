@@ -12,7 +12,6 @@ from hotswitch.backend.runtime.spawn import spawn_ranks
 from ..matching import worst_tensor
 from ..train_workers import gradient_runs, reference_gradients
 from .loop_workers import loop_spec, one_device, train_events
-from .one_thread import one_thread
 
 STEPS = 2
 PLAN = [("tp2pp2ckpt", 200), ("dp2tp2sp", 100), ("dp4", 0)]
@@ -20,8 +19,7 @@ RUNS = [(PLAN, "1f1b")]
 
 
 def test_compiled_packed_steps_equal_one_eager_unpacked_device():
-    with one_thread():
-        ref_grads, ref_norms, ref_losses = reference_gradients(STEPS)
+    ref_grads, ref_norms, ref_losses = reference_gradients(STEPS)
     results = spawn_ranks(gradient_runs, 4, STEPS, RUNS, True, True, timeout=1800)[0]
     grads, norms, losses, used = results[f"{PLAN}/1f1b"]
     assert results["compiled_runs"] >= 3, "the runs of every strategy compiled, shared across blocks"
@@ -37,8 +35,7 @@ def test_the_trainer_compiles_as_its_run_says_reports_the_seconds_and_kernel_and
     spec = loop_spec(plan="dp2", compile=True, steps=3, max_len=64, batch_size=6, eval_every=None)
     events, _ = spawn_ranks(train_events, 2, spec, str(tmp_path), timeout=1800)[0]
     steps = [e for e in events if e["type"] == "step"]
-    with one_thread():
-        reference, _, _ = one_device(spec)
+    reference, _, _ = one_device(spec)
     for step, (e, ref) in enumerate(zip(steps, reference, strict=True), 1):
         assert abs(e["loss"] - ref) <= 1e-5, f"step {step}: loss {e['loss']} vs one device's {ref}"
         assert 0 <= e["compile_s"] <= e["seconds"]["compute"]

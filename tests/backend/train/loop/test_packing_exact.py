@@ -18,7 +18,6 @@ from hotswitch.backend.train.planning.batching import MicroBatching, collate
 
 from ..matching import worst_tensor
 from ..train_workers import BUDGET, gradient_runs, packed_auto_run, reference_gradients, stream
-from .one_thread import one_thread
 
 STEPS = 2
 RUNS = [
@@ -37,8 +36,7 @@ RUNS = [
 
 @pytest.fixture(scope="module")
 def runs():
-    with one_thread():
-        reference = reference_gradients(STEPS)
+    reference = reference_gradients(STEPS)
     return reference, spawn_ranks(gradient_runs, 4, STEPS, RUNS, True, timeout=1200)[0]
 
 
